@@ -1,0 +1,13 @@
+//! Ankusa: a self-hosted webhook receiver whose delivery sinks are
+//! WebAssembly components.
+//!
+//! Subsystems, each in its own folder, with dependencies pointing one way
+//! (edge → queue → store; dispatch → queue + runtime; admin → everything):
+//! - [`runtime`]: loads sink components and runs deliveries, sandboxed;
+//! - [`sinktest`]: scripted peers and JSON test cases for sink components;
+//! - [`cli`]: the `ankusa` command line.
+
+pub mod cli;
+pub mod error_class;
+pub mod runtime;
+pub mod sinktest;

@@ -1,0 +1,28 @@
+//! Sinks shipped inside the binary.
+//!
+//! `host/build.rs` builds the guest workspace (`sinks/`) for wasm32-wasip2 and
+//! leaves every component in one directory; the shipped ones are embedded
+//! here and selected by name in configuration.
+
+use std::path::Path;
+
+pub const LOG: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/log.wasm"));
+pub const HTTP: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/http.wasm"));
+
+const SHIPPED: &[(&str, &[u8])] = &[("log", LOG), ("http", HTTP)];
+
+/// The bytes of the built-in sink called `name`.
+pub fn builtin(name: &str) -> Option<&'static [u8]> {
+    SHIPPED.iter().find(|(n, _)| *n == name).map(|(_, bytes)| *bytes)
+}
+
+/// Names of every built-in sink.
+pub fn names() -> impl Iterator<Item = &'static str> {
+    SHIPPED.iter().map(|(n, _)| *n)
+}
+
+/// Where this build left every compiled guest, test sinks included
+/// (`misbehave.wasm`). For tests and benchmarks of this repository.
+pub fn artifact_dir() -> &'static Path {
+    Path::new(env!("ANKUSA_SINKS_DIR"))
+}

@@ -1,0 +1,89 @@
+//! A compiled component checked against the sink world, ready to
+//! instantiate many times (`InstancePre` made once per component).
+
+use wasmtime::Engine;
+use wasmtime::component::{Component, Linker};
+
+use super::bindings::{SINK_INTERFACE, SinkWorldPre, WIT_VERSION};
+use super::cache::Compiled;
+use super::error::ComponentError;
+use super::instance::InstanceState;
+
+/// What a component imports and exports, for `ankusa sink inspect`.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ComponentInfo {
+    pub sha256: String,
+    pub world: String,
+    pub imports: Vec<String>,
+    pub exports: Vec<String>,
+}
+
+pub struct SinkComponent {
+    pub sha256: String,
+    pub pre: SinkWorldPre<InstanceState>,
+}
+
+fn interface_names<'a, T>(items: impl Iterator<Item = (&'a str, T)>) -> Vec<String> {
+    items.map(|(name, _)| name.to_string()).collect()
+}
+
+pub fn describe(engine: &Engine, compiled: &Compiled) -> ComponentInfo {
+    let ty = compiled.component.component_type();
+    ComponentInfo {
+        sha256: compiled.sha256.clone(),
+        world: format!("ankusa:sink/sink-world@{WIT_VERSION}"),
+        imports: interface_names(ty.imports(engine)),
+        exports: interface_names(ty.exports(engine)),
+    }
+}
+
+/// Is `found` (a semver) compatible with the version this host speaks?
+/// Same major; for 0.x, same minor too.
+fn compatible(found: &str) -> bool {
+    let parts = |v: &str| -> Vec<u64> { v.split(['.', '-', '+']).take(2).filter_map(|p| p.parse().ok()).collect() };
+    let (ours, theirs) = (parts(WIT_VERSION), parts(found));
+    match (ours.as_slice(), theirs.as_slice()) {
+        ([0, minor], [0, their_minor]) => minor == their_minor,
+        ([major, _], [their_major, _]) => major == their_major,
+        _ => false,
+    }
+}
+
+/// Check the component exports our sink interface at a compatible version,
+/// that the host can satisfy its imports, and build its `InstancePre`.
+pub fn prepare(
+    engine: &Engine,
+    linker: &Linker<InstanceState>,
+    compiled: &Compiled,
+) -> Result<SinkComponent, ComponentError> {
+    let component: &Component = &compiled.component;
+    let exports = interface_names(component.component_type().exports(engine));
+    let prefix = format!("{SINK_INTERFACE}@");
+    match exports.iter().find_map(|name| name.strip_prefix(&prefix)) {
+        None => {
+            let exports = if exports.is_empty() { "nothing".to_string() } else { exports.join(", ") };
+            return Err(ComponentError::NotASink { exports, speaks: WIT_VERSION });
+        }
+        Some(found) if !compatible(found) => {
+            return Err(ComponentError::WrongVersion { found: found.to_string(), speaks: WIT_VERSION });
+        }
+        Some(_) => {}
+    }
+    let pre = linker.instantiate_pre(component).map_err(|e| ComponentError::WrongWorld(format!("{e:#}")))?;
+    let pre = SinkWorldPre::new(pre).map_err(|e| ComponentError::WrongWorld(format!("{e:#}")))?;
+    Ok(SinkComponent { sha256: compiled.sha256.clone(), pre })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::compatible;
+
+    #[test]
+    fn only_the_same_zero_minor_is_compatible() {
+        assert!(compatible("0.1.0"));
+        assert!(compatible("0.1.7"));
+        assert!(!compatible("0.2.0"));
+        assert!(!compatible("1.0.0"));
+        assert!(!compatible("garbage"));
+    }
+}

@@ -1,0 +1,233 @@
+//! The outbound HTTP capability (`wasi:http/outgoing-handler`), gated.
+//!
+//! Every request a guest makes comes through [`EgressHooks::send_request`]:
+//!
+//! 1. the target (`scheme://host:port`) must be in the sink's allow list;
+//! 2. the host resolves the name and checks every address (see `egress`);
+//! 3. the request goes out on the sink's pooled keep-alive client, with the
+//!    host's connect, first-byte and between-bytes timeouts as ceilings and a
+//!    cap on response bytes.
+//!
+//! A refusal reaches the guest as `HttpRequestDenied` and is also recorded
+//! for the host, which classifies the attempt as `denied` whatever the guest
+//! reports. Shared state (the client, its pool) lives in [`HttpEgress`], one
+//! per sink; per-instance state in [`EgressHooks`].
+
+mod body;
+mod connector;
+mod pool;
+mod upstream;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full};
+use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiHttpHooks};
+
+pub use connector::{ConnectError, EgressConnector, default_tls_config};
+pub use upstream::{RecordedRequest, ReplyFuture, ScriptedReply, ScriptedUpstream};
+
+use self::body::GuardedBody;
+use self::pool::{ConnectionPool, PoolError};
+use super::egress::{Denied, EgressPolicy, EgressScheme, Host};
+
+type WasiBody = wasmtime_wasi_http::p2::body::HyperOutgoingBody;
+type SendResult = Result<(http::Response<WasiBody>, Box<dyn Future<Output = Result<(), HttpError>> + Send>), HttpError>;
+
+/// Ceilings the host applies to every outbound request of a sink.
+#[derive(Clone, Copy, Debug)]
+pub struct HttpLimits {
+    pub connect_timeout: Duration,
+    pub first_byte_timeout: Duration,
+    pub between_bytes_timeout: Duration,
+    pub max_response_bytes: u64,
+    pub max_idle_per_host: usize,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        HttpLimits {
+            connect_timeout: Duration::from_secs(5),
+            first_byte_timeout: Duration::from_secs(30),
+            between_bytes_timeout: Duration::from_secs(10),
+            max_response_bytes: 1 << 20,
+            max_idle_per_host: 64,
+        }
+    }
+}
+
+/// Where requests go.
+#[derive(Clone)]
+pub enum Upstream {
+    Network,
+    Scripted(Arc<dyn ScriptedUpstream>),
+}
+
+enum Transport {
+    Network(Arc<ConnectionPool>),
+    Scripted(Arc<dyn ScriptedUpstream>),
+}
+
+/// The outbound HTTP state of one sink, shared by all its instances.
+pub struct HttpEgress {
+    policy: Arc<EgressPolicy>,
+    limits: HttpLimits,
+    transport: Transport,
+}
+
+/// Records the first refusal during an attempt, for classification.
+#[derive(Clone, Default)]
+pub struct DenialRecord(Arc<Mutex<Option<Denied>>>);
+
+impl DenialRecord {
+    pub fn take(&self) -> Option<Denied> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+
+    fn record(&self, denied: Denied) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(denied);
+    }
+}
+
+impl HttpEgress {
+    pub fn new(
+        policy: Arc<EgressPolicy>,
+        limits: HttpLimits,
+        upstream: Upstream,
+        tls: Arc<rustls::ClientConfig>,
+    ) -> Arc<Self> {
+        let transport = match upstream {
+            Upstream::Network => {
+                let connector = EgressConnector::new(policy.clone(), tls);
+                Transport::Network(ConnectionPool::new(connector, limits.max_idle_per_host))
+            }
+            Upstream::Scripted(peers) => Transport::Scripted(peers),
+        };
+        Arc::new(HttpEgress { policy, limits, transport })
+    }
+
+    async fn send(
+        self: Arc<Self>,
+        request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+        denials: DenialRecord,
+    ) -> SendResult {
+        let uri = request.uri().clone();
+        let scheme = match uri.scheme_str() {
+            Some("https") => EgressScheme::Https,
+            Some("http") => EgressScheme::Http,
+            _ => return Err(HttpError::HttpRequestUriInvalid),
+        };
+        let host = Host::parse(uri.host().ok_or(HttpError::HttpRequestUriInvalid)?);
+        let port = uri.port_u16().unwrap_or(if scheme == EgressScheme::Https { 443 } else { 80 });
+        if let Err(denied) = self.policy.check_target(scheme, &host, port) {
+            tracing::warn!(%denied, "egress denied");
+            denials.record(denied);
+            return Err(HttpError::HttpRequestDenied);
+        }
+
+        let pick = |asked: Option<Duration>, ceiling: Duration| asked.map_or(ceiling, |a| a.min(ceiling));
+        let options = options.unwrap_or_default();
+        let first_byte = pick(options.first_byte_timeout, self.limits.first_byte_timeout);
+        let connect = pick(options.connect_timeout, self.limits.connect_timeout);
+        let between_bytes = pick(options.between_bytes_timeout, self.limits.between_bytes_timeout);
+        let max_bytes = self.limits.max_response_bytes;
+
+        let response = match &self.transport {
+            Transport::Network(pool) => {
+                let response = match pool.send(request, connect, first_byte).await {
+                    Ok(response) => response,
+                    Err(PoolError::FirstByteTimeout) => return Err(HttpError::ConnectionReadTimeout),
+                    Err(PoolError::Hyper(e)) => return Err(map_hyper_error(&e)),
+                    Err(PoolError::Connect(e)) => return Err(map_connect_error(e, &denials)),
+                };
+                response.map(|body| GuardedBody::new(body, max_bytes, between_bytes).boxed_unsync())
+            }
+            Transport::Scripted(peers) => {
+                let recorded = record(request, max_bytes).await?;
+                match peers.exchange(recorded).await {
+                    ScriptedReply::Refuse => return Err(HttpError::ConnectionRefused),
+                    ScriptedReply::Respond { delay, .. } if delay > first_byte => {
+                        tokio::time::sleep(first_byte).await;
+                        return Err(HttpError::ConnectionReadTimeout);
+                    }
+                    ScriptedReply::Respond { status, headers, body, delay } => {
+                        tokio::time::sleep(delay).await;
+                        let mut builder = http::Response::builder().status(status);
+                        for (name, value) in headers {
+                            builder = builder.header(name, value);
+                        }
+                        let body = Full::new(body).map_err(HttpError::from);
+                        builder
+                            .body(GuardedBody::new(body, max_bytes, between_bytes).boxed_unsync())
+                            .map_err(|e| HttpError::InternalError(Some(format!("scripted reply: {e}"))))?
+                    }
+                }
+            }
+        };
+        Ok((response, Box::new(async { Ok(()) })))
+    }
+}
+
+/// Collect a guest's request for a scripted peer (bounded like a response).
+async fn record(request: http::Request<WasiBody>, max_bytes: u64) -> Result<RecordedRequest, HttpError> {
+    let (parts, body) = request.into_parts();
+    let body = http_body_util::Limited::new(body, usize::try_from(max_bytes).unwrap_or(usize::MAX))
+        .collect()
+        .await
+        .map_err(|_| HttpError::HttpRequestBodySize(None))?
+        .to_bytes();
+    let headers = parts.headers.iter().map(|(n, v)| (n.as_str().to_string(), v.as_bytes().to_vec())).collect();
+    Ok(RecordedRequest { method: parts.method.to_string(), url: parts.uri.to_string(), headers, body })
+}
+
+fn map_connect_error(err: ConnectError, denials: &DenialRecord) -> HttpError {
+    match err {
+        ConnectError::Denied(denied) => {
+            tracing::warn!(%denied, "egress denied");
+            denials.record(denied);
+            HttpError::HttpRequestDenied
+        }
+        ConnectError::Dns { .. } | ConnectError::NoAddress(_) => {
+            HttpError::DnsError { rcode: Some(err.to_string()), info_code: None }
+        }
+        ConnectError::Timeout(_) => HttpError::ConnectionTimeout,
+        ConnectError::Connect { source, .. } if source.kind() == std::io::ErrorKind::ConnectionRefused => {
+            HttpError::ConnectionRefused
+        }
+        ConnectError::Connect { .. } => HttpError::DestinationUnavailable,
+        ConnectError::Tls { .. } => HttpError::TlsProtocolError,
+        ConnectError::InvalidUri(_) => HttpError::HttpRequestUriInvalid,
+    }
+}
+
+fn map_hyper_error(err: &hyper::Error) -> HttpError {
+    if err.is_incomplete_message() || err.is_closed() || err.is_canceled() {
+        HttpError::ConnectionTerminated
+    } else {
+        HttpError::HttpProtocolError
+    }
+}
+
+/// Per-instance `wasi:http` hooks.
+pub struct EgressHooks {
+    egress: Arc<HttpEgress>,
+    denials: DenialRecord,
+}
+
+impl EgressHooks {
+    pub fn new(egress: Arc<HttpEgress>, denials: DenialRecord) -> Self {
+        EgressHooks { egress, denials }
+    }
+}
+
+impl WasiHttpHooks for EgressHooks {
+    fn send_request(
+        &mut self,
+        request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+        _fut: Box<dyn Future<Output = Result<(), HttpError>> + Send>,
+    ) -> Box<dyn Future<Output = SendResult> + Send> {
+        Box::new(self.egress.clone().send(request, options, self.denials.clone()))
+    }
+}

@@ -1,0 +1,137 @@
+//! The `log` capability: guest log lines to `tracing`, labelled and bounded.
+//!
+//! Every line carries the sink's labels (source, sink). A token bucket per
+//! sink (shared by all its instances) bounds the rate, and each line is cut
+//! to [`MAX_LINE_BYTES`], so a sink that logs in a tight loop costs the node
+//! a counter increment per line, not a flood. Suppressed lines are counted
+//! and reported once the bucket refills.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use super::bindings::Level;
+use super::labels::SinkLabel;
+
+pub const MAX_LINE_BYTES: usize = 4096;
+/// Lines kept by a capture (tests only), so a flood cannot exhaust memory.
+const MAX_CAPTURED: usize = 10_000;
+
+/// One captured line, for plugin tests.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogLine {
+    pub level: Level,
+    pub message: String,
+}
+
+/// Token bucket limits for guest logs.
+#[derive(Clone, Copy, Debug)]
+pub struct LogRate {
+    pub lines_per_sec: u32,
+    pub burst: u32,
+}
+
+impl Default for LogRate {
+    fn default() -> Self {
+        LogRate { lines_per_sec: 100, burst: 200 }
+    }
+}
+
+struct Bucket {
+    tokens: f64,
+    refilled: Instant,
+}
+
+/// The log channel of one sink, shared by its instances.
+pub struct LogChannel {
+    label: SinkLabel,
+    rate: LogRate,
+    bucket: Mutex<Bucket>,
+    suppressed: AtomicU64,
+    capture: Option<Mutex<Vec<LogLine>>>,
+}
+
+impl LogChannel {
+    pub fn new(label: SinkLabel, rate: LogRate, capture: bool) -> Arc<Self> {
+        Arc::new(LogChannel {
+            label,
+            rate,
+            bucket: Mutex::new(Bucket { tokens: f64::from(rate.burst), refilled: Instant::now() }),
+            suppressed: AtomicU64::new(0),
+            capture: capture.then(|| Mutex::new(Vec::new())),
+        })
+    }
+
+    /// Lines captured so far (empty unless created with `capture`).
+    pub fn captured(&self) -> Vec<LogLine> {
+        self.capture.as_ref().map(|c| c.lock().unwrap_or_else(|e| e.into_inner()).clone()).unwrap_or_default()
+    }
+
+    /// Lines dropped by the rate limit since the channel was made.
+    pub fn suppressed_total(&self) -> u64 {
+        self.suppressed.load(Ordering::Relaxed)
+    }
+
+    fn take_token(&self) -> bool {
+        let mut bucket = self.bucket.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        let refill = now.duration_since(bucket.refilled).as_secs_f64() * f64::from(self.rate.lines_per_sec);
+        bucket.tokens = (bucket.tokens + refill).min(f64::from(self.rate.burst));
+        bucket.refilled = now;
+        if bucket.tokens >= 1.0 {
+            bucket.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+
+    pub fn emit(&self, level: Level, message: &str) {
+        if !self.take_token() {
+            self.suppressed.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let message = cut(message);
+        let (source, sink) = (self.label.source.as_str(), self.label.sink.as_str());
+        match level {
+            Level::Trace => tracing::trace!(target: "ankusa::guest", source, sink, "{message}"),
+            Level::Debug => tracing::debug!(target: "ankusa::guest", source, sink, "{message}"),
+            Level::Info => tracing::info!(target: "ankusa::guest", source, sink, "{message}"),
+            Level::Warn => tracing::warn!(target: "ankusa::guest", source, sink, "{message}"),
+            Level::Error => tracing::error!(target: "ankusa::guest", source, sink, "{message}"),
+        }
+        if let Some(capture) = &self.capture {
+            let mut lines = capture.lock().unwrap_or_else(|e| e.into_inner());
+            if lines.len() < MAX_CAPTURED {
+                lines.push(LogLine { level, message: message.to_string() });
+            }
+        }
+    }
+
+    /// Report lines dropped since the last report, if any. Called by the
+    /// pool after each delivery, so the summary is never itself rate-limited.
+    pub fn report_suppressed(&self, since_last: &mut u64) {
+        let total = self.suppressed.load(Ordering::Relaxed);
+        if total > *since_last {
+            tracing::warn!(
+                target: "ankusa::guest",
+                source = self.label.source.as_str(),
+                sink = self.label.sink.as_str(),
+                "{} guest log lines suppressed by the rate limit",
+                total - *since_last
+            );
+            *since_last = total;
+        }
+    }
+}
+
+fn cut(message: &str) -> &str {
+    if message.len() <= MAX_LINE_BYTES {
+        return message;
+    }
+    let mut end = MAX_LINE_BYTES;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    &message[..end]
+}

@@ -1,0 +1,170 @@
+//! The sink runtime: loads WebAssembly sink components and runs deliveries
+//! through them, sandboxed.
+//!
+//! Shape (one module per job):
+//! - `engine`: the node's one wasmtime engine (pooling allocator, epoch
+//!   ticker) and the linker every sink is checked against;
+//! - `cache`: compile once, `.cwasm` on disk keyed by engine and sha256;
+//! - `component`: the world check and the `InstancePre` of a component;
+//! - `pool`: warm instances per configured sink, retired on trouble;
+//! - `instance`: what a store carries, with no ambient authority;
+//! - capabilities: `log`, `http` (gated `wasi:http`), sockets (gated inside
+//!   `instance`), `clock` (controllable, for tests);
+//! - `egress`: the allow-list and address policy the capabilities consume;
+//! - `outcome`: what an attempt came to, in the host's error classes.
+//!
+//! Invariant: a guest can never take the node down. Traps, deadlines, memory
+//! caps and bad returns end that attempt with `fault` or `timeout`, and the
+//! instance involved is dropped; the next delivery gets a fresh one.
+//!
+//! Callers: dispatch (deliveries), edge in direct mode, the CLI (`sink
+//! inspect`, `sink test`) and the plugin test harness.
+
+mod bindings;
+pub mod builtin;
+mod cache;
+pub mod clock;
+mod component;
+pub mod egress;
+mod engine;
+mod error;
+pub mod http;
+mod instance;
+pub mod labels;
+pub mod log;
+pub mod outcome;
+mod pool;
+mod sink;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use wasmtime::Engine;
+use wasmtime::component::Linker;
+
+pub use bindings::{Hook, Level as LogLevel, WIT_VERSION};
+pub use component::ComponentInfo;
+pub use engine::EngineConfig;
+pub use error::{ComponentError, LoadError, RuntimeError};
+pub use labels::SinkLabel;
+pub use outcome::{Failure, Outcome};
+pub use pool::PoolSnapshot;
+pub use sink::{ComponentSource, Sink, SinkLimits, SinkSpec};
+
+use self::cache::{Compiled, ComponentCache};
+use self::egress::EgressPolicy;
+use self::http::HttpEgress;
+use self::instance::{InstanceState, StoreFactory};
+use self::log::LogChannel;
+use self::pool::{InstancePool, StartError};
+
+/// The node's sink runtime. Cheap to share behind an `Arc`.
+pub struct Runtime {
+    engine: Engine,
+    linker: Linker<InstanceState>,
+    cache: ComponentCache,
+    compiled: Mutex<HashMap<String, Compiled>>,
+    tls: Arc<rustls::ClientConfig>,
+    config: EngineConfig,
+}
+
+impl Runtime {
+    /// `cache_dir: None` keeps compiled components in memory only.
+    pub fn new(config: EngineConfig, cache_dir: Option<PathBuf>) -> Result<Self, RuntimeError> {
+        let engine = engine::build_engine(&config)?;
+        let linker = engine::build_linker(&engine)?;
+        let cache = ComponentCache::new(&engine, cache_dir);
+        Ok(Runtime {
+            engine,
+            linker,
+            cache,
+            compiled: Mutex::new(HashMap::new()),
+            tls: http::default_tls_config()?,
+            config,
+        })
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    fn compile(&self, bytes: &[u8]) -> Result<Compiled, ComponentError> {
+        let sha256 = {
+            use sha2::Digest;
+            hex::encode(sha2::Sha256::digest(bytes))
+        };
+        if let Some(hit) = self.compiled.lock().unwrap_or_else(|e| e.into_inner()).get(&sha256) {
+            return Ok(hit.clone());
+        }
+        let compiled = self.cache.load_or_compile(&self.engine, bytes)?;
+        self.compiled.lock().unwrap_or_else(|e| e.into_inner()).insert(compiled.sha256.clone(), compiled.clone());
+        Ok(compiled)
+    }
+
+    /// What a component imports and exports, and whether it is a sink this
+    /// host can run (`Ok` only if it passes the same checks as a load).
+    pub fn inspect(&self, bytes: &[u8]) -> Result<ComponentInfo, ComponentError> {
+        let compiled = self.compile(bytes)?;
+        component::prepare(&self.engine, &self.linker, &compiled)?;
+        Ok(component::describe(&self.engine, &compiled))
+    }
+
+    /// Load a configured sink: compile (or fetch from cache), check it
+    /// against the world, start one instance with the options (validating
+    /// them) and ask it for durability. Every error names the sink.
+    pub async fn load(&self, spec: SinkSpec) -> Result<Sink, LoadError> {
+        let label = spec.label.clone();
+        let (origin, bytes): (String, std::borrow::Cow<'_, [u8]>) = match &spec.component {
+            ComponentSource::Builtin(name) => match builtin::builtin(name) {
+                Some(bytes) => (format!("built-in `{name}`"), bytes.into()),
+                None => {
+                    let available = builtin::names().collect::<Vec<_>>().join(", ");
+                    return Err(LoadError::UnknownBuiltin { label, name: name.clone(), available });
+                }
+            },
+            ComponentSource::Path(path) => match std::fs::read(path) {
+                Ok(bytes) => (path.display().to_string(), bytes.into()),
+                Err(source) => return Err(LoadError::Read { label, path: path.clone(), source }),
+            },
+            ComponentSource::Bytes { origin, bytes } => (origin.clone(), bytes.as_slice().into()),
+        };
+        let component_error = |source| LoadError::Component { label: label.clone(), origin: origin.clone(), source };
+        let compiled = self.compile(&bytes).map_err(component_error)?;
+        let prepared = component::prepare(&self.engine, &self.linker, &compiled).map_err(component_error)?;
+
+        let limits = &spec.limits;
+        if limits.memory_bytes > self.config.max_memory_bytes {
+            return Err(LoadError::Limits {
+                label,
+                reason: format!(
+                    "memory cap of {} bytes is above the runtime's maximum of {} bytes",
+                    limits.memory_bytes, self.config.max_memory_bytes
+                ),
+            });
+        }
+        let policy = EgressPolicy::new(&spec.allow, &spec.allow_networks)
+            .map(Arc::new)
+            .map_err(|source| LoadError::Policy { label: label.clone(), source })?;
+        let options = serde_json::to_string(&spec.options)
+            .map_err(|source| LoadError::OptionsJson { label: label.clone(), source })?;
+        let log = LogChannel::new(label.clone(), limits.log_rate, spec.capture_logs);
+        let factory = StoreFactory {
+            engine: self.engine.clone(),
+            egress: HttpEgress::new(policy.clone(), limits.http, spec.upstream.clone(), self.tls.clone()),
+            policy,
+            log: log.clone(),
+            memory_bytes: limits.memory_bytes,
+            clock: spec.clock.clone(),
+        };
+        let pool = InstancePool::new(prepared.pre, factory, options, limits.concurrency, limits.max_uses);
+        let durable = match pool.start_first(limits.attempt_timeout).await {
+            Ok(durable) => durable,
+            Err(StartError::Options(e)) => {
+                return Err(LoadError::Options { label, field: e.field, message: e.message });
+            }
+            Err(StartError::Runtime(failure)) => return Err(LoadError::Init { label, reason: failure.to_string() }),
+        };
+        Ok(Sink { label, sha256: prepared.sha256, durable, attempt_timeout: limits.attempt_timeout, pool, log })
+    }
+}

@@ -1,0 +1,148 @@
+//! A configured sink: one component, its options, its policy and its pool.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::bindings::Hook;
+use super::clock::ManualClock;
+use super::http::{HttpLimits, Upstream};
+use super::labels::SinkLabel;
+use super::log::{LogChannel, LogLine, LogRate};
+use super::outcome::Outcome;
+use super::pool::{InstancePool, PoolSnapshot};
+
+/// Where a sink's component comes from.
+#[derive(Clone, Debug)]
+pub enum ComponentSource {
+    /// A sink shipped inside the binary, by name (`log`, `http`).
+    Builtin(String),
+    /// A `.wasm` component file.
+    Path(PathBuf),
+    /// Component bytes already in memory; `origin` names them in errors.
+    Bytes { origin: String, bytes: Arc<Vec<u8>> },
+}
+
+impl ComponentSource {
+    /// `log` or `http` name a built-in sink; anything with a `/` or ending in
+    /// `.wasm` is a path.
+    pub fn parse(reference: &str) -> ComponentSource {
+        if reference.contains('/') || reference.ends_with(".wasm") || reference.ends_with(".wat") {
+            ComponentSource::Path(PathBuf::from(reference))
+        } else {
+            ComponentSource::Builtin(reference.to_string())
+        }
+    }
+}
+
+/// Resource limits of one configured sink.
+#[derive(Clone, Debug)]
+pub struct SinkLimits {
+    /// Warm instances (and so concurrent deliveries) at most.
+    pub concurrency: usize,
+    /// Linear memory cap per instance.
+    pub memory_bytes: usize,
+    /// Deliveries an instance serves before it is retired.
+    pub max_uses: u64,
+    /// Wall-clock and CPU deadline of one attempt.
+    pub attempt_timeout: Duration,
+    pub http: HttpLimits,
+    pub log_rate: LogRate,
+}
+
+impl Default for SinkLimits {
+    fn default() -> Self {
+        SinkLimits {
+            concurrency: 32,
+            memory_bytes: 64 << 20,
+            max_uses: 10_000,
+            attempt_timeout: Duration::from_secs(30),
+            http: HttpLimits::default(),
+            log_rate: LogRate::default(),
+        }
+    }
+}
+
+/// Everything needed to load one configured sink.
+#[derive(Clone)]
+pub struct SinkSpec {
+    pub label: SinkLabel,
+    pub component: ComponentSource,
+    /// Handed to the component's `configure` as JSON text.
+    pub options: serde_json::Value,
+    /// `scheme://host[:port]` entries the sink may reach.
+    pub allow: Vec<String>,
+    /// Private networks (CIDR) the sink may reach by name.
+    pub allow_networks: Vec<String>,
+    pub limits: SinkLimits,
+    pub upstream: Upstream,
+    /// A controllable clock instead of the host's (plugin tests).
+    pub clock: Option<Arc<ManualClock>>,
+    /// Keep guest log lines for inspection (plugin tests).
+    pub capture_logs: bool,
+}
+
+impl SinkSpec {
+    pub fn new(label: SinkLabel, component: ComponentSource) -> Self {
+        SinkSpec {
+            label,
+            component,
+            options: serde_json::Value::Object(Default::default()),
+            allow: Vec::new(),
+            allow_networks: Vec::new(),
+            limits: SinkLimits::default(),
+            upstream: Upstream::Network,
+            clock: None,
+            capture_logs: false,
+        }
+    }
+}
+
+/// A loaded, configured sink, ready to deliver.
+pub struct Sink {
+    pub(crate) label: SinkLabel,
+    pub(crate) sha256: String,
+    pub(crate) durable: bool,
+    pub(crate) attempt_timeout: Duration,
+    pub(crate) pool: InstancePool,
+    pub(crate) log: Arc<LogChannel>,
+}
+
+impl Sink {
+    pub fn label(&self) -> &SinkLabel {
+        &self.label
+    }
+
+    /// SHA-256 of the component's bytes.
+    pub fn sha256(&self) -> &str {
+        &self.sha256
+    }
+
+    /// The component's own answer for the configured options.
+    pub fn durable(&self) -> bool {
+        self.durable
+    }
+
+    /// Deliver one hook, bounded by the sink's attempt timeout.
+    pub async fn deliver(&self, hook: &Hook, attempt: u32) -> Outcome {
+        self.deliver_within(hook, attempt, self.attempt_timeout).await
+    }
+
+    /// Deliver with an explicit deadline (dispatch passes its own).
+    pub async fn deliver_within(&self, hook: &Hook, attempt: u32, timeout: Duration) -> Outcome {
+        self.pool.deliver(hook, attempt, timeout).await
+    }
+
+    pub fn instances(&self) -> PoolSnapshot {
+        self.pool.snapshot()
+    }
+
+    /// Captured guest log lines (only with `capture_logs`).
+    pub fn logs(&self) -> Vec<LogLine> {
+        self.log.captured()
+    }
+
+    pub fn suppressed_log_lines(&self) -> u64 {
+        self.log.suppressed_total()
+    }
+}

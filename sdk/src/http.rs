@@ -1,0 +1,289 @@
+//! A small blocking HTTP client over `wasi:http/outgoing-handler`.
+//!
+//! Every request leaves through the host, which enforces the sink's `allow`
+//! list, resolves DNS itself, blocks private addresses, applies connect and
+//! read timeouts and pools keep-alive connections. A refused destination
+//! comes back as [`HttpError::Denied`].
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::Failure;
+use crate::bindings::wasi::http::outgoing_handler;
+use crate::bindings::wasi::http::types::{
+    ErrorCode, Fields, IncomingBody, Method, OutgoingBody, OutgoingRequest, RequestOptions, Scheme,
+};
+use crate::bindings::wasi::io::streams::StreamError;
+
+/// The most a single `blocking-write-and-flush` may carry (WASI's limit).
+const WRITE_CHUNK: usize = 4096;
+const READ_CHUNK: u64 = 64 * 1024;
+
+/// A parsed absolute `http` or `https` URL.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Url {
+    pub https: bool,
+    /// `host[:port]`, as written.
+    pub authority: String,
+    /// Path and query, starting with `/`.
+    pub path_and_query: String,
+}
+
+impl Url {
+    pub fn parse(url: &str) -> Result<Url, String> {
+        let (https, rest) = if let Some(rest) = url.strip_prefix("https://") {
+            (true, rest)
+        } else if let Some(rest) = url.strip_prefix("http://") {
+            (false, rest)
+        } else {
+            return Err("must start with http:// or https://".into());
+        };
+        let split = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        let (authority, tail) = rest.split_at(split);
+        if authority.is_empty() || authority.contains('@') || authority.contains(char::is_whitespace) {
+            return Err("must name a host, without credentials or spaces".into());
+        }
+        let tail = tail.split('#').next().unwrap_or("");
+        let path_and_query = match tail.chars().next() {
+            None => "/".to_string(),
+            Some('?') => format!("/{tail}"),
+            Some(_) => tail.to_string(),
+        };
+        Ok(Url { https, authority: authority.to_string(), path_and_query })
+    }
+}
+
+impl fmt::Display for Url {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let scheme = if self.https { "https" } else { "http" };
+        write!(f, "{scheme}://{}{}", self.authority, self.path_and_query)
+    }
+}
+
+/// Why a request produced no response.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HttpError {
+    /// The host refused the destination (outside `allow`, or a blocked address).
+    Denied,
+    /// The connection could not be made (refused, unreachable, DNS).
+    Connect(String),
+    /// A connect, first-byte or between-bytes timeout expired.
+    Timeout(String),
+    /// Anything else: TLS, protocol, a header the host refuses.
+    Other(String),
+}
+
+impl fmt::Display for HttpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HttpError::Denied => f.write_str("destination denied by the host's egress policy"),
+            HttpError::Connect(e) => write!(f, "connect failed: {e}"),
+            HttpError::Timeout(e) => write!(f, "timed out: {e}"),
+            HttpError::Other(e) => f.write_str(e),
+        }
+    }
+}
+
+impl From<HttpError> for Failure {
+    /// Network trouble is worth retrying. A denied destination is reported
+    /// as permanent; the host records it under its own `denied` class.
+    fn from(err: HttpError) -> Failure {
+        match err {
+            HttpError::Denied => Failure::permanent(err.to_string()),
+            other => Failure::transient(other.to_string()),
+        }
+    }
+}
+
+fn classify_error_code(code: ErrorCode) -> HttpError {
+    match code {
+        ErrorCode::HttpRequestDenied | ErrorCode::DestinationIpProhibited => HttpError::Denied,
+        ErrorCode::ConnectionRefused
+        | ErrorCode::DestinationNotFound
+        | ErrorCode::DestinationUnavailable
+        | ErrorCode::DestinationIpUnroutable
+        | ErrorCode::DnsError(_)
+        | ErrorCode::DnsTimeout
+        | ErrorCode::ConnectionTerminated => HttpError::Connect(format!("{code:?}")),
+        ErrorCode::ConnectionTimeout
+        | ErrorCode::ConnectionReadTimeout
+        | ErrorCode::ConnectionWriteTimeout
+        | ErrorCode::HttpResponseTimeout => HttpError::Timeout(format!("{code:?}")),
+        other => HttpError::Other(format!("{other:?}")),
+    }
+}
+
+/// An outgoing request. Build it, then [`Request::send`].
+#[derive(Clone, Debug)]
+pub struct Request {
+    method: Method,
+    url: Url,
+    headers: Vec<(String, Vec<u8>)>,
+    body: Vec<u8>,
+    connect_timeout: Option<Duration>,
+    first_byte_timeout: Option<Duration>,
+    between_bytes_timeout: Option<Duration>,
+    max_response_bytes: u64,
+}
+
+impl Request {
+    pub fn new(method: &str, url: Url) -> Request {
+        let method = match method.to_ascii_uppercase().as_str() {
+            "GET" => Method::Get,
+            "HEAD" => Method::Head,
+            "POST" => Method::Post,
+            "PUT" => Method::Put,
+            "DELETE" => Method::Delete,
+            "PATCH" => Method::Patch,
+            "OPTIONS" => Method::Options,
+            other => Method::Other(other.to_string()),
+        };
+        Request {
+            method,
+            url,
+            headers: Vec::new(),
+            body: Vec::new(),
+            connect_timeout: None,
+            first_byte_timeout: None,
+            between_bytes_timeout: None,
+            max_response_bytes: 64 * 1024,
+        }
+    }
+
+    pub fn post(url: Url) -> Request {
+        Request::new("POST", url)
+    }
+
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<Vec<u8>>) -> Request {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    pub fn body(mut self, body: impl Into<Vec<u8>>) -> Request {
+        self.body = body.into();
+        self
+    }
+
+    /// Ask for a tighter timeout than the host's. The host's own limits
+    /// always apply as a ceiling.
+    pub fn timeouts(mut self, connect: Duration, first_byte: Duration, between_bytes: Duration) -> Request {
+        self.connect_timeout = Some(connect);
+        self.first_byte_timeout = Some(first_byte);
+        self.between_bytes_timeout = Some(between_bytes);
+        self
+    }
+
+    /// Read at most this many bytes of the response body; the rest is
+    /// dropped and [`Response::truncated`] is set.
+    pub fn max_response_bytes(mut self, max: u64) -> Request {
+        self.max_response_bytes = max;
+        self
+    }
+
+    pub fn send(self) -> Result<Response, HttpError> {
+        let fields = Fields::new();
+        for (name, value) in &self.headers {
+            fields.append(name, value).map_err(|e| HttpError::Other(format!("header {name}: {e:?}")))?;
+        }
+        let request = OutgoingRequest::new(fields);
+        let scheme = if self.url.https { Scheme::Https } else { Scheme::Http };
+        let accepted = request.set_method(&self.method).is_ok()
+            && request.set_scheme(Some(&scheme)).is_ok()
+            && request.set_authority(Some(&self.url.authority)).is_ok()
+            && request.set_path_with_query(Some(&self.url.path_and_query)).is_ok();
+        if !accepted {
+            return Err(HttpError::Other(format!("invalid request target {}", self.url)));
+        }
+        let body = request.body().map_err(|()| HttpError::Other("request body already taken".into()))?;
+        let options = RequestOptions::new();
+        let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        // The host caps each of these anyway; a refusal to set one is harmless.
+        let _ = options.set_connect_timeout(self.connect_timeout.map(nanos));
+        let _ = options.set_first_byte_timeout(self.first_byte_timeout.map(nanos));
+        let _ = options.set_between_bytes_timeout(self.between_bytes_timeout.map(nanos));
+
+        // Hand the request over before writing the body, so a body larger
+        // than the host's buffer streams instead of blocking forever.
+        let pending = outgoing_handler::handle(request, Some(options)).map_err(classify_error_code)?;
+        write_body(body, &self.body);
+
+        pending.subscribe().block();
+        let response = match pending.get() {
+            Some(Ok(Ok(response))) => response,
+            Some(Ok(Err(code))) => return Err(classify_error_code(code)),
+            Some(Err(())) | None => return Err(HttpError::Other("response already taken".into())),
+        };
+        let status = response.status();
+        let headers = response.headers().entries().into_iter().collect::<Vec<(String, Vec<u8>)>>();
+        let incoming = response.consume().map_err(|()| HttpError::Other("response body already taken".into()))?;
+        let (body, truncated) = read_capped(&incoming, self.max_response_bytes)?;
+        Ok(Response { status, headers, body, truncated })
+    }
+}
+
+/// Write the request body and finish it. Errors are not reported here: if
+/// the host dropped the request (denied, refused), the response future
+/// carries the real reason.
+fn write_body(body: OutgoingBody, bytes: &[u8]) {
+    if let Ok(stream) = body.write() {
+        for chunk in bytes.chunks(WRITE_CHUNK) {
+            if stream.blocking_write_and_flush(chunk).is_err() {
+                break;
+            }
+        }
+        drop(stream);
+    }
+    let _ = OutgoingBody::finish(body, None);
+}
+
+fn read_capped(body: &IncomingBody, max: u64) -> Result<(Vec<u8>, bool), HttpError> {
+    let stream = body.stream().map_err(|()| HttpError::Other("response stream already taken".into()))?;
+    let mut out = Vec::new();
+    loop {
+        let room = max.saturating_sub(out.len() as u64);
+        if room == 0 {
+            return Ok((out, true));
+        }
+        match stream.blocking_read(room.min(READ_CHUNK)) {
+            Ok(chunk) => out.extend_from_slice(&chunk),
+            Err(StreamError::Closed) => return Ok((out, false)),
+            Err(StreamError::LastOperationFailed(e)) => {
+                return Err(HttpError::Other(format!("reading response: {}", e.to_debug_string())));
+            }
+        }
+    }
+}
+
+/// A response with its body read up to the request's cap.
+#[derive(Clone, Debug)]
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, Vec<u8>)>,
+    pub body: Vec<u8>,
+    /// The body was longer than the cap and was cut.
+    pub truncated: bool,
+}
+
+impl Response {
+    /// The first header named `name` (case-insensitive), if it is UTF-8.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).and_then(|(_, v)| std::str::from_utf8(v).ok())
+    }
+}
+
+/// Parse a `Retry-After` value, either delay-seconds or an HTTP-date, into
+/// milliseconds from `now_unix_secs`. A date in the past means "now" (0).
+pub fn parse_retry_after(value: &str, now_unix_secs: u64) -> Option<u64> {
+    let value = value.trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(secs.saturating_mul(1000));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    let at = at.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs();
+    Some(at.saturating_sub(now_unix_secs).saturating_mul(1000))
+}
+
+/// Seconds since the Unix epoch by the host's wall clock.
+pub fn now_unix_secs() -> u64 {
+    crate::bindings::wasi::clocks::wall_clock::now().seconds
+}

@@ -1,0 +1,84 @@
+//! Write Ankusa delivery sinks in Rust.
+//!
+//! A sink is a WebAssembly component that receives hooks the host has already
+//! made durable and delivers each one somewhere. Implement [`Sink`], export it
+//! with [`export_sink!`], and build with
+//! `cargo build --target wasm32-wasip2 --release`:
+//!
+//! ```ignore
+//! use ankusa_sdk::{export_sink, options, ConfigError, Failure, Hook, Sink};
+//!
+//! #[derive(serde::Deserialize)]
+//! struct Options { prefix: String }
+//!
+//! struct Echo(Options);
+//!
+//! impl Sink for Echo {
+//!     fn configure(json: &str) -> Result<Self, ConfigError> {
+//!         Ok(Echo(options::parse(json)?))
+//!     }
+//!     fn durable(&self) -> bool { false }
+//!     fn deliver(&mut self, hook: &Hook, _attempt: u32) -> Result<(), Failure> {
+//!         ankusa_sdk::log::info(&format!("{} {}", self.0.prefix, hook.id));
+//!         Ok(())
+//!     }
+//! }
+//!
+//! export_sink!(Echo);
+//! ```
+//!
+//! The host owns retries, backoff and the dead-letter queue. A sink only
+//! reports, per attempt, success or a [`Failure`] with its [`ErrorClass`].
+
+pub mod bindings {
+    //! Raw bindings generated from `wit/` (the `ankusa:sink@0.1.0` world and
+    //! the WASI interfaces it imports). Most sinks never need them directly.
+    wit_bindgen::generate!({
+        path: "../wit",
+        world: "ankusa:sink/sink-world",
+        generate_all,
+        pub_export_macro: true,
+        export_macro_name: "export_sink_world",
+        default_bindings_module: "ankusa_sdk::bindings",
+    });
+}
+
+mod failure;
+pub mod http;
+pub mod log;
+pub mod options;
+pub mod signing;
+mod sink;
+
+pub use bindings::ankusa::sink::types::{ConfigError, ErrorClass, Failure, Hook};
+pub use sink::Sink;
+
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::sink::{configure, deliver, durable};
+}
+
+/// Export a [`Sink`] implementation as the component's `ankusa:sink/sink`.
+///
+/// Use it once, at the root of a `cdylib` crate.
+#[macro_export]
+macro_rules! export_sink {
+    ($ty:ty) => {
+        #[doc(hidden)]
+        struct __AnkusaSinkExport;
+
+        impl $crate::bindings::exports::ankusa::sink::sink::Guest for __AnkusaSinkExport {
+            fn configure(options: String) -> Result<(), $crate::ConfigError> {
+                $crate::__private::configure::<$ty>(&options)
+            }
+            fn durable() -> bool {
+                $crate::__private::durable::<$ty>()
+            }
+            fn deliver(hook: $crate::Hook, attempt: u32) -> Result<(), $crate::Failure> {
+                $crate::__private::deliver::<$ty>(&hook, attempt)
+            }
+        }
+
+        $crate::bindings::export_sink_world!(__AnkusaSinkExport with_types_in $crate::bindings);
+    };
+}

@@ -1,0 +1,103 @@
+//! A sink that misbehaves on request, for containment tests.
+//!
+//! The hook body picks the behaviour, so one configured sink can trap on one
+//! delivery and succeed on the next:
+//!
+//! | body | behaviour |
+//! |---|---|
+//! | `ok` (or anything unlisted) | succeed |
+//! | `loop` | spin forever in guest code |
+//! | `block` | block forever in a host call (a monotonic-clock wait) |
+//! | `oom` | allocate until memory runs out |
+//! | `trap` | execute `unreachable` |
+//! | `panic` | panic |
+//! | `huge-log` | log 10 000 lines of 64 KiB |
+//! | `huge-reason` | fail with a 4 MiB reason |
+//! | `transient`, `permanent`, `retry-after:<ms>` | fail with that class |
+//! | `calls` | fail transiently with the reason `calls=<n>`: n counts this instance's deliveries |
+//!
+//! Options: `{"durable": bool, "require": "<field>"}`; `require` makes
+//! configure fail naming that field, to test option errors.
+
+use std::cell::Cell;
+
+use ankusa_sdk::bindings::wasi::clocks::monotonic_clock;
+use ankusa_sdk::{ConfigError, ErrorClass, Failure, Hook, Sink, export_sink, log, options};
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Options {
+    #[serde(default)]
+    durable: bool,
+    #[serde(default)]
+    require: Option<String>,
+}
+
+struct Misbehave {
+    durable: bool,
+}
+
+thread_local! {
+    static CALLS: Cell<u64> = const { Cell::new(0) };
+}
+
+impl Sink for Misbehave {
+    fn configure(json: &str) -> Result<Self, ConfigError> {
+        let options: Options = options::parse(if json.trim().is_empty() { "{}" } else { json })?;
+        if let Some(field) = options.require {
+            return Err(ConfigError::field(field, "is required"));
+        }
+        Ok(Misbehave { durable: options.durable })
+    }
+
+    fn durable(&self) -> bool {
+        self.durable
+    }
+
+    fn deliver(&mut self, hook: &Hook, _attempt: u32) -> Result<(), Failure> {
+        let calls = CALLS.with(|c| {
+            c.set(c.get() + 1);
+            c.get()
+        });
+        let body = String::from_utf8_lossy(&hook.body);
+        match body.as_ref() {
+            "loop" => {
+                let mut x = 0u64;
+                loop {
+                    x = std::hint::black_box(x.wrapping_add(1));
+                }
+            }
+            "block" => {
+                monotonic_clock::subscribe_duration(3_600_000_000_000).block();
+                Ok(())
+            }
+            "oom" => {
+                let mut hoard: Vec<Vec<u8>> = Vec::new();
+                loop {
+                    hoard.push(vec![0xA5; 1 << 20]);
+                    std::hint::black_box(&hoard);
+                }
+            }
+            "trap" => core::arch::wasm32::unreachable(),
+            "panic" => panic!("the misbehave sink was asked to panic"),
+            "huge-log" => {
+                let line = "x".repeat(64 * 1024);
+                for _ in 0..10_000 {
+                    log::info(&line);
+                }
+                Ok(())
+            }
+            "huge-reason" => Err(Failure { class: ErrorClass::Transient, reason: "r".repeat(4 << 20) }),
+            "transient" => Err(Failure::transient("asked to fail")),
+            "permanent" => Err(Failure::permanent("asked to fail")),
+            "calls" => Err(Failure::transient(format!("calls={calls}"))),
+            other => match other.strip_prefix("retry-after:").map(str::parse::<u64>) {
+                Some(Ok(ms)) => Err(Failure::retry_after(ms, "asked to wait")),
+                _ => Ok(()),
+            },
+        }
+    }
+}
+
+export_sink!(Misbehave);

@@ -1,0 +1,32 @@
+//! Helpers shared by the end-to-end, fault and plugin tests: a real local
+//! HTTP receiver, an independent Standard Webhooks verifier, and the paths
+//! of the built binary and guest components.
+
+pub mod receiver;
+pub mod standard_webhooks;
+
+use std::path::PathBuf;
+
+/// A guest component this build compiled (`log`, `http`, `misbehave`).
+pub fn guest_wasm(name: &str) -> PathBuf {
+    ankusa::runtime::builtin::artifact_dir().join(format!("{name}.wasm"))
+}
+
+/// The `ankusa` binary next to this test executable (built by
+/// `cargo test --workspace`, which builds the host's binary for its own
+/// integration tests).
+pub fn ankusa_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let dir = exe.parent().and_then(|deps| deps.parent()).expect("target/<profile>/deps");
+    let bin = dir.join("ankusa");
+    assert!(bin.is_file(), "{} is missing: run `cargo build -p ankusa` or `cargo test --workspace`", bin.display());
+    bin
+}
+
+/// A directory with a file written into it, removed on drop.
+pub fn temp_file(name: &str, contents: &[u8]) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join(name);
+    std::fs::write(&path, contents).expect("write temp file");
+    (dir, path)
+}

@@ -1,0 +1,79 @@
+//! `ankusa sink test` and `ankusa sink inspect`, run as a user would.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use ankusa_tests::{ankusa_bin, guest_wasm, temp_file};
+
+fn cases(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("cases").join(name)
+}
+
+fn run(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(ankusa_bin()).args(args).output().expect("run ankusa");
+    (out.status.code(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+#[test]
+fn the_http_cases_pass() {
+    let file = cases("http.json");
+    let (code, stdout, stderr) = run(&["sink", "test", "http", file.to_str().expect("utf-8 path")]);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("12 passed, 0 failed"), "{stdout}");
+    assert!(!stdout.contains("FAIL"), "{stdout}");
+}
+
+#[test]
+fn the_same_cases_pass_against_the_wasm_file() {
+    let wasm = guest_wasm("http");
+    let file = cases("http.json");
+    let (code, stdout, _) = run(&["sink", "test", wasm.to_str().expect("utf-8"), file.to_str().expect("utf-8")]);
+    assert_eq!(code, Some(0), "{stdout}");
+}
+
+#[test]
+fn a_wrong_expectation_fails_with_a_clear_diff() {
+    let wrong = br#"{
+      "options": {"url": "https://hooks.example.com/in"},
+      "allow": ["https://hooks.example.com"],
+      "cases": [
+        {"name": "503 is not permanent", "http": [{"status": 503}], "expect": {"class": "permanent"}},
+        {"name": "200 is fine", "http": [{"status": 200}], "expect": {"outcome": "ok"}},
+        {"name": "wrong header", "http": [{"status": 200}],
+         "expect": {"requests": [{"headers": {"x-ankusa-source": "stripe"}}]}}
+      ]
+    }"#;
+    let (_dir, file) = temp_file("wrong.json", wrong);
+    let (code, stdout, _) = run(&["sink", "test", "http", file.to_str().expect("utf-8")]);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(stdout.contains("FAIL   503 is not permanent"), "{stdout}");
+    assert!(stdout.contains("class: expected permanent, got transient"), "{stdout}");
+    assert!(stdout.contains("ok     200 is fine"), "{stdout}");
+    assert!(stdout.contains(r#"requests[0].headers.x-ankusa-source: expected "stripe", got "test""#), "{stdout}");
+    assert!(stdout.contains("1 passed, 2 failed"), "{stdout}");
+}
+
+#[test]
+fn a_malformed_cases_file_is_a_clear_error() {
+    let (_dir, file) = temp_file("bad.json", br#"{"cases": [{"name": "x", "expect": {"klass": "transient"}}]}"#);
+    let (code, _, stderr) = run(&["sink", "test", "http", file.to_str().expect("utf-8")]);
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("bad.json") && stderr.contains("klass"), "{stderr}");
+}
+
+#[test]
+fn inspect_shows_world_imports_and_durability() {
+    let (code, stdout, stderr) =
+        run(&["sink", "inspect", "http", "--options", r#"{"url": "https://a.example.com/x"}"#, "--json"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("JSON report");
+    assert_eq!(report["durable"], true);
+    assert_eq!(report["world"], "ankusa:sink/sink-world@0.1.0");
+    let imports = report["imports"].as_array().expect("imports");
+    assert!(imports.iter().any(|i| i.as_str().is_some_and(|s| s.starts_with("wasi:http/outgoing-handler@"))));
+    assert_eq!(report["exports"], serde_json::json!(["ankusa:sink/sink@0.1.0"]));
+
+    let (code, stdout, _) = run(&["sink", "inspect", "log"]);
+    assert_eq!(code, Some(0));
+    assert!(stdout.contains("durable:   false"), "{stdout}");
+}

@@ -1,0 +1,89 @@
+//! Egress policy through the real sink: unlisted targets and non-public
+//! addresses are refused before any connection is made.
+
+use ankusa_harness::{ErrorClass, Harness, OutcomeExt, TestHook};
+use ankusa_tests::receiver::{Receiver, Reply};
+use serde_json::json;
+
+#[tokio::test]
+async fn a_url_outside_allow_is_denied_and_never_connected() {
+    let receiver = Receiver::start(Reply::status(200)).await;
+    let sink = Harness::shared()
+        .builtin("http")
+        .options(json!({"url": receiver.url("/in")}))
+        .allow(["https://hooks.example.com"])
+        .real_network()
+        .load()
+        .await
+        .expect("loads");
+    let outcome = sink.deliver(TestHook::new(), 1).await;
+    let failure = outcome.assert_failed(ErrorClass::Denied);
+    assert!(failure.reason.contains("allow list"), "{failure}");
+    assert_eq!(receiver.connections(), 0, "no connection may be attempted");
+}
+
+#[tokio::test]
+async fn loopback_is_reachable_only_when_named_literally() {
+    let receiver = Receiver::start(Reply::status(200)).await;
+    let port = receiver.addr.port();
+
+    let literal = Harness::shared()
+        .builtin("http")
+        .options(json!({"url": receiver.url("/in")}))
+        .allow([format!("http://127.0.0.1:{port}")])
+        .real_network()
+        .load()
+        .await
+        .expect("loads");
+    literal.deliver(TestHook::new(), 1).await.assert_delivered();
+    assert_eq!(receiver.received().len(), 1);
+}
+
+#[tokio::test]
+async fn a_hostname_resolving_to_loopback_is_refused() {
+    let receiver = Receiver::start(Reply::status(200)).await;
+    let port = receiver.addr.port();
+    let by_name = Harness::shared()
+        .builtin("http")
+        .options(json!({"url": format!("http://localhost:{port}/in")}))
+        .allow([format!("http://localhost:{port}")])
+        .real_network()
+        .load()
+        .await
+        .expect("loads");
+    let outcome = by_name.deliver(TestHook::new(), 1).await;
+    let failure = outcome.assert_failed(ErrorClass::Denied);
+    assert!(failure.reason.contains("loopback"), "{failure}");
+    assert_eq!(receiver.connections(), 0, "the check happens before connecting");
+}
+
+#[tokio::test]
+async fn an_allowed_network_opens_a_private_range_by_name() {
+    let receiver = Receiver::start(Reply::status(200)).await;
+    let port = receiver.addr.port();
+    let sink = Harness::shared()
+        .builtin("http")
+        .options(json!({"url": format!("http://localhost:{port}/in")}))
+        .allow([format!("http://localhost:{port}")])
+        .allow_networks(["127.0.0.0/8", "::1/128"])
+        .real_network()
+        .load()
+        .await
+        .expect("loads");
+    sink.deliver(TestHook::new(), 1).await.assert_delivered();
+    assert_eq!(receiver.received().len(), 1);
+}
+
+#[tokio::test]
+async fn a_bad_allow_entry_refuses_the_load() {
+    let err = Harness::shared()
+        .builtin("http")
+        .options(json!({"url": "https://hooks.example.com/in"}))
+        .allow(["hooks.example.com"])
+        .load()
+        .await
+        .err()
+        .expect("a bad allow entry is refused");
+    let message = err.to_string();
+    assert!(message.contains("hooks.example.com") && message.contains("scheme://"), "{message}");
+}
