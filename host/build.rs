@@ -8,8 +8,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// (crate artifact name, name the host knows it by)
-const GUESTS: &[(&str, &str)] =
-    &[("ankusa_sink_log", "log"), ("ankusa_sink_http", "http"), ("ankusa_sink_misbehave", "misbehave")];
+const GUESTS: &[(&str, &str)] = &[
+    ("ankusa_sink_log", "log"),
+    ("ankusa_sink_http", "http"),
+    ("ankusa_sink_misbehave", "misbehave"),
+    ("ankusa_sink_noop", "noop"),
+];
 
 fn main() {
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));

@@ -1,1 +1,160 @@
-fn main() {}
+//! The http sink against a local keep-alive receiver, compared with a native
+//! hyper client sending the same requests with the same concurrency, in the
+//! same run.
+//!
+//! `cargo run --release -p ankusa-bench --bin bench-http-sink`
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ankusa::runtime::http::{RecordedRequest, ReplyFuture, ScriptedReply, ScriptedUpstream, Upstream};
+use ankusa::runtime::{ComponentSource, EngineConfig, Outcome, Runtime, Sink, SinkLabel, SinkSpec};
+use ankusa::sinktest::TestHook;
+
+/// Requests per round (`ANKUSA_BENCH_REQUESTS`, default 100 000).
+fn requests() -> usize {
+    std::env::var("ANKUSA_BENCH_REQUESTS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000)
+}
+
+/// Answers `200` at once and keeps nothing.
+struct InstantPeer;
+
+impl ScriptedUpstream for InstantPeer {
+    fn exchange(&self, _request: RecordedRequest) -> ReplyFuture {
+        Box::pin(async {
+            ScriptedReply::Respond {
+                status: 200,
+                headers: Vec::new(),
+                body: Bytes::from_static(b"ok"),
+                delay: Duration::ZERO,
+            }
+        })
+    }
+}
+use ankusa_bench::{Receiver, ratio, report};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+
+const CONCURRENCY: usize = 32;
+const BODY_BYTES: usize = 1024;
+const ROUNDS: usize = 3;
+
+async fn wasm_round(sink: Arc<Sink>) -> anyhow::Result<f64> {
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..CONCURRENCY {
+        let sink = sink.clone();
+        tasks.push(tokio::spawn(async move {
+            let hook = TestHook::new().body(vec![b'x'; BODY_BYTES]).build();
+            for _ in 0..requests() / CONCURRENCY {
+                if let Outcome::Failed(f) = sink.deliver(&hook, 1).await {
+                    anyhow::bail!("delivery failed: {f}");
+                }
+            }
+            Ok(())
+        }));
+    }
+    for task in tasks {
+        task.await??;
+    }
+    Ok(requests() as f64 / started.elapsed().as_secs_f64())
+}
+
+async fn native_round(url: &str) -> anyhow::Result<f64> {
+    let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new())
+        .pool_max_idle_per_host(CONCURRENCY)
+        .pool_idle_timeout(Duration::from_secs(60))
+        .build_http();
+    let hook = TestHook::new().body(vec![b'x'; BODY_BYTES]).build();
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..CONCURRENCY {
+        let (client, url, hook) = (client.clone(), url.to_string(), hook.clone());
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..requests() / CONCURRENCY {
+                // The same request the http sink sends.
+                let request = hyper::Request::post(&url)
+                    .header("content-type", "application/json")
+                    .header("content-length", hook.body.len())
+                    .header("x-ankusa-id", &hook.id)
+                    .header("x-ankusa-source", &hook.source)
+                    .header("x-ankusa-tenant", &hook.tenant)
+                    .header("x-ankusa-idempotency-key", &hook.idempotency_key)
+                    .body(Full::new(Bytes::from(hook.body.clone())))?;
+                let response = client.request(request).await?;
+                let status = response.status();
+                let _ = response.into_body().collect().await?;
+                anyhow::ensure!(status.is_success(), "receiver answered {status}");
+            }
+            anyhow::Ok(())
+        }));
+    }
+    for task in tasks {
+        task.await??;
+    }
+    Ok(requests() as f64 / started.elapsed().as_secs_f64())
+}
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn main() -> anyhow::Result<()> {
+    let receiver = Receiver::start()?;
+    let url = format!("http://{}/hooks", receiver.addr);
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(async {
+        let runtime = Runtime::new(EngineConfig::default(), None)?;
+        let mut spec = SinkSpec::new(SinkLabel::new("bench", "http"), ComponentSource::Builtin("http".into()));
+        spec.options = serde_json::json!({"url": url});
+        spec.allow = vec![format!("http://{}", receiver.addr)];
+        spec.limits.concurrency = CONCURRENCY;
+        let sink = Arc::new(runtime.load(spec).await?);
+
+        // For profiling one side alone: ANKUSA_BENCH_ONLY=native, wasm or instant.
+        let only = std::env::var("ANKUSA_BENCH_ONLY").unwrap_or_default();
+        let (run_native, run_wasm) = (only.is_empty() || only == "native", only.is_empty() || only == "wasm");
+        // Warm both paths (connections, instances) before measuring.
+        let (mut native, mut wasm) = (vec![f64::NAN], vec![f64::NAN]);
+        if run_native {
+            native_round(&url).await?;
+            native = Vec::new();
+        }
+        if run_wasm {
+            wasm_round(sink.clone()).await?;
+            wasm = Vec::new();
+        }
+        for _ in 0..ROUNDS {
+            if run_native {
+                native.push(native_round(&url).await?);
+            }
+            if run_wasm {
+                wasm.push(wasm_round(sink.clone()).await?);
+            }
+        }
+        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+        let (native, wasm) = (mean(&native), mean(&wasm));
+        // The same sink against a peer that answers instantly in memory:
+        // what the guest and the wasi:http layer cost without any network.
+        let mut spec = SinkSpec::new(SinkLabel::new("bench", "http-null"), ComponentSource::Builtin("http".into()));
+        spec.options = serde_json::json!({"url": url});
+        spec.allow = vec![format!("http://{}", receiver.addr)];
+        spec.limits.concurrency = CONCURRENCY;
+        spec.upstream = Upstream::Scripted(Arc::new(InstantPeer));
+        let null = Arc::new(runtime.load(spec).await?);
+        wasm_round(null.clone()).await?;
+        let null_rate = wasm_round(null).await?;
+        report("http_sink.wasm_http_sink_instant_peer", null_rate, "deliveries/s");
+        report("http_sink.wasm_http_sink_instant_peer_cpu", 2e6 / null_rate, "us/delivery");
+        report("http_sink.native_hyper_client", native, "requests/s");
+        report("http_sink.wasm_http_sink", wasm, "deliveries/s");
+        ratio("http_sink.wasm_vs_native", wasm, native);
+        report(
+            "http_sink.receiver_total",
+            receiver.received.load(std::sync::atomic::Ordering::Relaxed) as f64,
+            "requests",
+        );
+        anyhow::Ok(())
+    })
+}

@@ -11,7 +11,7 @@ use std::time::Duration;
 use crate::Failure;
 use crate::bindings::wasi::http::outgoing_handler;
 use crate::bindings::wasi::http::types::{
-    ErrorCode, Fields, IncomingBody, Method, OutgoingBody, OutgoingRequest, RequestOptions, Scheme,
+    ErrorCode, Fields, IncomingBody, IncomingResponse, Method, OutgoingBody, OutgoingRequest, RequestOptions, Scheme,
 };
 use crate::bindings::wasi::io::streams::StreamError;
 
@@ -164,12 +164,22 @@ impl Request {
         self
     }
 
-    /// Ask for a tighter timeout than the host's. The host's own limits
-    /// always apply as a ceiling.
-    pub fn timeouts(mut self, connect: Duration, first_byte: Duration, between_bytes: Duration) -> Request {
-        self.connect_timeout = Some(connect);
-        self.first_byte_timeout = Some(first_byte);
-        self.between_bytes_timeout = Some(between_bytes);
+    /// Ask for a tighter connect timeout than the host's (the host's own
+    /// limit always applies as a ceiling).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Request {
+        self.connect_timeout = Some(timeout);
+        self
+    }
+
+    /// Ask for a tighter wait for the response head than the host's.
+    pub fn first_byte_timeout(mut self, timeout: Duration) -> Request {
+        self.first_byte_timeout = Some(timeout);
+        self
+    }
+
+    /// Ask for a tighter wait between body chunks than the host's.
+    pub fn between_bytes_timeout(mut self, timeout: Duration) -> Request {
+        self.between_bytes_timeout = Some(timeout);
         self
     }
 
@@ -180,11 +190,13 @@ impl Request {
         self
     }
 
+    /// Send the request and wait for the response head. Headers and body
+    /// are fetched only when asked for; a body never read is drained by the
+    /// host, so the connection is still reused.
     pub fn send(self) -> Result<Response, HttpError> {
-        let fields = Fields::new();
-        for (name, value) in &self.headers {
-            fields.append(name, value).map_err(|e| HttpError::Other(format!("header {name}: {e:?}")))?;
-        }
+        // One host call for all headers, not one per header.
+        let fields =
+            Fields::from_list(&self.headers).map_err(|e| HttpError::Other(format!("request headers: {e:?}")))?;
         let request = OutgoingRequest::new(fields);
         let scheme = if self.url.https { Scheme::Https } else { Scheme::Http };
         let accepted = request.set_method(&self.method).is_ok()
@@ -195,29 +207,40 @@ impl Request {
             return Err(HttpError::Other(format!("invalid request target {}", self.url)));
         }
         let body = request.body().map_err(|()| HttpError::Other("request body already taken".into()))?;
-        let options = RequestOptions::new();
-        let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-        // The host caps each of these anyway; a refusal to set one is harmless.
-        let _ = options.set_connect_timeout(self.connect_timeout.map(nanos));
-        let _ = options.set_first_byte_timeout(self.first_byte_timeout.map(nanos));
-        let _ = options.set_between_bytes_timeout(self.between_bytes_timeout.map(nanos));
+        let options = self.options();
 
         // Hand the request over before writing the body, so a body larger
         // than the host's buffer streams instead of blocking forever.
-        let pending = outgoing_handler::handle(request, Some(options)).map_err(classify_error_code)?;
+        let pending = outgoing_handler::handle(request, options).map_err(classify_error_code)?;
         write_body(body, &self.body);
 
         pending.subscribe().block();
-        let response = match pending.get() {
+        let incoming = match pending.get() {
             Some(Ok(Ok(response))) => response,
             Some(Ok(Err(code))) => return Err(classify_error_code(code)),
             Some(Err(())) | None => return Err(HttpError::Other("response already taken".into())),
         };
-        let status = response.status();
-        let headers = response.headers().entries().into_iter().collect::<Vec<(String, Vec<u8>)>>();
-        let incoming = response.consume().map_err(|()| HttpError::Other("response body already taken".into()))?;
-        let (body, truncated) = read_capped(&incoming, self.max_response_bytes)?;
-        Ok(Response { status, headers, body, truncated })
+        Ok(Response { status: incoming.status(), incoming, max_body: self.max_response_bytes })
+    }
+
+    fn options(&self) -> Option<RequestOptions> {
+        let asked = [self.connect_timeout, self.first_byte_timeout, self.between_bytes_timeout];
+        if asked.iter().all(Option::is_none) {
+            return None;
+        }
+        let options = RequestOptions::new();
+        let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        // The host caps each of these anyway; a refusal to set one is harmless.
+        if let Some(t) = self.connect_timeout {
+            let _ = options.set_connect_timeout(Some(nanos(t)));
+        }
+        if let Some(t) = self.first_byte_timeout {
+            let _ = options.set_first_byte_timeout(Some(nanos(t)));
+        }
+        if let Some(t) = self.between_bytes_timeout {
+            let _ = options.set_between_bytes_timeout(Some(nanos(t)));
+        }
+        Some(options)
     }
 }
 
@@ -254,20 +277,44 @@ fn read_capped(body: &IncomingBody, max: u64) -> Result<(Vec<u8>, bool), HttpErr
     }
 }
 
-/// A response with its body read up to the request's cap.
-#[derive(Clone, Debug)]
+/// A response whose head has arrived.
 pub struct Response {
     pub status: u16,
-    pub headers: Vec<(String, Vec<u8>)>,
-    pub body: Vec<u8>,
+    incoming: IncomingResponse,
+    max_body: u64,
+}
+
+/// A response body read up to the request's cap.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Body {
+    pub bytes: Vec<u8>,
     /// The body was longer than the cap and was cut.
     pub truncated: bool,
 }
 
 impl Response {
-    /// The first header named `name` (case-insensitive), if it is UTF-8.
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).and_then(|(_, v)| std::str::from_utf8(v).ok())
+    /// The first value of header `name` (case-insensitive), if UTF-8.
+    pub fn header(&self, name: &str) -> Option<String> {
+        let values = self.incoming.headers().get(&name.to_ascii_lowercase());
+        values.into_iter().next().and_then(|v| String::from_utf8(v).ok())
+    }
+
+    /// Every header, in order.
+    pub fn headers(&self) -> Vec<(String, Vec<u8>)> {
+        self.incoming.headers().entries()
+    }
+
+    /// Read the body, up to the request's `max_response_bytes`.
+    pub fn body(self) -> Result<Body, HttpError> {
+        let incoming = self.incoming.consume().map_err(|()| HttpError::Other("response body already taken".into()))?;
+        let (bytes, truncated) = read_capped(&incoming, self.max_body)?;
+        Ok(Body { bytes, truncated })
+    }
+}
+
+impl fmt::Debug for Response {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Response").field("status", &self.status).finish_non_exhaustive()
     }
 }
 

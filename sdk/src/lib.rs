@@ -50,7 +50,7 @@ pub mod options;
 pub mod signing;
 mod sink;
 
-pub use bindings::ankusa::sink::types::{ConfigError, ErrorClass, Failure, Hook};
+pub use bindings::ankusa::sink::delivery::{ConfigError, ErrorClass, Failure, Hook};
 pub use sink::Sink;
 
 #[doc(hidden)]

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use ankusa_harness::{ErrorClass, Harness, OutcomeExt, SinkUnderTest, TestHook};
+use ankusa_harness::{ErrorClass, Harness, LogLevel, OutcomeExt, SinkUnderTest, TestHook};
 use ankusa_tests::guest_wasm;
 
 const DEADLINE: Duration = Duration::from_secs(1);
@@ -136,4 +136,14 @@ async fn one_sink_spinning_does_not_stall_another() {
     let (spun, elapsed) = tokio::join!(spin, work);
     spun.expect("the spinning delivery task completes").assert_failed(ErrorClass::Timeout);
     assert!(elapsed < DEADLINE, "50 deliveries took {elapsed:?} while another sink spun");
+}
+
+#[tokio::test]
+async fn stdout_and_stderr_become_log_lines() {
+    let sink = misbehave().await;
+    sink.deliver(hook("print"), 1).await.assert_delivered();
+    let logs = sink.logs();
+    let line = |text: &str| logs.iter().find(|l| l.message == text).map(|l| l.level);
+    assert_eq!(line("hello from stdout"), Some(LogLevel::Info), "{logs:?}");
+    assert_eq!(line("warning from stderr"), Some(LogLevel::Warn), "{logs:?}");
 }

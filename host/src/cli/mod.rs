@@ -22,8 +22,7 @@ enum Command {
     /// Print the version.
     Version,
     /// Inspect and test sink components.
-    #[command(subcommand)]
-    Sink(sink::SinkCommand),
+    Sink(sink::SinkArgs),
 }
 
 /// Entry point of the binary: parse, run, map errors to exit codes.

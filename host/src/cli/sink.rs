@@ -10,6 +10,16 @@ use clap::Subcommand;
 use crate::runtime::{ComponentSource, EngineConfig, LoadError, Runtime, SinkLabel, SinkSpec, builtin};
 use crate::sinktest::cases;
 
+#[derive(Debug, clap::Args)]
+pub struct SinkArgs {
+    /// Cache compiled components here (a Python or JavaScript sink takes
+    /// seconds to compile; the cache makes later runs instant).
+    #[arg(long, global = true, env = "ANKUSA_COMPONENT_CACHE")]
+    cache_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    command: SinkCommand,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum SinkCommand {
     /// Show a component's world, imports, exports and durability.
@@ -46,10 +56,10 @@ fn component_bytes(reference: &str) -> anyhow::Result<Vec<u8>> {
     }
 }
 
-pub async fn execute(command: SinkCommand) -> anyhow::Result<ExitCode> {
+pub async fn execute(args: SinkArgs) -> anyhow::Result<ExitCode> {
     let config = EngineConfig { max_instances: 16, ..EngineConfig::default() };
-    let runtime = Runtime::new(config, None)?;
-    match command {
+    let runtime = Runtime::new(config, args.cache_dir)?;
+    match args.command {
         SinkCommand::Inspect { component, options, json } => inspect(&runtime, &component, options, json).await,
         SinkCommand::Test { component, cases, json } => test(&runtime, &component, &cases, json).await,
     }

@@ -16,8 +16,8 @@ wasmtime::component::bindgen!({
     },
 });
 
+pub use ankusa::sink::delivery::{ConfigError, ErrorClass, Failure, Hook};
 pub use ankusa::sink::log::Level;
-pub use ankusa::sink::types::{ConfigError, ErrorClass, Failure, Hook};
 
 /// The export name the host looks for, and the package version it speaks.
 pub const SINK_INTERFACE: &str = "ankusa:sink/sink";

@@ -19,7 +19,6 @@ pub struct ComponentInfo {
 }
 
 pub struct SinkComponent {
-    pub sha256: String,
     pub pre: SinkWorldPre<InstanceState>,
 }
 
@@ -71,7 +70,7 @@ pub fn prepare(
     }
     let pre = linker.instantiate_pre(component).map_err(|e| ComponentError::WrongWorld(format!("{e:#}")))?;
     let pre = SinkWorldPre::new(pre).map_err(|e| ComponentError::WrongWorld(format!("{e:#}")))?;
-    Ok(SinkComponent { sha256: compiled.sha256.clone(), pre })
+    Ok(SinkComponent { pre })
 }
 
 #[cfg(test)]

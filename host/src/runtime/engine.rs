@@ -43,7 +43,10 @@ pub fn build_engine(config: &EngineConfig) -> Result<Engine, RuntimeError> {
         .total_stacks(instances)
         .max_memory_size(config.max_memory_bytes)
         .max_memories_per_component(8)
-        .max_core_instances_per_component(32);
+        .max_core_instances_per_component(32)
+        // Keep the top of each fiber stack mapped between calls instead of
+        // faulting fresh zeroed pages in on every delivery.
+        .async_stack_keep_resident(64 << 10);
 
     let mut wasm = Config::new();
     wasm.wasm_component_model(true)
@@ -80,6 +83,6 @@ pub fn build_linker(engine: &Engine) -> Result<Linker<InstanceState>, RuntimeErr
     wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(link)?;
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(link)?;
     ankusa::sink::log::add_to_linker::<_, HasSelf<InstanceState>>(&mut linker, |s| s).map_err(link)?;
-    ankusa::sink::types::add_to_linker::<_, HasSelf<InstanceState>>(&mut linker, |s| s).map_err(link)?;
+    ankusa::sink::delivery::add_to_linker::<_, HasSelf<InstanceState>>(&mut linker, |s| s).map_err(link)?;
     Ok(linker)
 }

@@ -1,8 +1,8 @@
 //! The state one sink instance's store carries, and how a store is made.
 //!
 //! No ambient authority: the WASI context has no arguments, environment,
-//! preopened directories or stdio, and sockets are refused unless the sink's
-//! policy names the address. Memory growth past the sink's cap fails, and the
+//! preopened directories or stdin, and sockets are refused unless the sink's
+//! policy names the address. Stdout and stderr become the sink's log lines. Memory growth past the sink's cap fails, and the
 //! cap being hit is remembered so the attempt is reported as a memory fault.
 
 use std::sync::Arc;
@@ -18,7 +18,7 @@ use super::bindings::{Level, ankusa};
 use super::clock::ManualClock;
 use super::egress::EgressPolicy;
 use super::http::{DenialRecord, EgressHooks, HttpEgress};
-use super::log::LogChannel;
+use super::log::{GuestOutput, LogChannel};
 
 /// Caps linear memory growth of one instance.
 pub struct MemoryCap {
@@ -64,7 +64,7 @@ impl WasiHttpView for InstanceState {
     }
 }
 
-impl ankusa::sink::types::Host for InstanceState {}
+impl ankusa::sink::delivery::Host for InstanceState {}
 
 impl ankusa::sink::log::Host for InstanceState {
     fn log(&mut self, level: Level, message: String) -> wasmtime::Result<()> {
@@ -86,6 +86,8 @@ pub struct StoreFactory {
 impl StoreFactory {
     pub fn new_store(&self) -> Store<InstanceState> {
         let mut wasi = WasiCtxBuilder::new();
+        wasi.stdout(GuestOutput::new(self.log.clone(), Level::Info));
+        wasi.stderr(GuestOutput::new(self.log.clone(), Level::Warn));
         if let Some(clock) = &self.clock {
             wasi.wall_clock(clock.wall());
             wasi.monotonic_clock(clock.monotonic());

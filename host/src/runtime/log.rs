@@ -135,3 +135,87 @@ fn cut(message: &str) -> &str {
     }
     &message[..end]
 }
+
+/// A guest's stdout or stderr, turned into log lines on the sink's channel
+/// (so a Python traceback or a `println!` reaches the operator, labelled and
+/// rate-limited like every other guest line).
+pub struct GuestOutput {
+    log: Arc<LogChannel>,
+    level: Level,
+}
+
+impl GuestOutput {
+    pub fn new(log: Arc<LogChannel>, level: Level) -> Self {
+        GuestOutput { log, level }
+    }
+}
+
+impl wasmtime_wasi::cli::IsTerminal for GuestOutput {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl wasmtime_wasi::cli::StdoutStream for GuestOutput {
+    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
+        Box::new(LineWriter { log: self.log.clone(), level: self.level, pending: Vec::new() })
+    }
+}
+
+struct LineWriter {
+    log: Arc<LogChannel>,
+    level: Level,
+    pending: Vec<u8>,
+}
+
+impl LineWriter {
+    fn emit(&self, line: &[u8]) {
+        let line = String::from_utf8_lossy(line);
+        let line = line.trim_end_matches(['\r', '\n']);
+        if !line.is_empty() {
+            self.log.emit(self.level, line);
+        }
+    }
+}
+
+impl tokio::io::AsyncWrite for LineWriter {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        self.pending.extend_from_slice(buf);
+        while let Some(end) = self.pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = self.pending.drain(..=end).collect();
+            self.emit(&line);
+        }
+        if self.pending.len() > MAX_LINE_BYTES {
+            let line = std::mem::take(&mut self.pending);
+            self.emit(&line);
+        }
+        std::task::Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let line = std::mem::take(&mut self.pending);
+        self.emit(&line);
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+impl Drop for LineWriter {
+    fn drop(&mut self) {
+        let line = std::mem::take(&mut self.pending);
+        self.emit(&line);
+    }
+}

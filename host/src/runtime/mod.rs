@@ -53,18 +53,26 @@ pub use pool::PoolSnapshot;
 pub use sink::{ComponentSource, Sink, SinkLimits, SinkSpec};
 
 use self::cache::{Compiled, ComponentCache};
+use self::component::SinkComponent;
 use self::egress::EgressPolicy;
 use self::http::HttpEgress;
 use self::instance::{InstanceState, StoreFactory};
 use self::log::LogChannel;
 use self::pool::{InstancePool, StartError};
 
+struct Prepared {
+    compiled: Compiled,
+    component: SinkComponent,
+}
+
 /// The node's sink runtime. Cheap to share behind an `Arc`.
 pub struct Runtime {
     engine: Engine,
     linker: Linker<InstanceState>,
     cache: ComponentCache,
-    compiled: Mutex<HashMap<String, Compiled>>,
+    /// Components compiled and checked, by sha256: each gets its
+    /// `InstancePre` once, however many sinks use it.
+    prepared: Mutex<HashMap<String, Arc<Prepared>>>,
     tls: Arc<rustls::ClientConfig>,
     config: EngineConfig,
 }
@@ -79,7 +87,7 @@ impl Runtime {
             engine,
             linker,
             cache,
-            compiled: Mutex::new(HashMap::new()),
+            prepared: Mutex::new(HashMap::new()),
             tls: http::default_tls_config()?,
             config,
         })
@@ -89,25 +97,26 @@ impl Runtime {
         &self.config
     }
 
-    fn compile(&self, bytes: &[u8]) -> Result<Compiled, ComponentError> {
+    fn prepare(&self, bytes: &[u8]) -> Result<Arc<Prepared>, ComponentError> {
         let sha256 = {
             use sha2::Digest;
             hex::encode(sha2::Sha256::digest(bytes))
         };
-        if let Some(hit) = self.compiled.lock().unwrap_or_else(|e| e.into_inner()).get(&sha256) {
+        if let Some(hit) = self.prepared.lock().unwrap_or_else(|e| e.into_inner()).get(&sha256) {
             return Ok(hit.clone());
         }
         let compiled = self.cache.load_or_compile(&self.engine, bytes)?;
-        self.compiled.lock().unwrap_or_else(|e| e.into_inner()).insert(compiled.sha256.clone(), compiled.clone());
-        Ok(compiled)
+        let component = component::prepare(&self.engine, &self.linker, &compiled)?;
+        let prepared = Arc::new(Prepared { compiled, component });
+        self.prepared.lock().unwrap_or_else(|e| e.into_inner()).insert(sha256, prepared.clone());
+        Ok(prepared)
     }
 
     /// What a component imports and exports, and whether it is a sink this
     /// host can run (`Ok` only if it passes the same checks as a load).
     pub fn inspect(&self, bytes: &[u8]) -> Result<ComponentInfo, ComponentError> {
-        let compiled = self.compile(bytes)?;
-        component::prepare(&self.engine, &self.linker, &compiled)?;
-        Ok(component::describe(&self.engine, &compiled))
+        let prepared = self.prepare(bytes)?;
+        Ok(component::describe(&self.engine, &prepared.compiled))
     }
 
     /// Load a configured sink: compile (or fetch from cache), check it
@@ -130,8 +139,7 @@ impl Runtime {
             ComponentSource::Bytes { origin, bytes } => (origin.clone(), bytes.as_slice().into()),
         };
         let component_error = |source| LoadError::Component { label: label.clone(), origin: origin.clone(), source };
-        let compiled = self.compile(&bytes).map_err(component_error)?;
-        let prepared = component::prepare(&self.engine, &self.linker, &compiled).map_err(component_error)?;
+        let prepared = self.prepare(&bytes).map_err(component_error)?;
 
         let limits = &spec.limits;
         if limits.memory_bytes > self.config.max_memory_bytes {
@@ -157,7 +165,8 @@ impl Runtime {
             memory_bytes: limits.memory_bytes,
             clock: spec.clock.clone(),
         };
-        let pool = InstancePool::new(prepared.pre, factory, options, limits.concurrency, limits.max_uses);
+        let pre = prepared.component.pre.clone();
+        let pool = InstancePool::new(pre, factory, options, limits.concurrency, limits.max_uses);
         let durable = match pool.start_first(limits.attempt_timeout).await {
             Ok(durable) => durable,
             Err(StartError::Options(e)) => {
@@ -165,6 +174,13 @@ impl Runtime {
             }
             Err(StartError::Runtime(failure)) => return Err(LoadError::Init { label, reason: failure.to_string() }),
         };
-        Ok(Sink { label, sha256: prepared.sha256, durable, attempt_timeout: limits.attempt_timeout, pool, log })
+        Ok(Sink {
+            label,
+            sha256: prepared.compiled.sha256.clone(),
+            durable,
+            attempt_timeout: limits.attempt_timeout,
+            pool,
+            log,
+        })
     }
 }

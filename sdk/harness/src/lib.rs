@@ -49,6 +49,14 @@ impl Harness {
         Ok(Harness { runtime: Runtime::new(config, None)? })
     }
 
+    /// A harness whose compiled components are cached in `dir`, so a large
+    /// (Python, JavaScript) component compiles once per machine, not once
+    /// per test run.
+    pub fn with_cache_dir(dir: impl Into<std::path::PathBuf>) -> Result<Self, ankusa::runtime::RuntimeError> {
+        let config = EngineConfig { max_instances: 64, ..EngineConfig::default() };
+        Ok(Harness { runtime: Runtime::new(config, Some(dir.into()))? })
+    }
+
     /// One harness per test process, so each component compiles once.
     ///
     /// # Panics

@@ -10,11 +10,17 @@
 use ankusa_sdk::Failure;
 use ankusa_sdk::http::parse_retry_after;
 
-pub fn classify(status: u16, retry_after: Option<&str>, now_unix_secs: u64) -> Result<(), Failure> {
+/// `retry_after` (and the clock, for an HTTP-date) is consulted only when the
+/// status can carry one: a success costs no extra host call.
+pub fn classify(
+    status: u16,
+    retry_after: impl FnOnce() -> Option<String>,
+    now_unix_secs: impl FnOnce() -> u64,
+) -> Result<(), Failure> {
     match status {
         200..=299 => Ok(()),
         400 | 401 | 403 | 404 | 410 | 413 | 422 => Err(Failure::permanent(format!("destination answered {status}"))),
-        408 | 429 | 500..=599 => match retry_after.and_then(|v| parse_retry_after(v, now_unix_secs)) {
+        408 | 429 | 500..=599 => match retry_after().and_then(|v| parse_retry_after(&v, now_unix_secs())) {
             Some(ms) => Err(Failure::retry_after(ms, format!("destination answered {status}, retry after {ms} ms"))),
             None => Err(Failure::transient(format!("destination answered {status}"))),
         },

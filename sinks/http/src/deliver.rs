@@ -29,7 +29,8 @@ fn is_reserved(name: &str) -> bool {
 
 pub fn deliver(options: &Options, hook: &Hook, _attempt: u32) -> Result<(), Failure> {
     let mut request = Request::post(options.url.clone())
-        .timeouts(options.connect_timeout, options.response_timeout, options.response_timeout)
+        .connect_timeout(options.connect_timeout)
+        .first_byte_timeout(options.response_timeout)
         .max_response_bytes(options.max_response_bytes);
     if options.forward_headers {
         for (name, value) in hook.headers.iter().filter(|(n, _)| !is_reserved(n)) {
@@ -50,13 +51,33 @@ pub fn deliver(options: &Options, hook: &Hook, _attempt: u32) -> Result<(), Fail
     if let Some(replay) = &hook.replay_id {
         request = request.header("x-ankusa-replay-id", replay.clone());
     }
-    let now = http::now_unix_secs();
     if let Some(signer) = &options.signer {
+        let now = http::now_unix_secs();
         request = request
             .header("webhook-id", hook.id.clone())
             .header("webhook-timestamp", now.to_string())
             .header("webhook-signature", signer.sign(&hook.id, now, &hook.body));
     }
     let response = request.body(hook.body.clone()).send()?;
-    classify(response.status, response.header("retry-after"), now)
+    // A success needs nothing but the status; the body is not read (the host
+    // drains it, so the connection is reused).
+    let outcome = classify(response.status, || response.header("retry-after"), http::now_unix_secs);
+    outcome.map_err(|mut failure| {
+        // The start of an error answer tells an operator why, in the DLQ.
+        if let Ok(body) = response.body() {
+            append_snippet(&mut failure.reason, &body.bytes);
+        }
+        failure
+    })
+}
+
+const SNIPPET_CHARS: usize = 200;
+
+fn append_snippet(reason: &mut String, body: &[u8]) {
+    let text = String::from_utf8_lossy(body);
+    let snippet: String = text.split_whitespace().collect::<Vec<_>>().join(" ").chars().take(SNIPPET_CHARS).collect();
+    if !snippet.is_empty() {
+        reason.push_str(": ");
+        reason.push_str(&snippet);
+    }
 }

@@ -45,8 +45,9 @@ fn default_connect_timeout_ms() -> u64 {
 fn default_response_timeout_ms() -> u64 {
     10_000
 }
+/// How much of an error answer is read for the failure reason.
 fn default_max_response_bytes() -> u64 {
-    64 * 1024
+    1024
 }
 
 #[derive(Debug)]

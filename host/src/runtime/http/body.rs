@@ -14,12 +14,14 @@ pub struct GuardedBody<B> {
     inner: B,
     remaining: u64,
     between_bytes: Duration,
-    stall: Pin<Box<Sleep>>,
+    /// Armed only while waiting: a body that is already buffered (the
+    /// common case for short answers) never touches the timer wheel.
+    stall: Option<Pin<Box<Sleep>>>,
 }
 
 impl<B> GuardedBody<B> {
     pub fn new(inner: B, max_bytes: u64, between_bytes: Duration) -> Self {
-        GuardedBody { inner, remaining: max_bytes, between_bytes, stall: Box::pin(tokio::time::sleep(between_bytes)) }
+        GuardedBody { inner, remaining: max_bytes, between_bytes, stall: None }
     }
 }
 
@@ -42,16 +44,19 @@ where
                     }
                     this.remaining -= len;
                 }
-                let next = tokio::time::Instant::now() + this.between_bytes;
-                this.stall.as_mut().reset(next);
+                this.stall = None;
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e.into()))),
             Poll::Ready(None) => Poll::Ready(None),
-            Poll::Pending => match this.stall.as_mut().poll(cx) {
-                Poll::Ready(()) => Poll::Ready(Some(Err(Error::ConnectionReadTimeout))),
-                Poll::Pending => Poll::Pending,
-            },
+            Poll::Pending => {
+                let between_bytes = this.between_bytes;
+                let stall = this.stall.get_or_insert_with(|| Box::pin(tokio::time::sleep(between_bytes)));
+                match stall.as_mut().poll(cx) {
+                    Poll::Ready(()) => Poll::Ready(Some(Err(Error::ConnectionReadTimeout))),
+                    Poll::Pending => Poll::Pending,
+                }
+            }
         }
     }
 

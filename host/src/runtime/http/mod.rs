@@ -135,6 +135,7 @@ impl HttpEgress {
 
         let response = match &self.transport {
             Transport::Network(pool) => {
+                let request = buffer_small_body(request).await?;
                 let response = match pool.send(request, connect, first_byte).await {
                     Ok(response) => response,
                     Err(PoolError::FirstByteTimeout) => return Err(HttpError::ConnectionReadTimeout),
@@ -152,7 +153,9 @@ impl HttpEgress {
                         return Err(HttpError::ConnectionReadTimeout);
                     }
                     ScriptedReply::Respond { status, headers, body, delay } => {
-                        tokio::time::sleep(delay).await;
+                        if !delay.is_zero() {
+                            tokio::time::sleep(delay).await;
+                        }
                         let mut builder = http::Response::builder().status(status);
                         for (name, value) in headers {
                             builder = builder.header(name, value);
@@ -166,6 +169,28 @@ impl HttpEgress {
             }
         };
         Ok((response, Box::new(async { Ok(()) })))
+    }
+}
+
+/// Bodies up to this size, with a declared length, are collected before
+/// sending: headers and body then leave in one write and one TCP segment,
+/// instead of the headers going out alone while the guest streams the body.
+const BUFFER_BODY_BYTES: u64 = 256 * 1024;
+
+async fn buffer_small_body(request: http::Request<WasiBody>) -> Result<http::Request<WasiBody>, HttpError> {
+    let declared = request
+        .headers()
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    match declared {
+        Some(length) if length <= BUFFER_BODY_BYTES => {
+            let (parts, body) = request.into_parts();
+            // wasi-http already enforces the declared length on the stream.
+            let bytes = body.collect().await?.to_bytes();
+            Ok(http::Request::from_parts(parts, Full::new(bytes).map_err(HttpError::from).boxed_unsync()))
+        }
+        _ => Ok(request),
     }
 }
 

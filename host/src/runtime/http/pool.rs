@@ -15,6 +15,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::Uri;
 use http_body::{Body, Frame, SizeHint};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
@@ -118,14 +119,46 @@ impl ConnectionPool {
             .map_err(|_| PoolError::FirstByteTimeout)?
             .map_err(PoolError::Hyper)?;
         let pool = Arc::downgrade(self);
-        Ok(response.map(|body| PooledBody { inner: body, release: Some((pool, key, sender)) }))
+        Ok(response.map(|body| PooledBody { inner: Some(body), release: Some((pool, key, sender)) }))
+    }
+}
+
+/// Bodies a guest dropped unread are drained in the background, up to this
+/// size and time, so their connection can be reused.
+const DRAIN_BYTES: usize = 64 * 1024;
+const DRAIN_TIME: Duration = Duration::from_secs(2);
+
+type Release = (Weak<ConnectionPool>, Key, SendRequest<GuestBody>);
+
+fn release(release: Release) {
+    let (pool, key, sender) = release;
+    if let Some(pool) = pool.upgrade() {
+        pool.checkin(key, sender);
     }
 }
 
 /// A response body that gives its connection back once read to the end.
 pub struct PooledBody {
-    inner: Incoming,
-    release: Option<(Weak<ConnectionPool>, Key, SendRequest<GuestBody>)>,
+    inner: Option<Incoming>,
+    release: Option<Release>,
+}
+
+impl Drop for PooledBody {
+    fn drop(&mut self) {
+        let (Some(body), Some(back)) = (self.inner.take(), self.release.take()) else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        runtime.spawn(async move {
+            let drained =
+                tokio::time::timeout(DRAIN_TIME, http_body_util::Limited::new(body, DRAIN_BYTES).collect()).await;
+            if matches!(drained, Ok(Ok(_))) {
+                release(back);
+            }
+        });
+    }
 }
 
 impl Body for PooledBody {
@@ -133,13 +166,14 @@ impl Body for PooledBody {
     type Error = HttpError;
 
     fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, HttpError>>> {
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        match polled {
+        let Some(inner) = self.inner.as_mut() else {
+            return Poll::Ready(None);
+        };
+        match Pin::new(inner).poll_frame(cx) {
             Poll::Ready(None) => {
-                if let Some((pool, key, sender)) = self.release.take()
-                    && let Some(pool) = pool.upgrade()
-                {
-                    pool.checkin(key, sender);
+                self.inner = None;
+                if let Some(back) = self.release.take() {
+                    release(back);
                 }
                 Poll::Ready(None)
             }
@@ -152,10 +186,10 @@ impl Body for PooledBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.inner.as_ref().is_none_or(Body::is_end_stream)
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        self.inner.as_ref().map_or_else(|| SizeHint::with_exact(0), Body::size_hint)
     }
 }

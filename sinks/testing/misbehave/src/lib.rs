@@ -15,6 +15,7 @@
 //! | `huge-reason` | fail with a 4 MiB reason |
 //! | `transient`, `permanent`, `retry-after:<ms>` | fail with that class |
 //! | `calls` | fail transiently with the reason `calls=<n>`: n counts this instance's deliveries |
+//! | `print` | write a line to stdout and one to stderr, then succeed |
 //!
 //! Options: `{"durable": bool, "require": "<field>"}`; `require` makes
 //! configure fail naming that field, to test option errors.
@@ -92,6 +93,11 @@ impl Sink for Misbehave {
             "transient" => Err(Failure::transient("asked to fail")),
             "permanent" => Err(Failure::permanent("asked to fail")),
             "calls" => Err(Failure::transient(format!("calls={calls}"))),
+            "print" => {
+                println!("hello from stdout");
+                eprintln!("warning from stderr");
+                Ok(())
+            }
             other => match other.strip_prefix("retry-after:").map(str::parse::<u64>) {
                 Some(Ok(ms)) => Err(Failure::retry_after(ms, "asked to wait")),
                 _ => Ok(()),

@@ -1,0 +1,69 @@
+//! Shared pieces of the benchmarks: the report format and a minimal
+//! keep-alive HTTP receiver.
+//!
+//! Every benchmark prints `name: value unit` lines, and ratios against a
+//! baseline measured in the same run, so figures from a noisy machine can
+//! still be compared.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+
+/// Print one figure.
+pub fn report(name: &str, value: f64, unit: &str) {
+    println!("{name}: {value:.2} {unit}");
+}
+
+/// Print a ratio of two figures measured in this run.
+pub fn ratio(name: &str, numerator: f64, denominator: f64) {
+    println!("{name}: {:.3} ratio", numerator / denominator);
+}
+
+/// A receiver that reads each body and answers `200 ok`, on its own
+/// single-threaded runtime so client and server do not share workers.
+pub struct Receiver {
+    pub addr: SocketAddr,
+    pub received: Arc<AtomicU64>,
+}
+
+impl Receiver {
+    pub fn start() -> anyhow::Result<Receiver> {
+        let std_listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        std_listener.set_nonblocking(true)?;
+        let addr = std_listener.local_addr()?;
+        let received = Arc::new(AtomicU64::new(0));
+        let counter = received.clone();
+        std::thread::Builder::new().name("bench-receiver".into()).spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("receiver runtime");
+            rt.block_on(async move {
+                let listener = TcpListener::from_std(std_listener).expect("receiver listener");
+                while let Ok((stream, _)) = listener.accept().await {
+                    let _ = stream.set_nodelay(true);
+                    let counter = counter.clone();
+                    tokio::spawn(async move {
+                        let service = service_fn(move |req: Request<Incoming>| {
+                            let counter = counter.clone();
+                            async move {
+                                let _ = req.into_body().collect().await;
+                                counter.fetch_add(1, Ordering::Relaxed);
+                                Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok"))))
+                            }
+                        });
+                        let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+                    });
+                }
+            });
+        })?;
+        Ok(Receiver { addr, received })
+    }
+}
