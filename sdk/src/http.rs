@@ -13,7 +13,7 @@ use crate::bindings::wasi::http::outgoing_handler;
 use crate::bindings::wasi::http::types::{
     ErrorCode, Fields, IncomingBody, IncomingResponse, Method, OutgoingBody, OutgoingRequest, RequestOptions, Scheme,
 };
-use crate::bindings::wasi::io::streams::StreamError;
+use crate::bindings::wasi::io::streams::{OutputStream, StreamError};
 
 /// The most a single `blocking-write-and-flush` may carry (WASI's limit).
 const WRITE_CHUNK: usize = 4096;
@@ -209,10 +209,15 @@ impl Request {
         let body = request.body().map_err(|()| HttpError::Other("request body already taken".into()))?;
         let options = self.options();
 
-        // Hand the request over before writing the body, so a body larger
-        // than the host's buffer streams instead of blocking forever.
+        // A body the host accepts in one write goes in whole before the
+        // request is handed over, so the host can send head and body at once.
+        // A larger one streams after `handle`, or the writes would wait for
+        // a reader that does not exist yet.
+        let unsent = write_whole(body, &self.body);
         let pending = outgoing_handler::handle(request, options).map_err(classify_error_code)?;
-        write_body(body, &self.body);
+        if let Some((body, stream)) = unsent {
+            write_streamed(body, stream, &self.body);
+        }
 
         pending.subscribe().block();
         let incoming = match pending.get() {
@@ -247,15 +252,35 @@ impl Request {
 /// Write the request body and finish it. Errors are not reported here: if
 /// the host dropped the request (denied, refused), the response future
 /// carries the real reason.
-fn write_body(body: OutgoingBody, bytes: &[u8]) {
-    if let Ok(stream) = body.write() {
-        for chunk in bytes.chunks(WRITE_CHUNK) {
-            if stream.blocking_write_and_flush(chunk).is_err() {
-                break;
-            }
-        }
-        drop(stream);
+/// Write `bytes` in a single write and finish the body, if the stream takes
+/// that much at once; otherwise hand body and stream back for streaming.
+/// Write errors are not reported here: if the host dropped the request
+/// (denied, refused), the response future carries the real reason.
+fn write_whole(body: OutgoingBody, bytes: &[u8]) -> Option<(OutgoingBody, OutputStream)> {
+    let Ok(stream) = body.write() else {
+        let _ = OutgoingBody::finish(body, None);
+        return None;
+    };
+    let fits = stream.check_write().is_ok_and(|room| room >= bytes.len() as u64);
+    if !fits {
+        return Some((body, stream));
     }
+    if !bytes.is_empty() {
+        let _ = stream.write(bytes);
+    }
+    drop(stream);
+    let _ = OutgoingBody::finish(body, None);
+    None
+}
+
+/// Stream `bytes` in chunks, waiting for the host to take each, then finish.
+fn write_streamed(body: OutgoingBody, stream: OutputStream, bytes: &[u8]) {
+    for chunk in bytes.chunks(WRITE_CHUNK) {
+        if stream.blocking_write_and_flush(chunk).is_err() {
+            break;
+        }
+    }
+    drop(stream);
     let _ = OutgoingBody::finish(body, None);
 }
 

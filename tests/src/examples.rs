@@ -62,79 +62,71 @@ fn wit_files() -> Vec<PathBuf> {
     files
 }
 
+/// Build `name` into `scratch` unless a build of the same sources (and WIT)
+/// is already there.
+fn build_once(scratch: &Path, name: &str, sources: &[PathBuf], build: impl FnOnce(&Path, &Path)) -> PathBuf {
+    let dir = work_dir(scratch);
+    let _lock = lock(&dir);
+    let mut inputs = wit_files();
+    inputs.extend_from_slice(sources);
+    let out = dir.join(format!("{name}-{}.wasm", fingerprint(&inputs)));
+    if !out.is_file() {
+        build(&dir, &out);
+    }
+    out
+}
+
 /// `sinks/examples/python-notify` as a component, built under `scratch`
 /// (a test's `CARGO_TARGET_TMPDIR`, kept between runs).
 pub fn python_notify(scratch: &Path) -> PathBuf {
-    let dir = work_dir(scratch);
-    let _lock = lock(&dir);
     let app = repo_root().join("sinks/examples/python-notify");
-    let mut sources = wit_files();
-    sources.push(app.join("app.py"));
-    let out = dir.join(format!("python-notify-{}.wasm", fingerprint(&sources)));
-    if out.is_file() {
-        return out;
-    }
-    let tools = dir.join("componentize-py");
-    if !tools.join("componentize_py").is_dir() {
+    build_once(scratch, "python-notify", &[app.join("app.py")], |dir, out| {
+        let tools = dir.join("componentize-py");
+        if !tools.join("componentize_py").is_dir() {
+            run(
+                Command::new("python3")
+                    .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--ignore-installed"])
+                    .arg("--target")
+                    .arg(&tools)
+                    .arg(COMPONENTIZE_PY),
+                "pip install componentize-py",
+            );
+        }
         run(
             Command::new("python3")
-                .args([
-                    "-m",
-                    "pip",
-                    "install",
-                    "--quiet",
-                    "--disable-pip-version-check",
-                    "--ignore-installed",
-                    "--target",
-                ])
-                .arg(&tools)
-                .arg(COMPONENTIZE_PY),
-            "pip install componentize-py",
+                .env("PYTHONPATH", &tools)
+                .args(["-c", "import sys, componentize_py; sys.argv[0] = 'componentize-py'; componentize_py.script()"])
+                .arg("-d")
+                .arg(repo_root().join("wit"))
+                .args(["-w", "ankusa:sink/sink-world", "componentize", "-p"])
+                .arg(&app)
+                .args(["app", "-o"])
+                .arg(out),
+            "componentize-py",
         );
-    }
-    run(
-        Command::new("python3")
-            .env("PYTHONPATH", &tools)
-            .args(["-c", "import sys, componentize_py; sys.argv[0] = 'componentize-py'; componentize_py.script()"])
-            .arg("-d")
-            .arg(repo_root().join("wit"))
-            .args(["-w", "ankusa:sink/sink-world", "componentize", "-p"])
-            .arg(&app)
-            .args(["app", "-o"])
-            .arg(&out),
-        "componentize-py",
-    );
-    out
+    })
 }
 
 /// `sinks/examples/js-forward` as a component, built under `scratch`.
 pub fn js_forward(scratch: &Path) -> PathBuf {
-    let dir = work_dir(scratch);
-    let _lock = lock(&dir);
     let app = repo_root().join("sinks/examples/js-forward");
-    let mut sources = wit_files();
-    sources.extend([app.join("forward.js"), app.join("package.json"), app.join("package-lock.json")]);
-    let out = dir.join(format!("js-forward-{}.wasm", fingerprint(&sources)));
-    if out.is_file() {
-        return out;
-    }
-    // Install into the work dir, not the checkout.
-    let tools = dir.join("componentize-js");
-    fs::create_dir_all(&tools).expect("create the componentize-js dir");
-    for file in ["package.json", "package-lock.json"] {
-        fs::copy(app.join(file), tools.join(file)).expect("copy the npm manifest");
-    }
-    if !tools.join("node_modules/.bin/componentize-js").exists() {
+    let sources = [app.join("forward.js"), app.join("package.json"), app.join("package-lock.json")];
+    build_once(scratch, "js-forward", &sources, |dir, out| {
+        // Install into the scratch dir, not the checkout.
+        let tools = dir.join("componentize-js");
+        fs::create_dir_all(&tools).expect("create the componentize-js dir");
+        for file in ["package.json", "package-lock.json"] {
+            fs::copy(app.join(file), tools.join(file)).expect("copy the npm manifest");
+        }
         run(Command::new("npm").args(["ci", "--no-audit", "--no-fund", "--silent"]).current_dir(&tools), "npm ci");
-    }
-    run(
-        Command::new(tools.join("node_modules/.bin/componentize-js"))
-            .arg("--wit")
-            .arg(repo_root().join("wit"))
-            .args(["--world-name", "sink-world", "-d", "fetch-event", "-o"])
-            .arg(&out)
-            .arg(app.join("forward.js")),
-        "componentize-js",
-    );
-    out
+        run(
+            Command::new(tools.join("node_modules/.bin/componentize-js"))
+                .arg("--wit")
+                .arg(repo_root().join("wit"))
+                .args(["--world-name", "sink-world", "-d", "fetch-event", "-o"])
+                .arg(out)
+                .arg(app.join("forward.js")),
+            "componentize-js",
+        );
+    })
 }

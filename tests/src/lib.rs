@@ -8,6 +8,8 @@ pub mod standard_webhooks;
 
 use std::path::PathBuf;
 
+use ankusa_harness::{Harness, SinkUnderTest};
+
 /// A guest component this build compiled (`log`, `http`, `misbehave`).
 pub fn guest_wasm(name: &str) -> PathBuf {
     ankusa::runtime::builtin::artifact_dir().join(format!("{name}.wasm"))
@@ -30,4 +32,19 @@ pub fn temp_file(name: &str, contents: &[u8]) -> (tempfile::TempDir, PathBuf) {
     let path = dir.path().join(name);
     std::fs::write(&path, contents).expect("write temp file");
     (dir, path)
+}
+
+/// The built-in http sink with `options`, on the real network and clocks,
+/// allowed to reach `allow` (and the private `networks`).
+pub async fn networked_http_sink(options: serde_json::Value, allow: &[String], networks: &[&str]) -> SinkUnderTest {
+    Harness::shared()
+        .builtin("http")
+        .options(options)
+        .allow(allow.iter().cloned())
+        .allow_networks(networks.iter().copied())
+        .real_network()
+        .real_clock()
+        .load()
+        .await
+        .expect("the http sink loads")
 }

@@ -80,6 +80,15 @@ async fn a_panic_is_a_fault() {
 }
 
 #[tokio::test]
+async fn a_garbage_return_is_a_fault() {
+    let sink = misbehave().await;
+    let outcome = sink.deliver(hook("bad-utf8"), 1).await;
+    let failure = outcome.assert_failed(ErrorClass::Fault);
+    assert!(failure.reason.to_lowercase().contains("utf-8"), "{failure}");
+    recovers(&sink).await;
+}
+
+#[tokio::test]
 async fn a_log_flood_is_bounded() {
     let sink = misbehave().await;
     sink.deliver(hook("huge-log"), 1).await.assert_delivered();

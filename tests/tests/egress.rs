@@ -2,20 +2,15 @@
 //! addresses are refused before any connection is made.
 
 use ankusa_harness::{ErrorClass, Harness, OutcomeExt, TestHook};
+use ankusa_tests::networked_http_sink;
 use ankusa_tests::receiver::{Receiver, Reply};
 use serde_json::json;
 
 #[tokio::test]
 async fn a_url_outside_allow_is_denied_and_never_connected() {
     let receiver = Receiver::start(Reply::status(200)).await;
-    let sink = Harness::shared()
-        .builtin("http")
-        .options(json!({"url": receiver.url("/in")}))
-        .allow(["https://hooks.example.com"])
-        .real_network()
-        .load()
-        .await
-        .expect("loads");
+    let sink =
+        networked_http_sink(json!({"url": receiver.url("/in")}), &["https://hooks.example.com".into()], &[]).await;
     let outcome = sink.deliver(TestHook::new(), 1).await;
     let failure = outcome.assert_failed(ErrorClass::Denied);
     assert!(failure.reason.contains("allow list"), "{failure}");
@@ -27,14 +22,8 @@ async fn loopback_is_reachable_only_when_named_literally() {
     let receiver = Receiver::start(Reply::status(200)).await;
     let port = receiver.addr.port();
 
-    let literal = Harness::shared()
-        .builtin("http")
-        .options(json!({"url": receiver.url("/in")}))
-        .allow([format!("http://127.0.0.1:{port}")])
-        .real_network()
-        .load()
-        .await
-        .expect("loads");
+    let literal =
+        networked_http_sink(json!({"url": receiver.url("/in")}), &[format!("http://127.0.0.1:{port}")], &[]).await;
     literal.deliver(TestHook::new(), 1).await.assert_delivered();
     assert_eq!(receiver.received().len(), 1);
 }
@@ -43,14 +32,8 @@ async fn loopback_is_reachable_only_when_named_literally() {
 async fn a_hostname_resolving_to_loopback_is_refused() {
     let receiver = Receiver::start(Reply::status(200)).await;
     let port = receiver.addr.port();
-    let by_name = Harness::shared()
-        .builtin("http")
-        .options(json!({"url": format!("http://localhost:{port}/in")}))
-        .allow([format!("http://localhost:{port}")])
-        .real_network()
-        .load()
-        .await
-        .expect("loads");
+    let options = json!({"url": format!("http://localhost:{port}/in")});
+    let by_name = networked_http_sink(options, &[format!("http://localhost:{port}")], &[]).await;
     let outcome = by_name.deliver(TestHook::new(), 1).await;
     let failure = outcome.assert_failed(ErrorClass::Denied);
     assert!(failure.reason.contains("loopback"), "{failure}");
@@ -61,15 +44,8 @@ async fn a_hostname_resolving_to_loopback_is_refused() {
 async fn an_allowed_network_opens_a_private_range_by_name() {
     let receiver = Receiver::start(Reply::status(200)).await;
     let port = receiver.addr.port();
-    let sink = Harness::shared()
-        .builtin("http")
-        .options(json!({"url": format!("http://localhost:{port}/in")}))
-        .allow([format!("http://localhost:{port}")])
-        .allow_networks(["127.0.0.0/8", "::1/128"])
-        .real_network()
-        .load()
-        .await
-        .expect("loads");
+    let options = json!({"url": format!("http://localhost:{port}/in")});
+    let sink = networked_http_sink(options, &[format!("http://localhost:{port}")], &["127.0.0.0/8", "::1/128"]).await;
     sink.deliver(TestHook::new(), 1).await.assert_delivered();
     assert_eq!(receiver.received().len(), 1);
 }

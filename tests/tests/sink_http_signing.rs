@@ -2,6 +2,7 @@
 //! independently from the spec.
 
 use ankusa_harness::{Harness, OutcomeExt, PeerReply, TestHook};
+use ankusa_tests::networked_http_sink;
 use ankusa_tests::receiver::{Receiver, Reply};
 use ankusa_tests::standard_webhooks::{expected_signature, verify};
 use serde_json::json;
@@ -43,15 +44,8 @@ async fn the_sink_signs_the_spec_vector_exactly() {
 async fn a_real_receiver_verifies_the_signature() {
     let receiver = Receiver::start(Reply::status(200)).await;
     let secret = "whsec_dGhpcyBpcyBhIHRlc3Qgc2VjcmV0IGZvciBhbmt1c2E=";
-    let sink = Harness::shared()
-        .builtin("http")
-        .options(json!({"url": receiver.url("/in"), "secret": secret}))
-        .allow([receiver.origin()])
-        .real_network()
-        .real_clock()
-        .load()
-        .await
-        .expect("loads");
+    let sink =
+        networked_http_sink(json!({"url": receiver.url("/in"), "secret": secret}), &[receiver.origin()], &[]).await;
     let body = br#"{"event":"order.created","n":1}"#;
     sink.deliver(TestHook::new().body(body.to_vec()), 1).await.assert_delivered();
     let got = &receiver.received()[0];

@@ -4,19 +4,13 @@
 use std::time::{Duration, Instant};
 
 use ankusa_harness::{ErrorClass, Harness, Outcome, OutcomeExt, PeerReply, SinkUnderTest, TestHook};
+use ankusa_tests::networked_http_sink;
 use ankusa_tests::receiver::{Receiver, Reply};
 use serde_json::json;
 
 async fn http_sink_for(receiver: &Receiver, response_timeout_ms: u64) -> SinkUnderTest {
-    Harness::shared()
-        .builtin("http")
-        .options(json!({"url": receiver.url("/hooks"), "response_timeout_ms": response_timeout_ms}))
-        .allow([receiver.origin()])
-        .real_network()
-        .real_clock()
-        .load()
-        .await
-        .expect("the http sink loads")
+    let options = json!({"url": receiver.url("/hooks"), "response_timeout_ms": response_timeout_ms});
+    networked_http_sink(options, &[receiver.origin()], &[]).await
 }
 
 async fn deliver_against(reply: Reply) -> (Outcome, Receiver) {
@@ -114,14 +108,8 @@ async fn refused_connection_is_transient() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         listener.local_addr().expect("addr").port()
     };
-    let sink = Harness::shared()
-        .builtin("http")
-        .options(json!({"url": format!("http://127.0.0.1:{port}/hooks")}))
-        .allow([format!("http://127.0.0.1:{port}")])
-        .real_network()
-        .load()
-        .await
-        .expect("loads");
+    let options = json!({"url": format!("http://127.0.0.1:{port}/hooks")});
+    let sink = networked_http_sink(options, &[format!("http://127.0.0.1:{port}")], &[]).await;
     let failure = sink.deliver(TestHook::new(), 1).await;
     let failure = failure.assert_failed(ErrorClass::Transient);
     assert!(failure.reason.contains("connect"), "{failure}");

@@ -16,6 +16,7 @@
 //! | `transient`, `permanent`, `retry-after:<ms>` | fail with that class |
 //! | `calls` | fail transiently with the reason `calls=<n>`: n counts this instance's deliveries |
 //! | `print` | write a line to stdout and one to stderr, then succeed |
+//! | `bad-utf8` | return a failure whose reason is not UTF-8 (a garbage return the host must reject) |
 //!
 //! Options: `{"durable": bool, "require": "<field>"}`; `require` makes
 //! configure fail naming that field, to test option errors.
@@ -93,6 +94,13 @@ impl Sink for Misbehave {
             "transient" => Err(Failure::transient("asked to fail")),
             "permanent" => Err(Failure::permanent("asked to fail")),
             "calls" => Err(Failure::transient(format!("calls={calls}"))),
+            "bad-utf8" => {
+                // SAFETY: deliberately not — this hands the host a `string`
+                // that breaks the canonical ABI's UTF-8 rule, which is the
+                // point of the test. The bytes are never read on this side.
+                let reason = unsafe { String::from_utf8_unchecked(vec![0xff, 0xfe, 0xfd]) };
+                Err(Failure { class: ErrorClass::Transient, reason })
+            }
             "print" => {
                 println!("hello from stdout");
                 eprintln!("warning from stderr");
