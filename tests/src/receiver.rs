@@ -22,16 +22,22 @@ use tokio::net::TcpListener;
 pub struct Reply {
     pub status: u16,
     pub headers: Vec<(String, String)>,
+    pub body: Bytes,
     pub delay: Duration,
 }
 
 impl Reply {
     pub fn status(status: u16) -> Reply {
-        Reply { status, headers: Vec::new(), delay: Duration::ZERO }
+        Reply { status, headers: Vec::new(), body: Bytes::from_static(b"ok"), delay: Duration::ZERO }
     }
 
     pub fn header(mut self, name: &str, value: &str) -> Reply {
         self.headers.push((name.to_string(), value.to_string()));
+        self
+    }
+
+    pub fn body(mut self, body: impl Into<Bytes>) -> Reply {
+        self.body = body.into();
         self
     }
 
@@ -142,5 +148,5 @@ async fn answer(req: Request<Incoming>, rec: &Mutex<Vec<Received>>, script: &Scr
     for (name, value) in &reply.headers {
         response = response.header(name, value);
     }
-    response.body(Full::new(Bytes::from_static(b"ok"))).expect("valid scripted response")
+    response.body(Full::new(reply.body.clone())).expect("valid scripted response")
 }

@@ -178,3 +178,28 @@ fn httpdate_fmt(at: std::time::SystemTime) -> String {
         ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"][(month - 1) as usize];
     format!("{weekday}, {day:02} {month} {year} {h:02}:{m:02}:{s:02} GMT")
 }
+
+#[tokio::test]
+async fn connections_are_kept_alive_across_deliveries() {
+    let receiver = Receiver::start(Reply::status(200).body(vec![b'.'; 4096])).await;
+    let sink = http_sink_for(&receiver, 2_000).await;
+    for _ in 0..20 {
+        sink.deliver(TestHook::new(), 1).await.assert_delivered();
+    }
+    assert_eq!(receiver.received().len(), 20);
+    // The sink never reads a success body; the host drains it, so one
+    // connection serves every delivery.
+    assert_eq!(receiver.connections(), 1, "deliveries reuse one keep-alive connection");
+}
+
+#[tokio::test]
+async fn an_error_answer_is_quoted_in_the_reason_and_capped() {
+    let mut body = b"{\"error\": \"invalid   signature\"} ".to_vec();
+    body.extend(vec![b'x'; 5 << 20]);
+    let receiver = Receiver::start(Reply::status(422).body(body)).await;
+    let sink = http_sink_for(&receiver, 2_000).await;
+    let outcome = sink.deliver(TestHook::new(), 1).await;
+    let failure = outcome.assert_failed(ErrorClass::Permanent);
+    assert!(failure.reason.contains(r#"422: {"error": "invalid signature"}"#), "{failure}");
+    assert!(failure.reason.len() < 300, "the quote is capped: {} bytes", failure.reason.len());
+}
