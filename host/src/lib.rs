@@ -3,11 +3,15 @@
 //!
 //! Subsystems, each in its own folder, with dependencies pointing one way
 //! (edge → queue → store; dispatch → queue + runtime; admin → everything):
+//! - [`store`]: durable storage (RocksDB) behind the `Store` trait;
+//! - [`queue`]: hooks and delivery rows, their formats and states;
 //! - [`runtime`]: loads sink components and runs deliveries, sandboxed;
 //! - [`sinktest`]: scripted peers and JSON test cases for sink components;
 //! - [`cli`]: the `ankusa` command line.
 
 pub mod cli;
 pub mod error_class;
+pub mod queue;
 pub mod runtime;
 pub mod sinktest;
+pub mod store;

@@ -7,6 +7,7 @@ use anyhow::Context;
 use clap::Args;
 
 use crate::runtime::{ComponentSource, EngineConfig, Runtime, SinkLabel, SinkSpec};
+use crate::store::{RocksStore, Store, StoreOptions};
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -18,6 +19,9 @@ pub struct RunArgs {
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("cannot create the data directory {}", args.data_dir.display()))?;
+    let store_path = args.data_dir.join("store");
+    let store = RocksStore::open(&StoreOptions::new(&store_path))?;
+    let stats = store.stats()?;
     let runtime = Runtime::new(EngineConfig::default(), Some(args.data_dir.join("components")))?;
 
     // The embedded default: one `demo` source delivering to the `log` sink.
@@ -26,6 +30,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 
     println!("ankusa {} (ankusa:sink@{})", env!("CARGO_PKG_VERSION"), crate::runtime::WIT_VERSION);
     println!("data: {}", args.data_dir.display());
+    println!("store: {} (RocksDB, {} bytes on disk)", store_path.display(), stats.disk_bytes);
     println!("sink: {} → built-in `log` sha256:{} durable={}", sink.label(), &sink.sha256()[..16], sink.durable());
     println!("ready; Ctrl-C to stop");
     wait_for_shutdown().await?;

@@ -1,0 +1,154 @@
+//! Key encodings. Integers are big-endian, so byte order is numeric order;
+//! variable-length parts carry a one-byte length first, so a prefix of one
+//! tenant's keys is never a prefix of another tenant's.
+//!
+//! | family | key | value |
+//! |---|---|---|
+//! | meta | `next_seq` | u64: the seq marker |
+//! | hooks | seq (u64) | the hook |
+//! | deliveries | seq (u64) · sink (u16) | the delivery row |
+//! | index | `d` · due_at (u64 ms) · seq · sink | — (due) |
+//! | index | `i` · seq · sink | claimed_at (inflight) |
+//! | index | `x` · dead_at (u64 ms) · seq · sink | — (dead) |
+//! | index | `t` · len · tenant · dead_at · seq · sink | — (dead, by tenant) |
+//! | dedupe | `k` · len · tenant · len · source · key | seq · expires_at |
+//! | dedupe | `e` · expires_at · len · tenant · len · source · key | — (expiry) |
+//! | counters | `n` · kind / `t` · len · tenant · kind | i64 (merge: add) |
+
+/// The smallest key greater than every key starting with `prefix`, or
+/// `None` if there is none (the prefix is all `0xff`).
+pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
+}
+
+/// Builds a key part by part.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KeyBuf(Vec<u8>);
+
+impl KeyBuf {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn tag(mut self, tag: u8) -> Self {
+        self.0.push(tag);
+        self
+    }
+
+    pub fn u64(mut self, value: u64) -> Self {
+        self.0.extend_from_slice(&value.to_be_bytes());
+        self
+    }
+
+    pub fn u16(mut self, value: u16) -> Self {
+        self.0.extend_from_slice(&value.to_be_bytes());
+        self
+    }
+
+    /// A length-prefixed string of at most 255 bytes (tenant ids are at
+    /// most 64, source names are validated to fit).
+    pub fn short(mut self, part: &str) -> Self {
+        let bytes = part.as_bytes();
+        let len = bytes.len().min(255);
+        self.0.push(len as u8);
+        self.0.extend_from_slice(&bytes[..len]);
+        self
+    }
+
+    /// Raw bytes, only as the last part of a key.
+    pub fn tail(mut self, bytes: &[u8]) -> Self {
+        self.0.extend_from_slice(bytes);
+        self
+    }
+
+    pub fn build(self) -> Vec<u8> {
+        self.0
+    }
+}
+
+/// Reads a key back part by part; `None` when the key is shorter than
+/// expected (a corrupt or foreign key).
+pub struct KeyReader<'a>(&'a [u8]);
+
+impl<'a> KeyReader<'a> {
+    pub fn new(key: &'a [u8]) -> Self {
+        KeyReader(key)
+    }
+
+    pub fn tag(&mut self) -> Option<u8> {
+        let (&first, rest) = self.0.split_first()?;
+        self.0 = rest;
+        Some(first)
+    }
+
+    pub fn u64(&mut self) -> Option<u64> {
+        let (head, rest) = self.0.split_first_chunk::<8>()?;
+        self.0 = rest;
+        Some(u64::from_be_bytes(*head))
+    }
+
+    pub fn u16(&mut self) -> Option<u16> {
+        let (head, rest) = self.0.split_first_chunk::<2>()?;
+        self.0 = rest;
+        Some(u16::from_be_bytes(*head))
+    }
+
+    pub fn short(&mut self) -> Option<&'a str> {
+        let len = usize::from(self.tag()?);
+        if self.0.len() < len {
+            return None;
+        }
+        let (part, rest) = self.0.split_at(len);
+        self.0 = rest;
+        std::str::from_utf8(part).ok()
+    }
+
+    pub fn rest(self) -> &'a [u8] {
+        self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn big_endian_keys_sort_numerically() {
+        let mut keys: Vec<Vec<u8>> =
+            [3u64, 256, 1, 65_536, 255].iter().map(|n| KeyBuf::new().u64(*n).build()).collect();
+        keys.sort();
+        let back: Vec<u64> = keys.iter().map(|k| KeyReader::new(k).u64().expect("u64")).collect();
+        assert_eq!(back, [1, 3, 255, 256, 65_536]);
+    }
+
+    #[test]
+    fn length_prefixes_keep_tenants_apart() {
+        let a = KeyBuf::new().tag(b't').short("ab").u64(1).build();
+        let b = KeyBuf::new().tag(b't').short("abc").u64(1).build();
+        let prefix_a = KeyBuf::new().tag(b't').short("ab").build();
+        assert!(a.starts_with(&prefix_a));
+        assert!(!b.starts_with(&prefix_a));
+        let mut r = KeyReader::new(&b);
+        assert_eq!((r.tag(), r.short(), r.u64()), (Some(b't'), Some("abc"), Some(1)));
+    }
+
+    #[test]
+    fn prefix_end_is_the_next_prefix() {
+        assert_eq!(prefix_end(b"ab"), Some(b"ac".to_vec()));
+        assert_eq!(prefix_end(&[0x01, 0xff]), Some(vec![0x02]));
+        assert_eq!(prefix_end(&[0xff, 0xff]), None);
+    }
+
+    #[test]
+    fn short_keys_read_as_none() {
+        assert_eq!(KeyReader::new(&[1, 2, 3]).u64(), None);
+        assert_eq!(KeyReader::new(&[5, b'a']).short(), None);
+    }
+}

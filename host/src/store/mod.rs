@@ -1,0 +1,207 @@
+//! Durable storage of a node: one RocksDB database with a column family
+//! per kind of row, behind the [`Store`] trait so a replicated engine can
+//! take RocksDB's place without touching the queue.
+//!
+//! Invariants this module keeps for everyone above it:
+//! - every multi-row change is one [`Batch`], applied atomically; a synced
+//!   write returns only after the WAL is fsynced;
+//! - a read or scan that fails is an error, never an empty result;
+//! - a store that exists but cannot be opened is an error, never a new,
+//!   empty store;
+//! - integers in keys are big-endian (see [`keys`]), so byte order is
+//!   numeric order and range scans walk rows in sequence.
+//!
+//! Callers: the queue (all row kinds), replay and tenant jobs (cursors).
+
+pub mod keys;
+mod rocks;
+
+use std::fmt;
+
+use thiserror::Error;
+
+pub use rocks::{RocksStore, StoreOptions};
+
+/// The column families, one per kind of row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Cf {
+    /// Node metadata: the seq marker, the cursor key.
+    Meta,
+    /// Hooks by seq; large bodies go to blob files.
+    Hooks,
+    /// Delivery rows by (seq, sink).
+    Deliveries,
+    /// The due, inflight, dead and by-tenant dead indexes.
+    Index,
+    /// Dedupe keys and their expiry index.
+    Dedupe,
+    /// Counters per node and per tenant, updated by merge.
+    Counters,
+    /// The quarantine pen.
+    Quarantine,
+    /// Durable job state (replays, tenant erases) and their cursors.
+    Jobs,
+}
+
+impl Cf {
+    pub const ALL: [Cf; 8] =
+        [Cf::Meta, Cf::Hooks, Cf::Deliveries, Cf::Index, Cf::Dedupe, Cf::Counters, Cf::Quarantine, Cf::Jobs];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Cf::Meta => "default",
+            Cf::Hooks => "hooks",
+            Cf::Deliveries => "deliveries",
+            Cf::Index => "index",
+            Cf::Dedupe => "dedupe",
+            Cf::Counters => "counters",
+            Cf::Quarantine => "quarantine",
+            Cf::Jobs => "jobs",
+        }
+    }
+}
+
+impl fmt::Display for Cf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One change inside a [`Batch`] (the queue contract's "store op").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WriteOp {
+    Put {
+        cf: Cf,
+        key: Vec<u8>,
+        value: Vec<u8>,
+    },
+    Delete {
+        cf: Cf,
+        key: Vec<u8>,
+    },
+    /// Add `delta` to the counter at `key` (in [`Cf::Counters`]).
+    AddCounter {
+        key: Vec<u8>,
+        delta: i64,
+    },
+}
+
+/// Changes applied atomically, all or none.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Batch {
+    ops: Vec<WriteOp>,
+}
+
+impl Batch {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn put(&mut self, cf: Cf, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) -> &mut Self {
+        self.ops.push(WriteOp::Put { cf, key: key.into(), value: value.into() });
+        self
+    }
+
+    pub fn delete(&mut self, cf: Cf, key: impl Into<Vec<u8>>) -> &mut Self {
+        self.ops.push(WriteOp::Delete { cf, key: key.into() });
+        self
+    }
+
+    pub fn add_counter(&mut self, key: impl Into<Vec<u8>>, delta: i64) -> &mut Self {
+        if delta != 0 {
+            self.ops.push(WriteOp::AddCounter { key: key.into(), delta });
+        }
+        self
+    }
+
+    pub fn push(&mut self, op: WriteOp) -> &mut Self {
+        self.ops.push(op);
+        self
+    }
+
+    pub fn extend(&mut self, other: Batch) -> &mut Self {
+        self.ops.extend(other.ops);
+        self
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    pub fn ops(&self) -> &[WriteOp] {
+        &self.ops
+    }
+}
+
+/// Whether a write waits for the WAL to reach the disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// fsync before returning: the write survives power loss.
+    Synced,
+    /// In the WAL's page cache: survives a crash of the process, not of
+    /// the machine. For rows whose loss only repeats work (outcomes).
+    Buffered,
+}
+
+/// Which rows a scan visits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Scan {
+    pub cf: Cf,
+    /// Inclusive lower bound.
+    pub from: Vec<u8>,
+    /// Exclusive upper bound; `None` scans to the end of the family.
+    pub to: Option<Vec<u8>>,
+    /// Walk from the upper bound down.
+    pub reverse: bool,
+    /// Stop after this many rows.
+    pub limit: usize,
+}
+
+impl Scan {
+    /// Every key starting with `prefix`, ascending.
+    pub fn prefix(cf: Cf, prefix: &[u8], limit: usize) -> Scan {
+        Scan { cf, from: prefix.to_vec(), to: keys::prefix_end(prefix), reverse: false, limit }
+    }
+}
+
+#[derive(Debug, Error)]
+pub enum StoreError {
+    #[error("cannot open the store at {path}: {reason}")]
+    Open { path: String, reason: String },
+    #[error("store {what} failed: {reason}")]
+    Io { what: &'static str, reason: String },
+    #[error("the store is missing column family `{0}`")]
+    MissingCf(&'static str),
+    #[error("counter at {key} holds {len} bytes, not an 8-byte integer")]
+    BadCounter { key: String, len: usize },
+}
+
+/// Estimates and sizes for `stats`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    pub estimated_hooks: u64,
+    pub estimated_deliveries: u64,
+    /// SST and blob files across every family.
+    pub disk_bytes: u64,
+}
+
+/// A key and its value, as a scan returns them.
+pub type KeyValue = (Vec<u8>, Vec<u8>);
+
+/// What the queue needs from a storage engine.
+pub trait Store: Send + Sync + 'static {
+    fn write(&self, batch: &Batch, durability: Durability) -> Result<(), StoreError>;
+    fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError>;
+    /// One read of many keys, results in the order asked.
+    fn multi_get(&self, cf: Cf, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, StoreError>;
+    fn scan(&self, scan: &Scan) -> Result<Vec<KeyValue>, StoreError>;
+    /// The greatest key of a family, if any.
+    fn last_key(&self, cf: Cf) -> Result<Option<Vec<u8>>, StoreError>;
+    /// A counter's value (0 when never written).
+    fn counter(&self, key: &[u8]) -> Result<i64, StoreError>;
+    fn stats(&self) -> Result<StoreStats, StoreError>;
+}

@@ -1,0 +1,294 @@
+//! The embedded engine: RocksDB.
+//!
+//! - Large hook bodies go to blob files (`min_blob_size`), keeping the
+//!   hooks family's SSTs small and compactions cheap.
+//! - Counters are 8-byte big-endian integers updated with an associative
+//!   merge operator (add), so writers outside the queue's writer (dispatch
+//!   outcomes) keep them exact without a read-modify-write.
+//! - Only a missing or empty directory becomes a new store; anything else
+//!   that fails to open is reported, never silently replaced.
+
+use std::path::{Path, PathBuf};
+
+use rocksdb::{
+    BlockBasedOptions, ColumnFamily, ColumnFamilyDescriptor, DB, DBCompressionType, MergeOperands, Options,
+    ReadOptions, WriteBatch, WriteOptions,
+};
+
+use super::{Batch, Cf, Durability, KeyValue, Scan, Store, StoreError, StoreStats, WriteOp};
+
+const META_NEXT_SEQ: &[u8] = b"next_seq";
+
+#[derive(Clone, Debug)]
+pub struct StoreOptions {
+    pub path: PathBuf,
+    /// Hook values at least this large are kept in blob files.
+    pub min_blob_size: u64,
+}
+
+impl StoreOptions {
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        StoreOptions { path: path.into(), min_blob_size: 4096 }
+    }
+}
+
+pub struct RocksStore {
+    db: DB,
+    path: PathBuf,
+}
+
+fn add_counters(_key: &[u8], existing: Option<&[u8]>, operands: &MergeOperands) -> Option<Vec<u8>> {
+    let decode = |bytes: &[u8]| <[u8; 8]>::try_from(bytes).ok().map(i64::from_be_bytes);
+    // A malformed value fails the merge, which RocksDB reports as an error
+    // on read: a corrupt counter is never silently reset.
+    let mut total = match existing {
+        Some(bytes) => decode(bytes)?,
+        None => 0,
+    };
+    for operand in operands {
+        total = total.wrapping_add(decode(operand)?);
+    }
+    Some(total.to_be_bytes().to_vec())
+}
+
+fn family_options(cf: Cf, config: &StoreOptions) -> Options {
+    let mut opts = Options::default();
+    let mut table = BlockBasedOptions::default();
+    table.set_bloom_filter(10.0, false);
+    opts.set_block_based_table_factory(&table);
+    opts.set_compression_type(DBCompressionType::Lz4);
+    match cf {
+        Cf::Hooks => {
+            opts.set_enable_blob_files(true);
+            opts.set_min_blob_size(config.min_blob_size);
+            opts.set_blob_compression_type(DBCompressionType::Zstd);
+            opts.set_enable_blob_gc(true);
+        }
+        Cf::Counters => opts.set_merge_operator_associative("ankusa.add_i64", add_counters),
+        _ => {}
+    }
+    opts
+}
+
+fn io(what: &'static str) -> impl Fn(rocksdb::Error) -> StoreError {
+    move |e| StoreError::Io { what, reason: e.into_string() }
+}
+
+/// Does `path` hold anything? A store is only ever created in a directory
+/// that is missing or empty.
+fn has_contents(path: &Path) -> Result<bool, StoreError> {
+    match std::fs::read_dir(path) {
+        Ok(mut entries) => Ok(entries.next().is_some()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(StoreError::Open { path: path.display().to_string(), reason: e.to_string() }),
+    }
+}
+
+impl RocksStore {
+    pub fn open(config: &StoreOptions) -> Result<Self, StoreError> {
+        let existing = has_contents(&config.path)?;
+        let mut db_opts = Options::default();
+        db_opts.create_if_missing(!existing);
+        // A family added by a newer version is created on upgrade; the
+        // store itself must already be there.
+        db_opts.create_missing_column_families(true);
+        db_opts.set_paranoid_checks(true);
+        db_opts.increase_parallelism(2);
+        db_opts.set_max_background_jobs(2);
+        let families = Cf::ALL.iter().map(|cf| ColumnFamilyDescriptor::new(cf.name(), family_options(*cf, config)));
+        let db = DB::open_cf_descriptors(&db_opts, &config.path, families).map_err(|e| StoreError::Open {
+            path: config.path.display().to_string(),
+            reason: if existing {
+                format!("{} (the directory is not empty, so it is not treated as a new store)", e.into_string())
+            } else {
+                e.into_string()
+            },
+        })?;
+        Ok(RocksStore { db, path: config.path.clone() })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn cf(&self, cf: Cf) -> Result<&ColumnFamily, StoreError> {
+        self.db.cf_handle(cf.name()).ok_or(StoreError::MissingCf(cf.name()))
+    }
+
+    /// The persisted seq marker (see the queue's seq recovery).
+    pub fn seq_marker(&self) -> Result<Option<u64>, StoreError> {
+        self.get(Cf::Meta, META_NEXT_SEQ)?
+            .map(|v| <[u8; 8]>::try_from(v.as_slice()).map(u64::from_be_bytes))
+            .transpose()
+            .map_err(|_| StoreError::Io { what: "read of the seq marker", reason: "not an 8-byte integer".into() })
+    }
+
+    pub fn seq_marker_key() -> &'static [u8] {
+        META_NEXT_SEQ
+    }
+
+    fn property(&self, cf: Cf, name: &str) -> Result<u64, StoreError> {
+        Ok(self.db.property_int_value_cf(self.cf(cf)?, name).map_err(io("property read"))?.unwrap_or(0))
+    }
+}
+
+impl Store for RocksStore {
+    fn write(&self, batch: &Batch, durability: Durability) -> Result<(), StoreError> {
+        let mut wb = WriteBatch::default();
+        for op in batch.ops() {
+            match op {
+                WriteOp::Put { cf, key, value } => wb.put_cf(self.cf(*cf)?, key, value),
+                WriteOp::Delete { cf, key } => wb.delete_cf(self.cf(*cf)?, key),
+                WriteOp::AddCounter { key, delta } => wb.merge_cf(self.cf(Cf::Counters)?, key, delta.to_be_bytes()),
+            }
+        }
+        let mut opts = WriteOptions::default();
+        opts.set_sync(durability == Durability::Synced);
+        self.db.write_opt(wb, &opts).map_err(io("write"))
+    }
+
+    fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        self.db.get_cf(self.cf(cf)?, key).map_err(io("read"))
+    }
+
+    fn multi_get(&self, cf: Cf, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        let handle = self.cf(cf)?;
+        self.db
+            .batched_multi_get_cf(handle, keys, false)
+            .into_iter()
+            .map(|r| r.map(|v| v.map(|slice| slice.to_vec())).map_err(io("multi-get")))
+            .collect()
+    }
+
+    fn scan(&self, scan: &Scan) -> Result<Vec<KeyValue>, StoreError> {
+        let mut read = ReadOptions::default();
+        read.set_iterate_lower_bound(scan.from.clone());
+        if let Some(to) = &scan.to {
+            read.set_iterate_upper_bound(to.clone());
+        }
+        let mut iter = self.db.raw_iterator_cf_opt(self.cf(scan.cf)?, read);
+        if scan.reverse {
+            iter.seek_to_last();
+        } else {
+            iter.seek_to_first();
+        }
+        let mut rows = Vec::new();
+        while iter.valid() && rows.len() < scan.limit {
+            if let (Some(k), Some(v)) = (iter.key(), iter.value()) {
+                rows.push((k.to_vec(), v.to_vec()));
+            }
+            if scan.reverse {
+                iter.prev();
+            } else {
+                iter.next();
+            }
+        }
+        // An iterator that stopped on an error must not look like the end.
+        iter.status().map_err(io("scan"))?;
+        Ok(rows)
+    }
+
+    fn last_key(&self, cf: Cf) -> Result<Option<Vec<u8>>, StoreError> {
+        let mut iter = self.db.raw_iterator_cf(self.cf(cf)?);
+        iter.seek_to_last();
+        let key = iter.valid().then(|| iter.key().map(<[u8]>::to_vec)).flatten();
+        iter.status().map_err(io("scan"))?;
+        Ok(key)
+    }
+
+    fn counter(&self, key: &[u8]) -> Result<i64, StoreError> {
+        match self.get(Cf::Counters, key)? {
+            None => Ok(0),
+            Some(v) => <[u8; 8]>::try_from(v.as_slice())
+                .map(i64::from_be_bytes)
+                .map_err(|_| StoreError::BadCounter { key: hex::encode(key), len: v.len() }),
+        }
+    }
+
+    fn stats(&self) -> Result<StoreStats, StoreError> {
+        let mut disk_bytes = 0;
+        for cf in Cf::ALL {
+            disk_bytes += self.property(cf, "rocksdb.total-sst-files-size")?;
+            disk_bytes += self.property(cf, "rocksdb.total-blob-file-size")?;
+        }
+        Ok(StoreStats {
+            estimated_hooks: self.property(Cf::Hooks, "rocksdb.estimate-num-keys")?,
+            estimated_deliveries: self.property(Cf::Deliveries, "rocksdb.estimate-num-keys")?,
+            disk_bytes,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::keys::KeyBuf;
+
+    fn open(dir: &Path) -> RocksStore {
+        RocksStore::open(&StoreOptions::new(dir)).expect("open the store")
+    }
+
+    #[test]
+    fn synced_writes_survive_a_reopen() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        {
+            let store = open(dir.path());
+            let mut batch = Batch::new();
+            batch.put(Cf::Hooks, KeyBuf::new().u64(7).build(), b"hook seven".to_vec());
+            batch.put(Cf::Hooks, KeyBuf::new().u64(9).build(), vec![b'x'; 10_000]);
+            store.write(&batch, Durability::Synced).expect("write");
+        }
+        let store = open(dir.path());
+        assert_eq!(store.get(Cf::Hooks, &KeyBuf::new().u64(7).build()).expect("read"), Some(b"hook seven".to_vec()));
+        assert_eq!(store.last_key(Cf::Hooks).expect("last"), Some(KeyBuf::new().u64(9).build()));
+        let big = store.get(Cf::Hooks, &KeyBuf::new().u64(9).build()).expect("read").expect("present");
+        assert_eq!(big.len(), 10_000, "a blob-file value reads back whole");
+    }
+
+    #[test]
+    fn counters_add_up_across_batches() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = open(dir.path());
+        for delta in [5, -2, 10] {
+            let mut batch = Batch::new();
+            batch.add_counter(b"n/pending".to_vec(), delta);
+            store.write(&batch, Durability::Buffered).expect("write");
+        }
+        assert_eq!(store.counter(b"n/pending").expect("read"), 13);
+        assert_eq!(store.counter(b"n/never").expect("read"), 0);
+    }
+
+    #[test]
+    fn a_batch_is_all_or_nothing_and_scans_respect_bounds() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = open(dir.path());
+        let mut batch = Batch::new();
+        for n in 0..10u64 {
+            batch.put(Cf::Index, KeyBuf::new().tag(b'd').u64(n).build(), Vec::new());
+        }
+        batch.put(Cf::Index, KeyBuf::new().tag(b'x').u64(1).build(), Vec::new());
+        store.write(&batch, Durability::Synced).expect("write");
+        let due = store.scan(&Scan::prefix(Cf::Index, b"d", 100)).expect("scan");
+        assert_eq!(due.len(), 10);
+        let newest = store.scan(&Scan { reverse: true, limit: 3, ..Scan::prefix(Cf::Index, b"d", 0) }).expect("scan");
+        let firsts: Vec<u64> = newest.iter().map(|(k, _)| u64::from_be_bytes(k[1..9].try_into().expect("8"))).collect();
+        assert_eq!(firsts, [9, 8, 7]);
+    }
+
+    #[test]
+    fn a_damaged_store_is_refused_not_recreated() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        drop(open(dir.path()));
+        std::fs::remove_file(dir.path().join("CURRENT")).expect("remove CURRENT");
+        let err = RocksStore::open(&StoreOptions::new(dir.path())).err().expect("refused");
+        assert!(err.to_string().contains("not treated as a new store"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_directory_becomes_a_new_store() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = open(&dir.path().join("fresh"));
+        assert_eq!(store.last_key(Cf::Hooks).expect("scan"), None);
+        assert_eq!(store.seq_marker().expect("read"), None);
+    }
+}
