@@ -48,3 +48,9 @@ pub async fn networked_http_sink(options: serde_json::Value, allow: &[String], n
         .await
         .expect("the http sink loads")
 }
+
+/// Lower-case hex SHA-256 of a file.
+pub fn sha256_file(path: &std::path::Path) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(std::fs::read(path).expect("read file")))
+}

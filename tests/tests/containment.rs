@@ -156,3 +156,21 @@ async fn stdout_and_stderr_become_log_lines() {
     assert_eq!(line("hello from stdout"), Some(LogLevel::Info), "{logs:?}");
     assert_eq!(line("warning from stderr"), Some(LogLevel::Warn), "{logs:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_never_exceed_the_sink_concurrency() {
+    let sink = std::sync::Arc::new(
+        Harness::shared().wasm(guest_wasm("misbehave")).concurrency(2).load().await.expect("loads"),
+    );
+    let mut tasks = Vec::new();
+    for _ in 0..16 {
+        let sink = sink.clone();
+        tasks.push(tokio::spawn(async move { sink.deliver(hook("ok"), 1).await }));
+    }
+    for task in tasks {
+        task.await.expect("delivery task").assert_delivered();
+    }
+    let stats = sink.instances();
+    assert!(stats.created <= 2, "created {} instances for a concurrency of 2", stats.created);
+    assert!(stats.idle <= 2, "{stats:?}");
+}
