@@ -1,0 +1,149 @@
+//! The commit path of the queue: group commit, seqs, deadlines, dedupe.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ankusa::queue::{Entry, EntryOutcome, Envelope, Queue, QueueConfig, QueueError};
+use tokio::time::Instant;
+
+fn entry(id: &str, tenant: &str, dedupe: Option<&str>) -> Entry {
+    let mut envelope = Envelope::new(
+        id.into(),
+        "github".into(),
+        tenant.into(),
+        1_700_000_000_000,
+        format!("{{\"id\":\"{id}\"}}").into_bytes(),
+    );
+    envelope.dedupe_key = dedupe.map(str::to_string);
+    Entry { envelope, sinks: vec![(0, "sha-log".into()), (1, "sha-http".into())] }
+}
+
+fn committed(outcomes: &[EntryOutcome]) -> &Envelope {
+    match outcomes {
+        [EntryOutcome::Committed(e)] => e,
+        other => panic!("expected one committed entry, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_callers_share_synced_commits() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let queue = Arc::new(Queue::open(dir.path(), QueueConfig::default()).expect("open"));
+    let mut tasks = Vec::new();
+    for caller in 0..64 {
+        let queue = queue.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut seqs = Vec::new();
+            for n in 0..20 {
+                let outcomes =
+                    queue.enqueue(vec![entry(&format!("{caller}-{n}"), "acme", None)], None).await.expect("enqueue");
+                seqs.push(committed(&outcomes).seq);
+            }
+            seqs
+        }));
+    }
+    let mut all = Vec::new();
+    for task in tasks {
+        let seqs = task.await.expect("caller");
+        assert!(seqs.windows(2).all(|w| w[0] < w[1]), "one caller's seqs increase: {seqs:?}");
+        all.extend(seqs);
+    }
+    let distinct: HashSet<_> = all.iter().collect();
+    assert_eq!((all.len(), distinct.len()), (1280, 1280), "every ack has its own seq");
+    let (commits, calls) = queue.commit_stats();
+    assert_eq!(calls, 1280);
+    assert!(commits < calls, "calls were grouped: {commits} synced commits for {calls} calls");
+    assert_eq!(queue.counter(Some("acme"), "pending").expect("counter"), 2 * 1280, "two rows per hook");
+    let hooks = queue.hooks(0, 10_000).expect("hooks");
+    assert_eq!(hooks.len(), 1280);
+    assert!(hooks.windows(2).all(|w| w[0].seq < w[1].seq), "ascending");
+}
+
+#[tokio::test]
+async fn seqs_are_never_reused_across_a_restart() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let queue = Queue::open(dir.path(), QueueConfig::default()).expect("open");
+    let mut last = 0;
+    for n in 0..5 {
+        last = committed(&queue.enqueue(vec![entry(&format!("a{n}"), "acme", None)], None).await.expect("enqueue")).seq;
+    }
+    let before = queue.hooks(0, 100).expect("hooks");
+    queue.close().await;
+
+    let queue = Queue::open(dir.path(), QueueConfig::default()).expect("reopen");
+    assert_eq!(queue.hooks(0, 100).expect("hooks"), before, "every acked hook, byte for byte");
+    let next = committed(&queue.enqueue(vec![entry("b", "acme", None)], None).await.expect("enqueue")).seq;
+    assert!(next > last, "seq {next} after a restart follows {last}");
+    queue.close().await;
+}
+
+#[tokio::test]
+async fn a_passed_deadline_writes_nothing_and_consumes_no_seq() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let queue = Queue::open(dir.path(), QueueConfig::default()).expect("open");
+    let first = committed(&queue.enqueue(vec![entry("a", "acme", None)], None).await.expect("enqueue")).seq;
+    let refused = queue.enqueue(vec![entry("late", "acme", Some("k-late"))], Some(Instant::now())).await;
+    assert_eq!(refused, Err(QueueError::DeadlineExceeded));
+    let next = queue
+        .enqueue(vec![entry("b", "acme", Some("k-late"))], Some(Instant::now() + Duration::from_secs(5)))
+        .await
+        .expect("enqueue");
+    assert_eq!(committed(&next).seq, first + 1, "the refused call consumed no seq and stored no dedupe key");
+    assert_eq!(queue.hooks(0, 10).expect("hooks").len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_deliveries_of_one_key_commit_one_hook() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let queue = Arc::new(Queue::open(dir.path(), QueueConfig::default()).expect("open"));
+    for round in 0..50 {
+        let key = format!("delivery-{round}");
+        let (a, b) = {
+            let (qa, qb, ka, kb) = (queue.clone(), queue.clone(), key.clone(), key.clone());
+            tokio::join!(
+                tokio::spawn(
+                    async move { qa.enqueue(vec![entry(&format!("{round}-a"), "acme", Some(&ka))], None).await }
+                ),
+                tokio::spawn(
+                    async move { qb.enqueue(vec![entry(&format!("{round}-b"), "acme", Some(&kb))], None).await }
+                ),
+            )
+        };
+        let outcomes = [a.expect("task").expect("enqueue"), b.expect("task").expect("enqueue")];
+        let winners: Vec<&Envelope> = outcomes
+            .iter()
+            .filter_map(|o| match &o[0] {
+                EntryOutcome::Committed(e) => Some(e),
+                EntryOutcome::Duplicate(_) => None,
+            })
+            .collect();
+        let losers: Vec<&Envelope> = outcomes
+            .iter()
+            .filter_map(|o| match &o[0] {
+                EntryOutcome::Duplicate(e) => Some(e),
+                EntryOutcome::Committed(_) => None,
+            })
+            .collect();
+        assert_eq!((winners.len(), losers.len()), (1, 1), "round {round}: {outcomes:?}");
+        assert_eq!(losers[0].id, winners[0].id, "the duplicate answers with the original id");
+        assert_eq!(losers[0].seq, winners[0].seq);
+    }
+    assert_eq!(queue.hooks(0, 1000).expect("hooks").len(), 50, "one stored hook per key");
+    assert_eq!(queue.counter(Some("acme"), "dedupe_keys").expect("counter"), 50);
+}
+
+#[tokio::test]
+async fn dedupe_is_scoped_by_tenant_and_long_keys_are_hashed() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let queue = Queue::open(dir.path(), QueueConfig::default()).expect("open");
+    let long = "k".repeat(500);
+    let a = queue.enqueue(vec![entry("a", "acme", Some(&long))], None).await.expect("enqueue");
+    let b = queue.enqueue(vec![entry("b", "globex", Some(&long))], None).await.expect("enqueue");
+    let c = queue.enqueue(vec![entry("c", "acme", Some(&long))], None).await.expect("enqueue");
+    assert!(matches!(&a[0], EntryOutcome::Committed(_)));
+    assert!(matches!(&b[0], EntryOutcome::Committed(_)), "another tenant's key is another key");
+    assert!(matches!(&c[0], EntryOutcome::Duplicate(e) if e.id == "a"), "{c:?}");
+    let stored = &queue.hooks(0, 10).expect("hooks")[0];
+    assert_eq!(stored.dedupe_key.as_deref(), Some(long.as_str()), "the envelope keeps the provider's key");
+}
