@@ -17,6 +17,7 @@ pub mod codec;
 pub mod dedupe;
 pub mod envelope;
 pub mod rows;
+mod transitions;
 mod writer;
 
 use std::path::Path;
@@ -29,6 +30,7 @@ use tokio::time::Instant;
 
 pub use envelope::{Envelope, Verification};
 pub use rows::{DeliveryRow, RowState};
+pub use transitions::TenantPending;
 pub use writer::DEFAULT_DEDUPE_TTL_MS;
 
 use crate::store::keys::{KeyBuf, KeyReader};
@@ -99,6 +101,8 @@ pub struct Queue {
     writer_task: tokio::task::JoinHandle<()>,
     stats: Arc<writer::WriterStats>,
     config: QueueConfig,
+    /// Serialises row transitions (see `transitions`).
+    transitions: std::sync::Mutex<()>,
 }
 
 fn now_ms() -> u64 {
@@ -112,7 +116,14 @@ impl Queue {
         let store = Arc::new(RocksStore::open(&StoreOptions::new(path))?);
         let next_seq = recover_next_seq(&store)?;
         let spawned = writer::spawn(store.clone(), next_seq, config.dedupe_ttl_ms);
-        Ok(Queue { store, writer: spawned.calls, writer_task: spawned.task, stats: spawned.stats, config })
+        Ok(Queue {
+            store,
+            writer: spawned.calls,
+            writer_task: spawned.task,
+            stats: spawned.stats,
+            config,
+            transitions: std::sync::Mutex::new(()),
+        })
     }
 
     /// Stop the writer after the calls already queued, and release the

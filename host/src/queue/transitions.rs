@@ -1,0 +1,202 @@
+//! Delivery row transitions, as dispatch drives them:
+//!
+//! ```text
+//! due ──claim──▶ inflight ──complete──▶ (gone; the hook too, with its last row)
+//!                   │  ├──retry──▶ due (at a later time)
+//!                   │  └──bury───▶ dead
+//!                   └──(boot) recover──▶ due (now)
+//! ```
+//!
+//! Each transition is one batch: the row, its old index entry out, its new
+//! index entry in, and the counters that count them. Transitions are
+//! serialised with each other (not with the writer, whose rows are new), so
+//! a check-then-write such as "is this the hook's last row?" is exact.
+//! They are written without fsync: losing one to power loss only makes a
+//! row be delivered again, which at-least-once delivery allows.
+
+use super::rows::{DeliveryRow, RowState, parse_row_key};
+use super::{Queue, QueueError, counter_key};
+use crate::error_class::ErrorClass;
+use crate::store::keys::{KeyBuf, KeyReader};
+use crate::store::{Batch, Cf, Durability, Scan, Store};
+
+/// A tenant's undelivered rows and bytes, from its counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TenantPending {
+    pub pending: i64,
+    pub scheduled: i64,
+    pub inflight: i64,
+    pub bytes: i64,
+}
+
+impl Queue {
+    fn row(&self, seq: u64, sink: u16) -> Result<Option<DeliveryRow>, QueueError> {
+        let Some(bytes) = self.store.get(Cf::Deliveries, &super::rows::row_key(seq, sink))? else {
+            return Ok(None);
+        };
+        DeliveryRow::decode(seq, sink, &bytes)
+            .map(Some)
+            .map_err(|e| QueueError::Corrupt(format!("row {seq}/{sink}: {e}")))
+    }
+
+    /// Move `row` from its current state to `next` in `batch`, with the
+    /// counters of both states.
+    fn move_row(batch: &mut Batch, row: &DeliveryRow, next: Option<&DeliveryRow>) {
+        for key in row.index_keys() {
+            batch.delete(Cf::Index, key);
+        }
+        count(batch, row, -1);
+        match next {
+            Some(next) => {
+                batch.put(Cf::Deliveries, next.key(), next.encode());
+                for key in next.index_keys() {
+                    batch.put(Cf::Index, key, Vec::new());
+                }
+                count(batch, next, 1);
+            }
+            None => {
+                batch.delete(Cf::Deliveries, row.key());
+                batch.add_counter(counter_key(None, "bytes"), -(row.bytes as i64));
+                batch.add_counter(counter_key(Some(&row.tenant), "bytes"), -(row.bytes as i64));
+            }
+        }
+    }
+
+    /// Claim up to `limit` rows due at or before `now_ms`, oldest due first.
+    pub fn claim_due(&self, now_ms: u64, limit: usize) -> Result<Vec<DeliveryRow>, QueueError> {
+        let _serial = self.transitions.lock().unwrap_or_else(|e| e.into_inner());
+        let to = KeyBuf::new().tag(super::rows::DUE).u64(now_ms.saturating_add(1)).build();
+        let due = self.store.scan(&Scan {
+            cf: Cf::Index,
+            from: vec![super::rows::DUE],
+            to: Some(to),
+            reverse: false,
+            limit,
+        })?;
+        let mut batch = Batch::new();
+        let mut claimed = Vec::with_capacity(due.len());
+        for (key, _) in due {
+            let mut r = KeyReader::new(&key);
+            let (Some(_), Some(_), Some(seq), Some(sink)) = (r.tag(), r.u64(), r.u64(), r.u16()) else {
+                return Err(QueueError::Corrupt("due index key".into()));
+            };
+            let Some(row) = self.row(seq, sink)? else {
+                tracing::warn!(seq, sink, "due index entry without a row; dropping it");
+                batch.delete(Cf::Index, key);
+                continue;
+            };
+            let next = DeliveryRow { state: RowState::Inflight { claimed_at: now_ms }, ..row.clone() };
+            Self::move_row(&mut batch, &row, Some(&next));
+            claimed.push(next);
+        }
+        if !batch.is_empty() {
+            self.store.write(&batch, Durability::Buffered)?;
+        }
+        Ok(claimed)
+    }
+
+    /// The row was delivered: it goes, and the hook with its last row.
+    pub fn complete(&self, seq: u64, sink: u16) -> Result<(), QueueError> {
+        let _serial = self.transitions.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(row) = self.row(seq, sink)? else { return Ok(()) };
+        let mut batch = Batch::new();
+        Self::move_row(&mut batch, &row, None);
+        let siblings = self.store.scan(&Scan::prefix(Cf::Deliveries, &KeyBuf::new().u64(seq).build(), 2))?;
+        let others = siblings.iter().filter(|(k, _)| parse_row_key(k) != Some((seq, sink))).count();
+        if others == 0 {
+            batch.delete(Cf::Hooks, KeyBuf::new().u64(seq).build());
+        }
+        self.store.write(&batch, Durability::Buffered).map_err(Into::into)
+    }
+
+    /// The attempt failed and will be retried at `due_at`.
+    pub fn retry(&self, seq: u64, sink: u16, due_at: u64) -> Result<(), QueueError> {
+        self.transition(seq, sink, |row| DeliveryRow {
+            attempts: row.attempts + 1,
+            state: RowState::Due { due_at },
+            ..row.clone()
+        })
+    }
+
+    /// The row is given up on.
+    pub fn bury(&self, seq: u64, sink: u16, dead_at: u64, reason: &str, class: ErrorClass) -> Result<(), QueueError> {
+        self.transition(seq, sink, |row| DeliveryRow {
+            attempts: row.attempts + 1,
+            state: RowState::Dead { dead_at, reason: reason.to_string(), class: Some(class) },
+            ..row.clone()
+        })
+    }
+
+    fn transition(
+        &self,
+        seq: u64,
+        sink: u16,
+        next: impl FnOnce(&DeliveryRow) -> DeliveryRow,
+    ) -> Result<(), QueueError> {
+        let _serial = self.transitions.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(row) = self.row(seq, sink)? else { return Ok(()) };
+        let mut batch = Batch::new();
+        Self::move_row(&mut batch, &row, Some(&next(&row)));
+        self.store.write(&batch, Durability::Buffered).map_err(Into::into)
+    }
+
+    /// On boot, before anything is claimed: every row that was inflight
+    /// when the node stopped is due again now. Returns how many.
+    pub fn recover_inflight(&self, now_ms: u64) -> Result<usize, QueueError> {
+        let _serial = self.transitions.lock().unwrap_or_else(|e| e.into_inner());
+        let mut recovered = 0;
+        loop {
+            let inflight = self.store.scan(&Scan::prefix(Cf::Index, &[super::rows::INFLIGHT], 500))?;
+            if inflight.is_empty() {
+                return Ok(recovered);
+            }
+            let mut batch = Batch::new();
+            for (key, _) in &inflight {
+                let mut r = KeyReader::new(key);
+                let (Some(_), Some(seq), Some(sink)) = (r.tag(), r.u64(), r.u16()) else {
+                    return Err(QueueError::Corrupt("inflight index key".into()));
+                };
+                match self.row(seq, sink)? {
+                    Some(row) => {
+                        let next = DeliveryRow { state: RowState::Due { due_at: now_ms }, ..row.clone() };
+                        Self::move_row(&mut batch, &row, Some(&next));
+                        recovered += 1;
+                    }
+                    None => {
+                        batch.delete(Cf::Index, key.clone());
+                    }
+                }
+            }
+            self.store.write(&batch, Durability::Synced)?;
+        }
+    }
+
+    /// `{pending, scheduled, inflight, bytes}` of a tenant: O(1).
+    pub fn pending_for_tenant(&self, tenant: &str) -> Result<TenantPending, QueueError> {
+        Ok(TenantPending {
+            pending: self.counter(Some(tenant), "pending")?,
+            scheduled: self.counter(Some(tenant), "scheduled")?,
+            inflight: self.counter(Some(tenant), "inflight")?,
+            bytes: self.counter(Some(tenant), "bytes")?,
+        })
+    }
+
+    /// The dead rows of a tenant: O(1).
+    pub fn dead_for_tenant(&self, tenant: &str) -> Result<i64, QueueError> {
+        self.counter(Some(tenant), "dead")
+    }
+}
+
+/// Count `row` in (`sign` 1) or out of (-1) the counters of its state.
+fn count(batch: &mut Batch, row: &DeliveryRow, sign: i64) {
+    let kinds: &[&str] = match row.state {
+        RowState::Due { .. } if row.attempts > 0 => &["pending", "scheduled"],
+        RowState::Due { .. } => &["pending"],
+        RowState::Inflight { .. } => &["inflight"],
+        RowState::Dead { .. } => &["dead"],
+    };
+    for kind in kinds {
+        batch.add_counter(counter_key(None, kind), sign);
+        batch.add_counter(counter_key(Some(&row.tenant), kind), sign);
+    }
+}

@@ -1,0 +1,88 @@
+//! Delivery row transitions and the counters that follow them.
+
+use ankusa::error_class::ErrorClass;
+use ankusa::queue::{Entry, EntryOutcome, Envelope, Queue, QueueConfig, RowState, TenantPending};
+
+const NOW: u64 = 1_800_000_000_000;
+
+fn entry(id: &str, sinks: u16) -> Entry {
+    let envelope = Envelope::new(id.into(), "stripe".into(), "acme".into(), NOW, b"{\"type\":\"x\"}".to_vec());
+    Entry { envelope, sinks: (0..sinks).map(|i| (i, format!("sha-{i}"))).collect() }
+}
+
+async fn enqueue(queue: &Queue, id: &str, sinks: u16) -> u64 {
+    match &queue.enqueue(vec![entry(id, sinks)], None).await.expect("enqueue")[..] {
+        [EntryOutcome::Committed(e)] => e.seq,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn rows_move_through_their_states_and_counters_follow() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let queue = Queue::open(dir.path(), QueueConfig::default()).expect("open");
+    let seq = enqueue(&queue, "h1", 2).await;
+    let size = 12;
+    assert_eq!(
+        queue.pending_for_tenant("acme").expect("counters"),
+        TenantPending { pending: 2, scheduled: 0, inflight: 0, bytes: 2 * size }
+    );
+
+    // Rows enqueued "now" (wall clock) are due well before NOW.
+    let claimed = queue.claim_due(NOW, 10).expect("claim");
+    assert_eq!(claimed.len(), 2);
+    assert!(claimed.iter().all(|r| r.seq == seq && matches!(r.state, RowState::Inflight { claimed_at: NOW })));
+    assert!(queue.claim_due(NOW, 10).expect("claim").is_empty(), "a claimed row is not claimed twice");
+    assert_eq!(queue.pending_for_tenant("acme").expect("counters").inflight, 2);
+
+    queue.retry(seq, 0, NOW + 5_000).expect("retry");
+    let counts = queue.pending_for_tenant("acme").expect("counters");
+    assert_eq!((counts.pending, counts.scheduled, counts.inflight), (1, 1, 1));
+    assert!(queue.claim_due(NOW + 4_999, 10).expect("claim").is_empty(), "not due before its backoff ends");
+    let again = queue.claim_due(NOW + 5_000, 10).expect("claim");
+    assert_eq!((again.len(), again[0].attempts), (1, 1));
+
+    queue.bury(seq, 0, NOW + 6_000, "destination answered 410", ErrorClass::Permanent).expect("bury");
+    assert_eq!(queue.dead_for_tenant("acme").expect("dead"), 1);
+    queue.complete(seq, 1).expect("complete");
+    let counts = queue.pending_for_tenant("acme").expect("counters");
+    assert_eq!(
+        counts,
+        TenantPending { pending: 0, scheduled: 0, inflight: 0, bytes: size },
+        "the dead row still holds the hook"
+    );
+    assert_eq!(queue.hooks(0, 10).expect("hooks").len(), 1, "a dead row keeps its hook");
+    assert_eq!(queue.counter(None, "dead").expect("node counter"), 1);
+}
+
+#[tokio::test]
+async fn a_hook_goes_with_its_last_delivered_row() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let queue = Queue::open(dir.path(), QueueConfig::default()).expect("open");
+    let seq = enqueue(&queue, "h1", 2).await;
+    queue.claim_due(NOW, 10).expect("claim");
+    queue.complete(seq, 0).expect("complete");
+    assert_eq!(queue.hooks(0, 10).expect("hooks").len(), 1, "one row still owes a delivery");
+    queue.complete(seq, 1).expect("complete");
+    assert!(queue.hooks(0, 10).expect("hooks").is_empty());
+    assert_eq!(queue.pending_for_tenant("acme").expect("counters"), TenantPending::default());
+    queue.complete(seq, 1).expect("completing a gone row is a no-op");
+}
+
+#[tokio::test]
+async fn inflight_rows_are_due_again_after_a_restart() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let queue = Queue::open(dir.path(), QueueConfig::default()).expect("open");
+    let seq = enqueue(&queue, "h1", 3).await;
+    assert_eq!(queue.claim_due(NOW, 2).expect("claim").len(), 2);
+    queue.close().await;
+
+    let queue = Queue::open(dir.path(), QueueConfig::default()).expect("reopen");
+    assert_eq!(queue.recover_inflight(NOW + 1).expect("recover"), 2);
+    let counts = queue.pending_for_tenant("acme").expect("counters");
+    assert_eq!((counts.pending, counts.inflight), (3, 0));
+    let claimed = queue.claim_due(NOW + 1, 10).expect("claim");
+    assert_eq!(claimed.len(), 3, "nothing lost: every row is claimable again");
+    assert!(claimed.iter().all(|r| r.seq == seq));
+    queue.close().await;
+}
