@@ -15,6 +15,7 @@
 
 pub mod codec;
 pub mod dedupe;
+mod dlq;
 pub mod envelope;
 pub mod rows;
 mod transitions;
@@ -28,6 +29,7 @@ use thiserror::Error;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
+pub use dlq::{DeadEntry, DeadPage, DeadQuery, MAX_EXAMINED};
 pub use envelope::{Envelope, Verification};
 pub use rows::{DeliveryRow, RowState};
 pub use transitions::TenantPending;
@@ -54,6 +56,9 @@ pub enum QueueError {
     /// The commit failed: nothing of the batch is acked.
     #[error("store_unavailable: {0}")]
     Store(String),
+    /// A DLQ cursor this node did not issue.
+    #[error("invalid_cursor")]
+    InvalidCursor,
     /// A stored row does not decode.
     #[error("corrupt store: {0}")]
     Corrupt(String),

@@ -1,0 +1,267 @@
+//! Pages of the dead-letter queue, newest first, in bounded work.
+//!
+//! A call examines at most [`MAX_EXAMINED`] dead keys, whatever the DLQ
+//! holds: a filter that matches little gives a short (or empty) page with
+//! a cursor to continue from. Cursors are opaque and authenticated with an
+//! HMAC under a key kept in the store, so a cursor this node did not issue
+//! is `invalid_cursor`, never a scan from an arbitrary place.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+use super::envelope::Envelope;
+use super::rows::{DEAD, DEAD_BY_TENANT, DeliveryRow, RowState};
+use super::{Queue, QueueError};
+use crate::error_class::ErrorClass;
+use crate::store::keys::{KeyBuf, KeyReader, prefix_end};
+use crate::store::{Batch, Cf, Durability, Scan, Store};
+
+/// The most dead keys one call examines.
+pub const MAX_EXAMINED: usize = 10_000;
+const CURSOR_KEY: &[u8] = b"dlq_cursor_key";
+const MAC_BYTES: usize = 16;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeadQuery {
+    pub limit: usize,
+    pub cursor: Option<String>,
+    pub source_id: Option<String>,
+    /// Only rows dead at or after this unix-ms time.
+    pub since: Option<u64>,
+    pub sink: Option<u16>,
+    pub error_class: Option<ErrorClass>,
+    /// Only these tenants' rows, read from the by-tenant index.
+    pub tenants: Option<Vec<String>>,
+}
+
+impl Default for DeadQuery {
+    fn default() -> Self {
+        DeadQuery {
+            limit: 50,
+            cursor: None,
+            source_id: None,
+            since: None,
+            sink: None,
+            error_class: None,
+            tenants: None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeadEntry {
+    pub envelope: Envelope,
+    pub reason: String,
+    /// When the row died (unix ms).
+    pub at: u64,
+    pub sink: u16,
+    pub error_class: Option<ErrorClass>,
+    pub attempts: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeadPage {
+    /// From counters (no filter but tenants), exact (a filtered scan that
+    /// reached the end within this page, without a cursor), or unknown.
+    pub total: Option<u64>,
+    pub entries: Vec<DeadEntry>,
+    pub next_cursor: Option<String>,
+    /// Dead keys this call examined (never more than [`MAX_EXAMINED`]).
+    pub examined: usize,
+}
+
+/// A place in the dead index: (dead_at, seq, sink), compared descending.
+type Position = (u64, u64, u16);
+
+fn position_suffix(p: Position) -> Vec<u8> {
+    KeyBuf::new().u64(p.0).u64(p.1).u16(p.2).build()
+}
+
+impl Queue {
+    fn cursor_key(&self) -> Result<Vec<u8>, QueueError> {
+        let _serial = self.transitions.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(key) = self.store.get(Cf::Meta, CURSOR_KEY)? {
+            return Ok(key);
+        }
+        let mut key = vec![0u8; 32];
+        getrandom::getrandom(&mut key)
+            .map_err(|e| QueueError::Store(format!("no randomness for the cursor key: {e}")))?;
+        let mut batch = Batch::new();
+        batch.put(Cf::Meta, CURSOR_KEY.to_vec(), key.clone());
+        self.store.write(&batch, Durability::Synced)?;
+        Ok(key)
+    }
+
+    fn sign(key: &[u8], payload: &[u8]) -> Vec<u8> {
+        let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes keys of any length");
+        mac.update(payload);
+        mac.finalize().into_bytes()[..MAC_BYTES].to_vec()
+    }
+
+    fn issue_cursor(&self, at: Position) -> Result<String, QueueError> {
+        let mut token = position_suffix(at);
+        token.extend(Self::sign(&self.cursor_key()?, &token));
+        Ok(URL_SAFE_NO_PAD.encode(token))
+    }
+
+    fn open_cursor(&self, cursor: &str) -> Result<Position, QueueError> {
+        let token = URL_SAFE_NO_PAD.decode(cursor).map_err(|_| QueueError::InvalidCursor)?;
+        if token.len() != 18 + MAC_BYTES {
+            return Err(QueueError::InvalidCursor);
+        }
+        let (payload, tag) = token.split_at(18);
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.cursor_key()?).expect("HMAC takes keys of any length");
+        mac.update(payload);
+        mac.verify_truncated_left(tag).map_err(|_| QueueError::InvalidCursor)?;
+        let mut r = KeyReader::new(payload);
+        match (r.u64(), r.u64(), r.u16()) {
+            (Some(at), Some(seq), Some(sink)) => Ok((at, seq, sink)),
+            _ => Err(QueueError::InvalidCursor),
+        }
+    }
+
+    /// One page of the DLQ, newest first.
+    pub fn dead(&self, query: &DeadQuery) -> Result<DeadPage, QueueError> {
+        let below = query.cursor.as_deref().map(|c| self.open_cursor(c)).transpose()?;
+        let limit = query.limit.max(1);
+        // Candidate positions, newest first, and the oldest position up to
+        // which the candidates are complete (None: complete to the end).
+        let (candidates, complete_to, examined) = match &query.tenants {
+            None => self.scan_dead(&[DEAD], below, MAX_EXAMINED)?,
+            Some(tenants) => {
+                let budget = MAX_EXAMINED / tenants.len().max(1);
+                let mut all = Vec::new();
+                let mut complete_to: Option<Position> = None;
+                let mut examined = 0;
+                for tenant in tenants {
+                    let prefix = KeyBuf::new().tag(DEAD_BY_TENANT).short(tenant).build();
+                    let (found, stop, n) = self.scan_dead(&prefix, below, budget)?;
+                    all.extend(found);
+                    examined += n;
+                    if let Some(stop) = stop {
+                        complete_to = Some(complete_to.map_or(stop, |c| c.max(stop)));
+                    }
+                }
+                all.sort_unstable_by(|a, b| b.cmp(a));
+                // Past the newest place a tenant's scan stopped, another
+                // tenant's rows may be missing: the page ends there.
+                if let Some(stop) = complete_to {
+                    all.retain(|p| *p >= stop);
+                }
+                (all, complete_to, examined)
+            }
+        };
+
+        let filtered =
+            query.source_id.is_some() || query.since.is_some() || query.sink.is_some() || query.error_class.is_some();
+        let mut entries = Vec::new();
+        let mut last: Option<Position> = None;
+        let mut reached_since = false;
+        for position in candidates {
+            if query.since.is_some_and(|since| position.0 < since) {
+                reached_since = true;
+                break;
+            }
+            if entries.len() == limit {
+                break;
+            }
+            last = Some(position);
+            let (at, seq, sink) = position;
+            if query.sink.is_some_and(|s| s != sink) {
+                continue;
+            }
+            let Some(row) = self.row_for_dlq(seq, sink)? else { continue };
+            let RowState::Dead { reason, class, .. } = &row.state else { continue };
+            if query.source_id.as_ref().is_some_and(|s| *s != row.source)
+                || query.error_class.is_some_and(|c| Some(c) != *class)
+            {
+                continue;
+            }
+            let Some(envelope) = self.hook_for_dlq(seq)? else { continue };
+            entries.push(DeadEntry {
+                envelope,
+                reason: reason.clone(),
+                at,
+                sink,
+                error_class: *class,
+                attempts: row.attempts,
+            });
+        }
+        let page_full = entries.len() == limit;
+        let exhausted = !page_full && (complete_to.is_none() || reached_since);
+        let next_cursor = match (exhausted, last.or(complete_to)) {
+            (false, Some(at)) => Some(self.issue_cursor(at)?),
+            _ => None,
+        };
+        let total = if !filtered {
+            let counted = match &query.tenants {
+                None => self.counter(None, "dead")?,
+                Some(tenants) => tenants.iter().map(|t| self.dead_for_tenant(t)).sum::<Result<i64, _>>()?,
+            };
+            Some(counted.max(0) as u64)
+        } else if exhausted && below.is_none() {
+            Some(entries.len() as u64)
+        } else {
+            None
+        };
+        Ok(DeadPage { total, entries, next_cursor, examined })
+    }
+
+    /// Scan dead positions under `prefix` (a dead index, or one tenant's
+    /// range) below `below`, newest first, examining at most `budget` keys.
+    /// Returns the positions, where the scan stopped short (None: it
+    /// reached the end), and how many keys it examined.
+    fn scan_dead(
+        &self,
+        prefix: &[u8],
+        below: Option<Position>,
+        budget: usize,
+    ) -> Result<(Vec<Position>, Option<Position>, usize), QueueError> {
+        let to = match below {
+            Some(p) => Some([prefix, &position_suffix(p)].concat()),
+            None => prefix_end(prefix),
+        };
+        let rows = self.store.scan(&Scan { cf: Cf::Index, from: prefix.to_vec(), to, reverse: true, limit: budget })?;
+        let examined = rows.len();
+        let mut positions = Vec::with_capacity(examined);
+        for (key, _) in &rows {
+            let mut r = KeyReader::new(&key[prefix.len()..]);
+            match (r.u64(), r.u64(), r.u16()) {
+                (Some(at), Some(seq), Some(sink)) => positions.push((at, seq, sink)),
+                _ => tracing::warn!(key = hex::encode(key), "malformed dead index key; skipped"),
+            }
+        }
+        let stopped = (examined == budget).then(|| positions.last().copied()).flatten();
+        Ok((positions, stopped, examined))
+    }
+
+    fn row_for_dlq(&self, seq: u64, sink: u16) -> Result<Option<DeliveryRow>, QueueError> {
+        let Some(bytes) = self.store.get(Cf::Deliveries, &super::rows::row_key(seq, sink))? else {
+            tracing::warn!(seq, sink, "dead index entry without its row; skipped");
+            return Ok(None);
+        };
+        match DeliveryRow::decode(seq, sink, &bytes) {
+            Ok(row) => Ok(Some(row)),
+            Err(e) => {
+                tracing::warn!(seq, sink, "dead row does not decode ({e}); skipped");
+                Ok(None)
+            }
+        }
+    }
+
+    fn hook_for_dlq(&self, seq: u64) -> Result<Option<Envelope>, QueueError> {
+        let Some(bytes) = self.store.get(Cf::Hooks, &KeyBuf::new().u64(seq).build())? else {
+            tracing::warn!(seq, "dead row without its hook; skipped");
+            return Ok(None);
+        };
+        match Envelope::decode(seq, &bytes) {
+            Ok(envelope) => Ok(Some(envelope)),
+            Err(e) => {
+                tracing::warn!(seq, "hook of a dead row does not decode ({e}); skipped");
+                Ok(None)
+            }
+        }
+    }
+}
