@@ -72,6 +72,7 @@ async fn seqs_are_never_reused_across_a_restart() {
     queue.close().await;
 
     let queue = Queue::open(dir.path(), QueueConfig::default()).expect("reopen");
+    assert_eq!(queue.stats().expect("stats").next_seq, last + 1, "next_seq is recovered exactly");
     assert_eq!(queue.hooks(0, 100).expect("hooks"), before, "every acked hook, byte for byte");
     let next = committed(&queue.enqueue(vec![entry("b", "acme", None)], None).await.expect("enqueue")).seq;
     assert!(next > last, "seq {next} after a restart follows {last}");

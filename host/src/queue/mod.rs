@@ -81,6 +81,15 @@ pub struct Entry {
     pub sinks: Vec<(u16, String)>,
 }
 
+/// What `stats` reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueStats {
+    pub next_seq: u64,
+    pub hooks: u64,
+    pub deliveries: u64,
+    pub disk_bytes: u64,
+}
+
 #[derive(Clone, Debug)]
 pub struct QueueConfig {
     pub dedupe_ttl_ms: u64,
@@ -184,6 +193,18 @@ impl Queue {
     /// A node or tenant counter.
     pub fn counter(&self, tenant: Option<&str>, kind: &str) -> Result<i64, QueueError> {
         Ok(self.store.counter(&counter_key(tenant, kind))?)
+    }
+
+    /// `next_seq` (exact), hook and delivery counts (RocksDB estimates) and
+    /// the bytes of SST and blob files.
+    pub fn stats(&self) -> Result<QueueStats, QueueError> {
+        let store = self.store.stats()?;
+        Ok(QueueStats {
+            next_seq: self.stats.next_seq.load(Ordering::Relaxed),
+            hooks: store.estimated_hooks,
+            deliveries: store.estimated_deliveries,
+            disk_bytes: store.disk_bytes,
+        })
     }
 
     /// (synced commits, calls committed) so far.

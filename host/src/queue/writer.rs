@@ -51,6 +51,8 @@ pub struct WriterStats {
     pub commits: AtomicU64,
     /// Calls committed.
     pub calls: AtomicU64,
+    /// The seq the next committed hook gets.
+    pub next_seq: AtomicU64,
 }
 
 pub struct Spawned {
@@ -63,6 +65,7 @@ pub struct Spawned {
 pub fn spawn(store: Arc<RocksStore>, next_seq: u64, ttl_ms: u64) -> Spawned {
     let (calls, rx) = mpsc::channel(4096);
     let stats = Arc::new(WriterStats::default());
+    stats.next_seq.store(next_seq, Ordering::Relaxed);
     let task = tokio::spawn(run(store, rx, next_seq, ttl_ms, stats.clone()));
     Spawned { calls, stats, task }
 }
@@ -113,6 +116,7 @@ async fn run(
         match result {
             Ok((outcomes, new_next)) => {
                 next_seq = new_next;
+                stats.next_seq.store(next_seq, Ordering::Relaxed);
                 for (call, outcome) in started.into_iter().zip(outcomes) {
                     let _ = call.reply.send(Ok(outcome));
                 }
