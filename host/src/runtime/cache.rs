@@ -36,8 +36,13 @@ impl ComponentCache {
         ComponentCache { dir, engine_key: format!("{:016x}", hasher.finish()) }
     }
 
-    pub fn load_or_compile(&self, engine: &Engine, bytes: &[u8]) -> Result<Compiled, ComponentError> {
-        let sha256 = hex::encode(Sha256::digest(bytes));
+    /// The component's SHA-256 (the cache key).
+    pub fn digest(bytes: &[u8]) -> String {
+        hex::encode(Sha256::digest(bytes))
+    }
+
+    /// `sha256` is [`ComponentCache::digest`] of `bytes`, computed once by the caller.
+    pub fn load_or_compile(&self, engine: &Engine, bytes: &[u8], sha256: String) -> Result<Compiled, ComponentError> {
         check_header(bytes)?;
         let path = self.dir.as_ref().map(|d| d.join(format!("{sha256}-{}.cwasm", self.engine_key)));
         if let Some(path) = path.as_ref().filter(|p| p.is_file()) {

@@ -98,14 +98,11 @@ impl Runtime {
     }
 
     fn prepare(&self, bytes: &[u8]) -> Result<Arc<Prepared>, ComponentError> {
-        let sha256 = {
-            use sha2::Digest;
-            hex::encode(sha2::Sha256::digest(bytes))
-        };
+        let sha256 = ComponentCache::digest(bytes);
         if let Some(hit) = self.prepared.lock().unwrap_or_else(|e| e.into_inner()).get(&sha256) {
             return Ok(hit.clone());
         }
-        let compiled = self.cache.load_or_compile(&self.engine, bytes)?;
+        let compiled = self.cache.load_or_compile(&self.engine, bytes, sha256.clone())?;
         let component = component::prepare(&self.engine, &self.linker, &compiled)?;
         let prepared = Arc::new(Prepared { compiled, component });
         self.prepared.lock().unwrap_or_else(|e| e.into_inner()).insert(sha256, prepared.clone());

@@ -204,8 +204,11 @@ impl InstancePool {
                 outcome
             }
         };
-        let mut reported = self.suppressed_reported.lock().unwrap_or_else(|e| e.into_inner());
-        self.factory.log.report_suppressed(&mut reported);
+        // Nearly every delivery has nothing suppressed: skip the lock then.
+        if self.factory.log.suppressed_total() > 0 {
+            let mut reported = self.suppressed_reported.lock().unwrap_or_else(|e| e.into_inner());
+            self.factory.log.report_suppressed(&mut reported);
+        }
         outcome
     }
 
