@@ -3,6 +3,7 @@
 
 mod run;
 mod sink;
+mod store;
 
 use std::process::ExitCode;
 
@@ -23,6 +24,8 @@ enum Command {
     Version,
     /// Inspect and test sink components.
     Sink(sink::SinkArgs),
+    /// Rebuild or recount a stopped node's store.
+    Store(store::StoreArgs),
 }
 
 /// Entry point of the binary: parse, run, map errors to exit codes.
@@ -44,6 +47,7 @@ pub fn main() -> ExitCode {
                 Ok(ExitCode::SUCCESS)
             }
             Command::Sink(command) => sink::execute(command).await,
+            Command::Store(command) => store::execute(command).await,
         }
     });
     match result {

@@ -5,10 +5,12 @@
 //! | dedupe | `k` · tenant · source · key | seq · expires_at · hook id |
 //! | dedupe | `e` · expires_at · tenant · source · key | — |
 
+use std::collections::{HashMap, VecDeque};
+
 use sha2::{Digest, Sha256};
 
 use super::codec::{CodecError, Reader, Writer};
-use crate::store::keys::KeyBuf;
+use crate::store::keys::{KeyBuf, KeyReader};
 
 /// Longer keys are stored as `sha256:<hex>`.
 pub const MAX_KEY_BYTES: usize = 200;
@@ -54,6 +56,89 @@ impl Original {
     }
 }
 
+/// Parse an expiry index key back into (expires_at, tenant, source, key).
+pub fn parse_expiry_key(key: &[u8]) -> Option<(u64, String, String, String)> {
+    let mut r = KeyReader::new(key);
+    if r.tag()? != b'e' {
+        return None;
+    }
+    let expires_at = r.u64()?;
+    let tenant = r.short()?.to_string();
+    let source = r.short()?.to_string();
+    let stored = String::from_utf8(r.rest().to_vec()).ok()?;
+    Some((expires_at, tenant, source, stored))
+}
+
+/// The dedupe keys the writer committed lately, by commit epoch, so a
+/// caller's prefetch can be re-validated without reading the store again.
+///
+/// A caller notes the epoch (commits made visible so far) before its
+/// `multi_get`; its read saw every key of those commits. A key committed
+/// later is here with a greater epoch, as long as the window still covers
+/// every commit since the caller's epoch; beyond the window the writer
+/// reads the key again.
+#[derive(Debug)]
+pub struct Recent {
+    keys: HashMap<Vec<u8>, (u64, Original)>,
+    epochs: VecDeque<(u64, Vec<Vec<u8>>)>,
+    /// Every commit from this epoch on has its keys here.
+    floor: u64,
+}
+
+/// Commits whose keys stay in the window.
+const RECENT_EPOCHS: usize = 256;
+
+/// What the writer makes of a prefetched key.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Freshness {
+    /// Committed after the prefetch: this is the original.
+    Newer(Original),
+    /// Nothing committed it since the prefetch: the prefetch stands.
+    Prefetch,
+    /// The window no longer reaches back to the prefetch: read again.
+    Unknown,
+}
+
+impl Recent {
+    /// A window starting after commit `epoch`.
+    pub fn new(epoch: u64) -> Recent {
+        Recent { keys: HashMap::new(), epochs: VecDeque::new(), floor: epoch + 1 }
+    }
+
+    pub fn freshness(&self, key: &[u8], prefetch_epoch: u64) -> Freshness {
+        match self.keys.get(key) {
+            Some((epoch, original)) if *epoch > prefetch_epoch => Freshness::Newer(original.clone()),
+            _ if self.floor <= prefetch_epoch + 1 => Freshness::Prefetch,
+            _ => Freshness::Unknown,
+        }
+    }
+
+    /// Remember the keys commit `epoch` wrote.
+    pub fn record(&mut self, epoch: u64, written: Vec<(Vec<u8>, Original)>) {
+        let mut keys = Vec::with_capacity(written.len());
+        for (key, original) in written {
+            keys.push(key.clone());
+            self.keys.insert(key, (epoch, original));
+        }
+        self.epochs.push_back((epoch, keys));
+        while self.epochs.len() > RECENT_EPOCHS {
+            let Some((old, keys)) = self.epochs.pop_front() else { break };
+            for key in keys {
+                if self.keys.get(&key).is_some_and(|(e, _)| *e == old) {
+                    self.keys.remove(&key);
+                }
+            }
+            self.floor = old + 1;
+        }
+    }
+
+    /// Forget everything (keys were deleted behind the window's back):
+    /// prefetches older than `epoch` are read again.
+    pub fn reset(&mut self, epoch: u64) {
+        *self = Recent::new(epoch);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -65,6 +150,22 @@ mod tests {
         let stored = stored_key(&long);
         assert!(stored.starts_with("sha256:") && stored.len() == 7 + 64, "{stored}");
         assert_eq!(stored_key(&"y".repeat(200)).len(), 200);
+    }
+
+    #[test]
+    fn the_window_decides_when_a_prefetch_stands() {
+        let original = |seq| Original { seq, expires_at: 1, id: format!("h{seq}") };
+        let mut recent = Recent::new(0);
+        assert_eq!(recent.freshness(b"k", 0), Freshness::Prefetch);
+        recent.record(1, vec![(b"k".to_vec(), original(1))]);
+        assert_eq!(recent.freshness(b"k", 0), Freshness::Newer(original(1)), "committed after a prefetch at 0");
+        assert_eq!(recent.freshness(b"k", 1), Freshness::Prefetch, "a prefetch at 1 saw it");
+        for epoch in 2..=(RECENT_EPOCHS as u64 + 1) {
+            recent.record(epoch, Vec::new());
+        }
+        assert_eq!(recent.freshness(b"k", 0), Freshness::Unknown, "commit 1 left the window");
+        assert_eq!(recent.freshness(b"k", 1), Freshness::Prefetch);
+        assert_eq!(parse_expiry_key(&expiry_key(9, "t", "s", "k:1")), Some((9, "t".into(), "s".into(), "k:1".into())));
     }
 
     #[test]

@@ -16,12 +16,16 @@
 pub mod codec;
 pub mod dedupe;
 mod dlq;
+mod durability;
 pub mod envelope;
+mod purge;
+mod recount;
 pub mod rows;
+mod tenants;
 mod transitions;
 mod writer;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -30,38 +34,89 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 pub use dlq::{DeadEntry, DeadPage, DeadQuery, MAX_EXAMINED};
+pub use durability::{DurabilityError, SinkDurability, SourceDurability, WalMode, check_durable, validate_config};
 pub use envelope::{Envelope, Verification};
+pub use purge::{PURGE_CHUNK, PurgeCounts, PurgeKinds, PurgeStep};
+pub use recount::{CounterDrift, Recount};
 pub use rows::{DeliveryRow, RowState};
-pub use transitions::TenantPending;
+pub use transitions::{SourcePending, TenantPending};
 pub use writer::DEFAULT_DEDUPE_TTL_MS;
 
+use crate::intake::{IntakeLog, IntakeOptions};
 use crate::store::keys::{KeyBuf, KeyReader};
-use crate::store::{Cf, RocksStore, Scan, Store, StoreError, StoreOptions};
+use crate::store::{Batch, Cf, Durability, RocksStore, Scan, Store, StoreError, StoreOptions};
+use writer::{Call, Kind, Message, Prepared};
 
-/// What became of one entry of an `enqueue`.
+/// What became of one entry of an `enqueue` or `release`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EntryOutcome {
     /// Durable, with its fresh seq.
     Committed(Envelope),
     /// Its dedupe key is live: the envelope of the hook that first had it.
     Duplicate(Envelope),
+    /// Not written, and not acked.
+    Refused(Refusal),
 }
 
-#[derive(Debug, Error, PartialEq, Eq)]
+/// Which of the two durable copies (`dual` mode) a half result lacks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    Intake,
+    Store,
+}
+
+/// Why an entry (or a whole release / redrive) was not acked.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum Refusal {
+    /// Its tenant would be one past `tenants.max`.
+    #[error("tenant_limit")]
+    TenantLimit,
+    /// An erase of its tenant is running.
+    #[error("tenant_erasing")]
+    TenantErasing,
+    /// Its dedupe key would be a new live key past a quota.
+    #[error("dedupe_quota")]
+    DedupeQuota,
+    /// `dual`: the intake log could not take the batch; nothing written.
+    #[error("intake_unavailable")]
+    IntakeUnavailable,
+    /// `dual`: the intake log is full until the store checkpoints.
+    #[error("intake_pending")]
+    IntakePending,
+    /// The store could not commit the batch; nothing written.
+    #[error("store_unavailable")]
+    StoreUnavailable,
+    /// `dual`: one copy has the batch, the other (`missing`) does not.
+    /// Not acked; replay on the next boot completes it.
+    #[error("half: {missing:?} unavailable: {reason}")]
+    Half { missing: Side, reason: String },
+}
+
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
 pub enum QueueError {
     /// The writer could not start the batch before the caller's deadline;
     /// nothing was written and no seq was consumed.
     #[error("deadline_exceeded")]
     DeadlineExceeded,
-    /// The commit failed: nothing of the batch is acked.
+    /// A read or a job's write failed.
     #[error("store_unavailable: {0}")]
     Store(String),
+    /// A whole call refused (a release or redrive, where one entry's
+    /// refusal refuses all, or a commit that failed).
+    #[error("{0}")]
+    Refused(Refusal),
     /// A DLQ cursor this node did not issue.
     #[error("invalid_cursor")]
     InvalidCursor,
     /// A stored row does not decode.
     #[error("corrupt store: {0}")]
     Corrupt(String),
+    /// Only a tenant without rows can be forgotten.
+    #[error("tenant {0} still holds delivery rows")]
+    TenantHasRows(String),
+    /// `dual` mode found the store and its intake log out of step.
+    #[error("{0}")]
+    Intake(String),
     /// The writer has stopped (the node is shutting down).
     #[error("the queue is closed")]
     Closed,
@@ -90,16 +145,55 @@ pub struct QueueStats {
     pub disk_bytes: u64,
 }
 
+/// What the writer has done since the queue opened.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CommitStats {
+    /// Synced writes (one per group).
+    pub commits: u64,
+    /// Calls answered.
+    pub calls: u64,
+    /// Hooks committed.
+    pub hooks: u64,
+    /// `dual`: store flushes that let the intake log drop segments.
+    pub checkpoints: u64,
+}
+
 #[derive(Clone, Debug)]
 pub struct QueueConfig {
+    /// `disk` or `dual` (`none` runs no queue at all).
+    pub wal: WalMode,
+    /// `dual`: where the intake log lives (ideally another volume).
+    pub intake_dir: Option<PathBuf>,
+    /// `dual`: roll intake segments at this size.
+    pub intake_segment_bytes: u64,
+    /// `dual`: refuse new hooks while the intake log holds more.
+    pub intake_max_bytes: u64,
     pub dedupe_ttl_ms: u64,
+    pub dedupe_max_entries: Option<u64>,
+    pub dedupe_max_entries_per_tenant: Option<u64>,
+    pub tenants_max: Option<usize>,
+    /// Failures to inject into the store (fault tests only).
+    pub store_faults: Option<Arc<crate::store::Faults>>,
 }
 
 impl Default for QueueConfig {
     fn default() -> Self {
-        QueueConfig { dedupe_ttl_ms: DEFAULT_DEDUPE_TTL_MS }
+        QueueConfig {
+            wal: WalMode::Disk,
+            intake_dir: None,
+            intake_segment_bytes: 64 << 20,
+            intake_max_bytes: 4 << 30,
+            dedupe_ttl_ms: DEFAULT_DEDUPE_TTL_MS,
+            dedupe_max_entries: None,
+            dedupe_max_entries_per_tenant: None,
+            tenants_max: None,
+            store_faults: None,
+        }
     }
 }
+
+/// The kinds of counters kept per tenant and per node.
+pub const COUNTER_KINDS: [&str; 6] = ["pending", "scheduled", "inflight", "dead", "bytes", "dedupe_keys"];
 
 /// The counter key of `kind` for a tenant, or for the node.
 pub fn counter_key(tenant: Option<&str>, kind: &str) -> Vec<u8> {
@@ -111,30 +205,60 @@ pub fn counter_key(tenant: Option<&str>, kind: &str) -> Vec<u8> {
 
 pub struct Queue {
     store: Arc<RocksStore>,
-    writer: mpsc::Sender<writer::Call>,
-    writer_task: tokio::task::JoinHandle<()>,
+    writer: mpsc::Sender<Message>,
+    writer_thread: std::thread::JoinHandle<()>,
     stats: Arc<writer::WriterStats>,
+    tenants: Arc<tenants::TenantBook>,
     config: QueueConfig,
     /// Serialises row transitions (see `transitions`).
     transitions: std::sync::Mutex<()>,
 }
 
-fn now_ms() -> u64 {
+/// Wall-clock unix milliseconds (due times, dead times, dedupe expiry).
+pub fn now_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
+/// One archived hook to commit again (`redrive`).
+#[derive(Clone, Debug)]
+pub struct RedriveEntry {
+    pub envelope: Envelope,
+    pub sinks: Vec<(u16, String)>,
+}
+
 impl Queue {
-    /// Open (or create) the queue's store and start its writer. Must run
-    /// inside a tokio runtime.
+    /// Open (or create) the queue's store and start its writer. In `dual`
+    /// mode the intake log is replayed first: batches it has that the
+    /// store lacks (a half commit before a crash) are written to the store.
     pub fn open(path: &Path, config: QueueConfig) -> Result<Queue, QueueError> {
-        let store = Arc::new(RocksStore::open(&StoreOptions::new(path))?);
+        let options = StoreOptions { faults: config.store_faults.clone(), ..StoreOptions::new(path) };
+        let store = Arc::new(RocksStore::open(&options)?);
+        let intake = match config.wal {
+            WalMode::Dual => Some(open_intake(&store, &config)?),
+            WalMode::Disk | WalMode::None => None,
+        };
         let next_seq = recover_next_seq(&store)?;
-        let spawned = writer::spawn(store.clone(), next_seq, config.dedupe_ttl_ms);
+        let tenants = Arc::new(tenants::TenantBook::load(&store)?);
+        let limits = writer::Limits {
+            dedupe_ttl_ms: config.dedupe_ttl_ms,
+            dedupe_max_entries: config.dedupe_max_entries,
+            dedupe_max_entries_per_tenant: config.dedupe_max_entries_per_tenant,
+            tenants_max: config.tenants_max,
+            intake_max_bytes: config.intake_max_bytes,
+        };
+        let spawned = writer::spawn(writer::WriterParts {
+            store: store.clone(),
+            next_seq,
+            limits,
+            tenants: tenants.clone(),
+            intake,
+        })?;
         Ok(Queue {
             store,
-            writer: spawned.calls,
-            writer_task: spawned.task,
+            writer: spawned.messages,
+            writer_thread: spawned.thread,
             stats: spawned.stats,
+            tenants,
             config,
             transitions: std::sync::Mutex::new(()),
         })
@@ -143,9 +267,9 @@ impl Queue {
     /// Stop the writer after the calls already queued, and release the
     /// store (so it can be opened again, by this process or another).
     pub async fn close(self) {
-        let Queue { store, writer, writer_task, .. } = self;
+        let Queue { store, writer, writer_thread, .. } = self;
         drop(writer);
-        let _ = writer_task.await;
+        let _ = tokio::task::spawn_blocking(move || writer_thread.join()).await;
         drop(store);
     }
 
@@ -153,29 +277,135 @@ impl Queue {
         &self.config
     }
 
+    /// The queue mode's name, for boot banners and `check-config`.
+    pub fn label(&self) -> &'static str {
+        self.config.wal.label()
+    }
+
+    /// Prepare entries (the work that needs no seq): encode each hook and
+    /// prefetch its dedupe key, noting the commit epoch the read saw.
+    fn prepare(
+        &self,
+        entries: Vec<(Envelope, Vec<(u16, String)>)>,
+        dedupe: bool,
+    ) -> Result<(Vec<Prepared>, u64), QueueError> {
+        let epoch = self.stats.epoch.load(Ordering::Acquire);
+        let stored: Vec<Option<String>> = entries
+            .iter()
+            .map(|(env, _)| env.dedupe_key.as_deref().filter(|_| dedupe).map(dedupe::stored_key))
+            .collect();
+        let keys: Vec<Vec<u8>> = entries
+            .iter()
+            .zip(&stored)
+            .filter_map(|((env, _), s)| s.as_ref().map(|s| dedupe::key(&env.tenant_id, &env.source_id, s)))
+            .collect();
+        let mut found = if keys.is_empty() { Vec::new() } else { self.store.multi_get(Cf::Dedupe, &keys)? }.into_iter();
+        let prepared = entries
+            .into_iter()
+            .zip(stored)
+            .map(|((envelope, sinks), dedupe)| {
+                let prefetched = match dedupe {
+                    Some(_) => found.next().flatten().and_then(|v| dedupe::Original::decode(&v).ok()),
+                    None => None,
+                };
+                Prepared { encoded: envelope.encode(), envelope, sinks, dedupe, prefetched }
+            })
+            .collect();
+        Ok((prepared, epoch))
+    }
+
+    async fn call(
+        &self,
+        kind: Kind,
+        entries: Vec<Prepared>,
+        prefetch_epoch: u64,
+        replay_id: Option<String>,
+        extra: Batch,
+        deadline: Option<Instant>,
+    ) -> Result<Vec<EntryOutcome>, QueueError> {
+        let (reply, outcome) = oneshot::channel();
+        let call = Call { kind, entries, replay_id, extra, deadline, now_ms: now_ms(), prefetch_epoch, reply };
+        self.writer.send(Message::Commit(call)).await.map_err(|_| QueueError::Closed)?;
+        outcome.await.map_err(|_| QueueError::Closed)?
+    }
+
     /// Commit `entries` durably in one synced batch (with whatever other
     /// calls the writer merges them with). `deadline` bounds only the wait
     /// for the writer to start: once started, the call waits for the
     /// commit's outcome. Dropping the future before the writer starts the
-    /// batch withdraws the call; nothing of it is written.
+    /// batch withdraws the call (`caller_gone`); nothing of it is written.
     pub async fn enqueue(
         &self,
         entries: Vec<Entry>,
         deadline: Option<Instant>,
     ) -> Result<Vec<EntryOutcome>, QueueError> {
-        let prepared = entries
-            .into_iter()
-            .map(|entry| writer::Prepared {
-                encoded: entry.envelope.encode(),
-                dedupe: entry.envelope.dedupe_key.as_deref().map(dedupe::stored_key),
-                sinks: entry.sinks,
-                envelope: entry.envelope,
-            })
-            .collect();
-        let (reply, outcome) = oneshot::channel();
-        let call = writer::Call { entries: prepared, deadline, now_ms: now_ms(), reply };
-        self.writer.send(call).await.map_err(|_| QueueError::Closed)?;
-        outcome.await.map_err(|_| QueueError::Closed)?
+        let (prepared, epoch) = self.prepare(entries.into_iter().map(|e| (e.envelope, e.sinks)).collect(), true)?;
+        self.call(Kind::Enqueue, prepared, epoch, None, Batch::new(), deadline).await
+    }
+
+    /// Commit archived hooks again with fresh seqs and `replay_id` on their
+    /// rows, with `extra` (the job's cursor) in the same synced batch. No
+    /// dedupe, no quotas. Returns how many were committed (a tenant being
+    /// erased gets none).
+    pub async fn redrive(
+        &self,
+        entries: Vec<RedriveEntry>,
+        replay_id: &str,
+        extra: Batch,
+    ) -> Result<usize, QueueError> {
+        let (prepared, epoch) = self.prepare(entries.into_iter().map(|e| (e.envelope, e.sinks)).collect(), false)?;
+        let outcomes = self.call(Kind::Redrive, prepared, epoch, Some(replay_id.into()), extra, None).await?;
+        Ok(outcomes.iter().filter(|o| matches!(o, EntryOutcome::Committed(_))).count())
+    }
+
+    /// Commit hooks out of the quarantine pen: `enqueue`'s semantics plus
+    /// `replay_id`, with `extra` (the pen deletes, the job's cursor) in the
+    /// same synced batch, even when every entry is a duplicate. A tenant or
+    /// quota refusal refuses the whole call: nothing commits.
+    pub async fn release(
+        &self,
+        entries: Vec<Entry>,
+        replay_id: &str,
+        extra: Batch,
+    ) -> Result<Vec<EntryOutcome>, QueueError> {
+        let (prepared, epoch) = self.prepare(entries.into_iter().map(|e| (e.envelope, e.sinks)).collect(), true)?;
+        self.call(Kind::Release, prepared, epoch, Some(replay_id.into()), extra, None).await
+    }
+
+    /// Delete up to `limit` dedupe keys that expired by `now_ms`; returns
+    /// how many. Run in the background; each call is one batch.
+    pub async fn sweep_dedupe(&self, now_ms: u64, limit: usize) -> Result<usize, QueueError> {
+        let (reply, answer) = oneshot::channel();
+        self.writer.send(Message::Sweep { now_ms, limit, reply }).await.map_err(|_| QueueError::Closed)?;
+        answer.await.map_err(|_| QueueError::Closed)?
+    }
+
+    /// Mark (or unmark) `tenant` as being erased. Once this returns, no
+    /// commit admits a new hook of the tenant (`tenant_erasing`).
+    pub async fn set_erasing(&self, tenant: &str, erasing: bool) -> Result<(), QueueError> {
+        let (reply, answer) = oneshot::channel();
+        let message = Message::SetErasing { tenant: tenant.into(), erasing, reply };
+        self.writer.send(message).await.map_err(|_| QueueError::Closed)?;
+        answer.await.map_err(|_| QueueError::Closed)?
+    }
+
+    /// Tenants being erased (a crash mid-erase resumes them on boot).
+    pub fn erasing_tenants(&self) -> Vec<String> {
+        self.tenants.erasing()
+    }
+
+    /// Distinct tenants holding data on the node.
+    pub fn tenants_holding(&self) -> usize {
+        self.tenants.holding()
+    }
+
+    /// The last step of an erase: drop a tenant that holds no rows (its
+    /// dedupe keys, counters and place under `tenants.max`). Returns the
+    /// dedupe keys removed.
+    pub async fn forget_tenant(&self, tenant: &str) -> Result<u64, QueueError> {
+        let (reply, answer) = oneshot::channel();
+        self.writer.send(Message::Forget { tenant: tenant.into(), reply }).await.map_err(|_| QueueError::Closed)?;
+        answer.await.map_err(|_| QueueError::Closed)?
     }
 
     /// Committed envelopes with seq > `after_seq`, ascending.
@@ -207,10 +437,71 @@ impl Queue {
         })
     }
 
-    /// (synced commits, calls committed) so far.
-    pub fn commit_stats(&self) -> (u64, u64) {
-        (self.stats.commits.load(Ordering::Relaxed), self.stats.calls.load(Ordering::Relaxed))
+    pub fn commit_stats(&self) -> CommitStats {
+        CommitStats {
+            commits: self.stats.commits.load(Ordering::Relaxed),
+            calls: self.stats.calls.load(Ordering::Relaxed),
+            hooks: self.stats.hooks.load(Ordering::Relaxed),
+            checkpoints: self.stats.checkpoints.load(Ordering::Relaxed),
+        }
     }
+}
+
+/// Open the intake log and write to the store every batch it has that the
+/// store lacks. A new store beside a non-empty intake log is refused: that
+/// is a lost store, and `ankusa store rebuild` is how it comes back.
+fn open_intake(store: &RocksStore, config: &QueueConfig) -> Result<IntakeLog, QueueError> {
+    let dir = config
+        .intake_dir
+        .clone()
+        .ok_or_else(|| QueueError::Intake("wal.mode dual needs an intake log directory".into()))?;
+    let options = IntakeOptions { dir: dir.clone(), segment_bytes: config.intake_segment_bytes };
+    let (log, replay) = IntakeLog::open(options).map_err(|e| QueueError::Intake(e.to_string()))?;
+    if store.created() && !replay.records.is_empty() {
+        return Err(QueueError::Intake(format!(
+            "the store at {} is new but the intake log at {} holds {} batches: the store was lost; \
+             rebuild it with `ankusa store rebuild` instead of starting empty",
+            store.path().display(),
+            dir.display(),
+            replay.records.len()
+        )));
+    }
+    let marker = store.seq_marker()?.unwrap_or(1);
+    let mut applied = 0;
+    for record in replay.records.iter().filter(|r| r.first_seq >= marker) {
+        let batch = Batch::decode(&record.payload)
+            .map_err(|e| QueueError::Intake(format!("intake batch at seq {}: {e}", record.first_seq)))?;
+        store.write(&batch, Durability::Synced)?;
+        applied += 1;
+    }
+    if applied > 0 {
+        tracing::warn!(batches = applied, "completed half-committed batches from the intake log");
+    }
+    Ok(log)
+}
+
+/// Build a new store at `store_dir` from the intake log at `intake_dir`:
+/// every batch it holds, in order. Refuses a store directory that is not
+/// empty. Returns (batches, hooks) restored.
+pub fn rebuild(intake_dir: &Path, store_dir: &Path) -> Result<(usize, u64), QueueError> {
+    let replay = crate::intake::read_all(intake_dir).map_err(|e| QueueError::Intake(e.to_string()))?;
+    let store = RocksStore::open(&StoreOptions::new(store_dir))?;
+    if !store.created() {
+        return Err(QueueError::Intake(format!(
+            "{} already holds a store; rebuild into a new, empty directory",
+            store_dir.display()
+        )));
+    }
+    let mut hooks = 0;
+    for record in &replay.records {
+        let batch = Batch::decode(&record.payload)
+            .map_err(|e| QueueError::Intake(format!("intake batch at seq {}: {e}", record.first_seq)))?;
+        hooks += batch.ops().iter().filter(|op| matches!(op, crate::store::WriteOp::Put { cf: Cf::Hooks, .. })).count()
+            as u64;
+        store.write(&batch, Durability::Buffered)?;
+    }
+    store.flush()?;
+    Ok((replay.records.len(), hooks))
 }
 
 /// `next_seq = max(stored marker, last hook key + 1)`: the marker covers

@@ -12,6 +12,14 @@ pub const DUE: u8 = b'd';
 pub const INFLIGHT: u8 = b'i';
 pub const DEAD: u8 = b'x';
 pub const DEAD_BY_TENANT: u8 = b't';
+/// Every live row of a tenant, whatever its state (purges, erases, and
+/// per-tenant walks read this instead of the whole queue).
+pub const OWNER: u8 = b'o';
+
+/// The owner-index prefix of a tenant's rows.
+pub fn owner_prefix(tenant: &str) -> Vec<u8> {
+    KeyBuf::new().tag(OWNER).short(tenant).build()
+}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RowState {
@@ -51,6 +59,11 @@ pub fn parse_row_key(key: &[u8]) -> Option<(u64, u16)> {
 impl DeliveryRow {
     pub fn key(&self) -> Vec<u8> {
         row_key(self.seq, self.sink)
+    }
+
+    /// The row's entry in its tenant's owner index (kept in every state).
+    pub fn owner_key(&self) -> Vec<u8> {
+        KeyBuf::new().tag(OWNER).short(&self.tenant).u64(self.seq).u16(self.sink).build()
     }
 
     /// The index entries this row has in its current state: one state

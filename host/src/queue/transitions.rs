@@ -14,11 +14,24 @@
 //! They are written without fsync: losing one to power loss only makes a
 //! row be delivered again, which at-least-once delivery allows.
 
-use super::rows::{DeliveryRow, RowState, parse_row_key};
+use super::rows::{DeliveryRow, RowState, parse_row_key, row_key};
 use super::{Queue, QueueError, counter_key};
 use crate::error_class::ErrorClass;
 use crate::store::keys::{KeyBuf, KeyReader};
 use crate::store::{Batch, Cf, Durability, Scan, Store};
+
+/// Reads (seq, sink) from an index key, after its prefix.
+type PositionOf = fn(&mut KeyReader<'_>) -> Option<(u64, u16)>;
+
+/// Index entries read per step of a walk.
+const WALK_CHUNK: usize = 1024;
+
+/// A source's undelivered rows, counted by walking them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SourcePending {
+    pub pending: u64,
+    pub inflight: u64,
+}
 
 /// A tenant's undelivered rows and bytes, from its counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -41,7 +54,7 @@ impl Queue {
 
     /// Move `row` from its current state to `next` in `batch`, with the
     /// counters of both states.
-    fn move_row(batch: &mut Batch, row: &DeliveryRow, next: Option<&DeliveryRow>) {
+    pub(super) fn move_row(batch: &mut Batch, row: &DeliveryRow, next: Option<&DeliveryRow>) {
         for key in row.index_keys() {
             batch.delete(Cf::Index, key);
         }
@@ -56,6 +69,7 @@ impl Queue {
             }
             None => {
                 batch.delete(Cf::Deliveries, row.key());
+                batch.delete(Cf::Index, row.owner_key());
                 batch.add_counter(counter_key(None, "bytes"), -(row.bytes as i64));
                 batch.add_counter(counter_key(Some(&row.tenant), "bytes"), -(row.bytes as i64));
             }
@@ -179,6 +193,59 @@ impl Queue {
             inflight: self.counter(Some(tenant), "inflight")?,
             bytes: self.counter(Some(tenant), "bytes")?,
         })
+    }
+
+    /// The undelivered rows of one source: due (now or after a backoff)
+    /// and inflight. With `tenant`, walks only that tenant's rows (the
+    /// owner index); without, both state indexes: O(backlog) either way.
+    pub fn pending_for_source(&self, source: &str, tenant: Option<&str>) -> Result<SourcePending, QueueError> {
+        let mut counts = SourcePending::default();
+        let mut tally = |row: &DeliveryRow| {
+            if row.source == source {
+                match row.state {
+                    RowState::Due { .. } => counts.pending += 1,
+                    RowState::Inflight { .. } => counts.inflight += 1,
+                    RowState::Dead { .. } => {}
+                }
+            }
+        };
+        let walks: Vec<(Vec<u8>, PositionOf)> = match tenant {
+            Some(t) => vec![(super::rows::owner_prefix(t), |r| r.u64().zip(r.u16()))],
+            None => vec![
+                (vec![super::rows::DUE], |r| r.u64().and_then(|_| r.u64().zip(r.u16()))),
+                (vec![super::rows::INFLIGHT], |r| r.u64().zip(r.u16())),
+            ],
+        };
+        for (prefix, position) in walks {
+            let mut from = prefix.clone();
+            loop {
+                let keys = self.store.scan(&Scan {
+                    cf: Cf::Index,
+                    from: from.clone(),
+                    to: crate::store::keys::prefix_end(&prefix),
+                    reverse: false,
+                    limit: WALK_CHUNK,
+                })?;
+                let positions: Vec<(u64, u16)> = keys
+                    .iter()
+                    .map(|(k, _)| position(&mut KeyReader::new(&k[prefix.len()..])))
+                    .collect::<Option<_>>()
+                    .ok_or_else(|| QueueError::Corrupt("index key".into()))?;
+                let row_keys: Vec<Vec<u8>> = positions.iter().map(|(seq, sink)| row_key(*seq, *sink)).collect();
+                for ((seq, sink), value) in positions.iter().zip(self.store.multi_get(Cf::Deliveries, &row_keys)?) {
+                    if let Some(bytes) = value {
+                        let row = DeliveryRow::decode(*seq, *sink, &bytes)
+                            .map_err(|e| QueueError::Corrupt(format!("row {seq}/{sink}: {e}")))?;
+                        tally(&row);
+                    }
+                }
+                match keys.last() {
+                    Some((last, _)) if keys.len() == WALK_CHUNK => from = [last.as_slice(), &[0]].concat(),
+                    _ => break,
+                }
+            }
+        }
+        Ok(counts)
     }
 
     /// The dead rows of a tenant: O(1).

@@ -1,12 +1,18 @@
-//! The writer: the one task that assigns seqs and commits.
+//! The writer: the one thread that assigns seqs and commits hooks.
 //!
 //! Callers prepare everything that needs no seq (encoded hooks, the rows
-//! per sink) and queue a call. The writer takes every call waiting, across
-//! partitions, refuses those whose deadline passed or whose caller left
-//! (before anything is written: no seq is consumed), re-reads the dedupe
-//! keys of the whole group at once, assigns seqs, and commits the group in
-//! one synced batch. A call it has started is never abandoned: its caller
-//! gets the outcome of that commit, whatever it is.
+//! per sink, a prefetch of their dedupe keys) and queue a call. The writer
+//! takes every call waiting, across partitions, refuses those whose
+//! deadline passed or whose caller left (before anything is written: no
+//! seq is consumed), re-validates the prefetches, checks tenants and
+//! quotas, assigns seqs, and commits the group in one synced batch — in
+//! `dual` mode after appending the same batch to the intake log. A call it
+//! has started is never abandoned: its caller gets the outcome of that
+//! commit, whatever it is.
+//!
+//! Everything else that changes dedupe keys or the tenant book (the expiry
+//! sweep, forgetting a tenant, marking an erase) is a message to this same
+//! thread, so the writer's checks are never raced.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -15,17 +21,33 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::dedupe::{self, Original};
+use super::dedupe::{self, Freshness, Original, Recent};
 use super::envelope::Envelope;
 use super::rows::{DeliveryRow, RowState};
-use super::{EntryOutcome, QueueError};
+use super::tenants::{TenantBook, TenantRefusal, erasing_key, holding_key};
+use super::{COUNTER_KINDS, EntryOutcome, QueueError, Refusal, counter_key};
+use crate::intake::IntakeLog;
 use crate::store::keys::KeyBuf;
-use crate::store::{Batch, Cf, Durability, RocksStore, Store};
+use crate::store::{Batch, Cf, Durability, RocksStore, Scan, Store};
 
 /// How long a dedupe key stays live.
 pub const DEFAULT_DEDUPE_TTL_MS: u64 = 72 * 3600 * 1000;
 /// Calls merged into one commit at most.
 const MAX_GROUP_CALLS: usize = 1024;
+/// Rows per batch when forgetting a tenant's keys.
+const CHUNK: usize = 500;
+
+/// What a call commits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// New hooks from the edge: tenants, dedupe, quotas, per entry.
+    Enqueue,
+    /// Archived hooks again: fresh seqs, no dedupe, no quotas.
+    Redrive,
+    /// Hooks out of the quarantine pen: enqueue's checks, but a tenant or
+    /// quota refusal refuses the whole call (the pen keeps its entries).
+    Release,
+}
 
 /// One hook, prepared by its caller.
 pub struct Prepared {
@@ -35,13 +57,56 @@ pub struct Prepared {
     pub sinks: Vec<(u16, String)>,
     /// The stored dedupe key, if the hook carries one.
     pub dedupe: Option<String>,
+    /// What the caller's read found under that key.
+    pub prefetched: Option<Original>,
 }
 
 pub struct Call {
+    pub kind: Kind,
     pub entries: Vec<Prepared>,
+    /// Put on every delivery row (redrive and release).
+    pub replay_id: Option<String>,
+    /// Store ops committed in the same batch (a job cursor, pen deletes).
+    pub extra: Batch,
     pub deadline: Option<Instant>,
     pub now_ms: u64,
+    /// The commit epoch the caller's prefetch read at.
+    pub prefetch_epoch: u64,
     pub reply: oneshot::Sender<Result<Vec<EntryOutcome>, QueueError>>,
+}
+
+pub enum Message {
+    Commit(Call),
+    /// Delete up to `limit` dedupe keys expired by `now_ms`.
+    Sweep {
+        now_ms: u64,
+        limit: usize,
+        reply: oneshot::Sender<Result<usize, QueueError>>,
+    },
+    /// Mark or unmark a tenant as being erased.
+    SetErasing {
+        tenant: String,
+        erasing: bool,
+        reply: oneshot::Sender<Result<(), QueueError>>,
+    },
+    /// Drop a tenant that holds no rows: its dedupe keys, counters and
+    /// place in the tenant book. Replies with the keys removed.
+    Forget {
+        tenant: String,
+        reply: oneshot::Sender<Result<u64, QueueError>>,
+    },
+}
+
+/// The bounds the writer enforces.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    pub dedupe_ttl_ms: u64,
+    pub dedupe_max_entries: Option<u64>,
+    pub dedupe_max_entries_per_tenant: Option<u64>,
+    pub tenants_max: Option<usize>,
+    /// `dual`: refuse new hooks (`intake_pending`) while the intake log
+    /// holds more than this, waiting for a checkpoint.
+    pub intake_max_bytes: u64,
 }
 
 /// Counters of the writer, for metrics and tests.
@@ -51,44 +116,165 @@ pub struct WriterStats {
     pub commits: AtomicU64,
     /// Calls committed.
     pub calls: AtomicU64,
+    /// Hooks committed.
+    pub hooks: AtomicU64,
     /// The seq the next committed hook gets.
     pub next_seq: AtomicU64,
+    /// Commits made visible; callers note it before their prefetch.
+    pub epoch: AtomicU64,
+    /// Intake log checkpoints (store flushed, old segments deleted).
+    pub checkpoints: AtomicU64,
 }
 
 pub struct Spawned {
-    pub calls: mpsc::Sender<Call>,
+    pub messages: mpsc::Sender<Message>,
     pub stats: Arc<WriterStats>,
     /// Ends once every sender is dropped and the last group committed.
-    pub task: tokio::task::JoinHandle<()>,
+    pub thread: std::thread::JoinHandle<()>,
 }
 
-pub fn spawn(store: Arc<RocksStore>, next_seq: u64, ttl_ms: u64) -> Spawned {
-    let (calls, rx) = mpsc::channel(4096);
+pub struct WriterParts {
+    pub store: Arc<RocksStore>,
+    pub next_seq: u64,
+    pub limits: Limits,
+    pub tenants: Arc<TenantBook>,
+    pub intake: Option<IntakeLog>,
+}
+
+pub fn spawn(parts: WriterParts) -> Result<Spawned, QueueError> {
+    let (messages, rx) = mpsc::channel(4096);
     let stats = Arc::new(WriterStats::default());
-    stats.next_seq.store(next_seq, Ordering::Relaxed);
-    let task = tokio::spawn(run(store, rx, next_seq, ttl_ms, stats.clone()));
-    Spawned { calls, stats, task }
+    stats.next_seq.store(parts.next_seq, Ordering::Relaxed);
+    let node_keys = parts.store.counter(&counter_key(None, "dedupe_keys"))?;
+    let writer = Writer {
+        store: parts.store,
+        next_seq: parts.next_seq,
+        limits: parts.limits,
+        tenants: parts.tenants,
+        recent: Recent::new(0),
+        node_keys,
+        tenant_keys: HashMap::new(),
+        stats: stats.clone(),
+        intake: parts.intake,
+    };
+    let thread = std::thread::Builder::new()
+        .name("ankusa-writer".into())
+        .spawn(move || writer.run(rx))
+        .map_err(|e| QueueError::Store(format!("cannot start the writer thread: {e}")))?;
+    Ok(Spawned { messages, stats, thread })
 }
 
-async fn run(
+struct Writer {
     store: Arc<RocksStore>,
-    mut rx: mpsc::Receiver<Call>,
-    mut next_seq: u64,
-    ttl_ms: u64,
+    next_seq: u64,
+    limits: Limits,
+    tenants: Arc<TenantBook>,
+    recent: Recent,
+    /// Live dedupe keys of the node, and of each tenant seen (the writer
+    /// is the only one that changes them).
+    node_keys: i64,
+    tenant_keys: HashMap<String, i64>,
     stats: Arc<WriterStats>,
-) {
-    while let Some(first) = rx.recv().await {
-        let mut group = vec![first];
-        while group.len() < MAX_GROUP_CALLS {
-            match rx.try_recv() {
-                Ok(call) => group.push(call),
-                Err(_) => break,
+    intake: Option<IntakeLog>,
+}
+
+/// The batch a group is building, and what it will change in memory once
+/// it commits.
+#[derive(Default)]
+struct Group {
+    batch: Batch,
+    next_seq: u64,
+    first_seq: u64,
+    hooks: u64,
+    /// New dedupe keys, in order, with their tenant.
+    new_keys: Vec<(Vec<u8>, Original, String)>,
+    /// Index into `new_keys` by key.
+    live: HashMap<Vec<u8>, usize>,
+    keys_by_tenant: HashMap<String, i64>,
+    /// Tenants whose first hook is in this batch.
+    joining: Vec<String>,
+}
+
+/// Where a group stood before a call, to roll a refused release back.
+struct Mark {
+    batch: usize,
+    next_seq: u64,
+    hooks: u64,
+    new_keys: usize,
+    joining: usize,
+}
+
+impl Group {
+    fn mark(&self) -> Mark {
+        Mark {
+            batch: self.batch.len(),
+            next_seq: self.next_seq,
+            hooks: self.hooks,
+            new_keys: self.new_keys.len(),
+            joining: self.joining.len(),
+        }
+    }
+
+    fn rollback(&mut self, mark: Mark) {
+        self.batch.truncate(mark.batch);
+        self.next_seq = mark.next_seq;
+        self.hooks = mark.hooks;
+        for (key, _, tenant) in self.new_keys.drain(mark.new_keys..) {
+            self.live.remove(&key);
+            *self.keys_by_tenant.entry(tenant).or_default() -= 1;
+        }
+        self.joining.truncate(mark.joining);
+    }
+}
+
+impl Writer {
+    fn run(mut self, mut rx: mpsc::Receiver<Message>) {
+        let mut held: Option<Message> = None;
+        loop {
+            let Some(first) = held.take().or_else(|| rx.blocking_recv()) else { return };
+            let first = match first {
+                Message::Commit(call) => call,
+                other => {
+                    self.maintain(other);
+                    continue;
+                }
+            };
+            let mut calls = vec![first];
+            while calls.len() < MAX_GROUP_CALLS {
+                match rx.try_recv() {
+                    Ok(Message::Commit(call)) => calls.push(call),
+                    Ok(other) => {
+                        // Keep order: maintenance runs after this group.
+                        held = Some(other);
+                        break;
+                    }
+                    Err(_) => break,
+                }
+            }
+            self.commit_group(calls);
+        }
+    }
+
+    fn maintain(&mut self, message: Message) {
+        match message {
+            Message::Commit(_) => {}
+            Message::Sweep { now_ms, limit, reply } => {
+                let _ = reply.send(self.sweep(now_ms, limit));
+            }
+            Message::SetErasing { tenant, erasing, reply } => {
+                let _ = reply.send(self.set_erasing(&tenant, erasing));
+            }
+            Message::Forget { tenant, reply } => {
+                let _ = reply.send(self.forget(&tenant));
             }
         }
+    }
+
+    fn commit_group(&mut self, calls: Vec<Call>) {
         // Refuse what cannot start; nothing of it is written.
         let now = Instant::now();
-        let mut started = Vec::with_capacity(group.len());
-        for call in group {
+        let mut started = Vec::with_capacity(calls.len());
+        for call in calls {
             if call.reply.is_closed() {
                 continue;
             }
@@ -99,130 +285,369 @@ async fn run(
             started.push(call);
         }
         if started.is_empty() {
-            continue;
+            return;
         }
-        let store_for_commit = store.clone();
-        let committed = tokio::task::spawn_blocking(move || {
-            let result = commit(&store_for_commit, &started, next_seq, ttl_ms);
-            (started, result)
-        })
-        .await;
-        let Ok((started, result)) = committed else {
-            // The commit thread panicked: nobody can be told it is durable.
-            continue;
+        let replies = match self.reread(&started) {
+            Ok(reread) => self.plan_and_write(&started, &reread),
+            Err(e) => started.iter().map(|_| Err(e.clone())).collect(),
         };
-        stats.commits.fetch_add(1, Ordering::Relaxed);
-        stats.calls.fetch_add(started.len() as u64, Ordering::Relaxed);
-        match result {
-            Ok((outcomes, new_next)) => {
-                next_seq = new_next;
-                stats.next_seq.store(next_seq, Ordering::Relaxed);
-                for (call, outcome) in started.into_iter().zip(outcomes) {
-                    let _ = call.reply.send(Ok(outcome));
-                }
-            }
-            Err(e) => {
-                for call in started {
-                    let _ = call.reply.send(Err(QueueError::Store(e.to_string())));
+        self.stats.calls.fetch_add(started.len() as u64, Ordering::Relaxed);
+        for (call, reply) in started.into_iter().zip(replies) {
+            let _ = call.reply.send(reply);
+        }
+    }
+
+    /// Read again the dedupe keys whose prefetch the window cannot vouch
+    /// for, in one `multi_get`.
+    fn reread(&self, calls: &[Call]) -> Result<HashMap<Vec<u8>, Option<Original>>, QueueError> {
+        let mut keys = Vec::new();
+        for call in calls.iter().filter(|c| c.kind != Kind::Redrive) {
+            for entry in &call.entries {
+                if let Some(stored) = &entry.dedupe {
+                    let key = dedupe::key(&entry.envelope.tenant_id, &entry.envelope.source_id, stored);
+                    if self.recent.freshness(&key, call.prefetch_epoch) == Freshness::Unknown {
+                        keys.push(key);
+                    }
                 }
             }
         }
+        if keys.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let values = self.store.multi_get(Cf::Dedupe, &keys)?;
+        Ok(keys.into_iter().zip(values).map(|(k, v)| (k, v.and_then(|v| Original::decode(&v).ok()))).collect())
+    }
+
+    fn plan_and_write(
+        &mut self,
+        calls: &[Call],
+        reread: &HashMap<Vec<u8>, Option<Original>>,
+    ) -> Vec<Result<Vec<EntryOutcome>, QueueError>> {
+        let mut group = Group { next_seq: self.next_seq, first_seq: self.next_seq, ..Group::default() };
+        let mut replies = Vec::with_capacity(calls.len());
+        for call in calls {
+            let mark = group.mark();
+            let planned: Result<Vec<EntryOutcome>, QueueError> =
+                call.entries.iter().map(|entry| self.plan_entry(call, entry, reread, &mut group)).collect();
+            let reply = match planned {
+                Ok(outcomes) if call.kind == Kind::Release => match whole_call_refusal(&outcomes) {
+                    Some(refusal) => {
+                        group.rollback(mark);
+                        Err(QueueError::Refused(refusal))
+                    }
+                    None => Ok(outcomes),
+                },
+                Ok(outcomes) => Ok(outcomes),
+                Err(e) => {
+                    group.rollback(mark);
+                    Err(e)
+                }
+            };
+            if reply.is_ok() {
+                group.batch.extend(call.extra.clone());
+            }
+            replies.push(reply);
+        }
+        if group.batch.is_empty() {
+            return replies;
+        }
+        if group.hooks > 0 {
+            group.batch.put(Cf::Meta, RocksStore::seq_marker_key().to_vec(), group.next_seq.to_be_bytes().to_vec());
+        }
+        // Seqs handed out are never handed out again, whatever happens to
+        // this write: the intake log may hold them even if the store does not.
+        self.next_seq = group.next_seq;
+        self.stats.next_seq.store(self.next_seq, Ordering::Relaxed);
+        match self.write(&group) {
+            Ok(()) => {
+                self.committed(group);
+                replies
+            }
+            Err(refusal) => {
+                replies.into_iter().zip(calls).map(|(reply, call)| refuse(reply, call.kind, &refusal)).collect()
+            }
+        }
+    }
+
+    /// Decide one entry, adding its writes to the group.
+    fn plan_entry(
+        &mut self,
+        call: &Call,
+        entry: &Prepared,
+        reread: &HashMap<Vec<u8>, Option<Original>>,
+        group: &mut Group,
+    ) -> Result<EntryOutcome, QueueError> {
+        let env = &entry.envelope;
+        let max = if call.kind == Kind::Redrive { None } else { self.limits.tenants_max };
+        let joins = match self.tenants.check(&env.tenant_id, max, &group.joining) {
+            Ok(joins) => joins,
+            Err(TenantRefusal::Erasing) => return Ok(EntryOutcome::Refused(Refusal::TenantErasing)),
+            Err(TenantRefusal::Limit) => return Ok(EntryOutcome::Refused(Refusal::TenantLimit)),
+        };
+        let dedupe_key = match (&entry.dedupe, call.kind) {
+            (Some(stored), Kind::Enqueue | Kind::Release) => Some(dedupe::key(&env.tenant_id, &env.source_id, stored)),
+            _ => None,
+        };
+        if let Some(key) = &dedupe_key {
+            let original = match group.live.get(key) {
+                Some(&i) => Some(group.new_keys[i].1.clone()),
+                None => match self.recent.freshness(key, call.prefetch_epoch) {
+                    Freshness::Newer(original) => Some(original),
+                    Freshness::Prefetch => entry.prefetched.clone(),
+                    Freshness::Unknown => reread.get(key).cloned().flatten(),
+                },
+            };
+            if let Some(original) = original.filter(|o| o.expires_at > call.now_ms) {
+                return Ok(EntryOutcome::Duplicate(original_envelope(&self.store, &original, env)?));
+            }
+            if self.over_dedupe_quota(&env.tenant_id, group)? {
+                return Ok(EntryOutcome::Refused(Refusal::DedupeQuota));
+            }
+        }
+
+        let seq = group.next_seq;
+        group.next_seq += 1;
+        group.hooks += 1;
+        let batch = &mut group.batch;
+        batch.put(Cf::Hooks, KeyBuf::new().u64(seq).build(), entry.encoded.clone());
+        for (index, component) in &entry.sinks {
+            let row = DeliveryRow {
+                seq,
+                sink: *index,
+                tenant: env.tenant_id.clone(),
+                source: env.source_id.clone(),
+                component: component.clone(),
+                bytes: env.size(),
+                attempts: 0,
+                replay_id: call.replay_id.clone(),
+                state: RowState::Due { due_at: call.now_ms },
+            };
+            batch.put(Cf::Deliveries, row.key(), row.encode());
+            batch.put(Cf::Index, row.owner_key(), Vec::new());
+            for index_key in row.index_keys() {
+                batch.put(Cf::Index, index_key, Vec::new());
+            }
+        }
+        let rows = entry.sinks.len() as i64;
+        for tenant in [None, Some(env.tenant_id.as_str())] {
+            batch.add_counter(counter_key(tenant, "pending"), rows);
+            batch.add_counter(counter_key(tenant, "bytes"), rows * env.size() as i64);
+        }
+        if let (Some(key), Some(stored)) = (dedupe_key, &entry.dedupe) {
+            let expires_at = call.now_ms + self.limits.dedupe_ttl_ms;
+            let original = Original { seq, expires_at, id: env.id.clone() };
+            batch.put(Cf::Dedupe, key.clone(), original.encode());
+            batch.put(Cf::Dedupe, dedupe::expiry_key(expires_at, &env.tenant_id, &env.source_id, stored), Vec::new());
+            batch.add_counter(counter_key(Some(&env.tenant_id), "dedupe_keys"), 1);
+            batch.add_counter(counter_key(None, "dedupe_keys"), 1);
+            group.live.insert(key.clone(), group.new_keys.len());
+            group.new_keys.push((key, original, env.tenant_id.clone()));
+            *group.keys_by_tenant.entry(env.tenant_id.clone()).or_default() += 1;
+        }
+        if joins {
+            group.batch.put(Cf::Meta, holding_key(&env.tenant_id), Vec::new());
+            group.joining.push(env.tenant_id.clone());
+        }
+        Ok(EntryOutcome::Committed(Envelope { seq, ..env.clone() }))
+    }
+
+    fn over_dedupe_quota(&mut self, tenant: &str, group: &Group) -> Result<bool, QueueError> {
+        let in_group = group.keys_by_tenant.get(tenant).copied().unwrap_or(0);
+        if let Some(max) = self.limits.dedupe_max_entries
+            && self.node_keys + group.new_keys.len() as i64 >= max as i64
+        {
+            return Ok(true);
+        }
+        match self.limits.dedupe_max_entries_per_tenant {
+            Some(max) => Ok(self.tenant_keys(tenant)? + in_group >= max as i64),
+            None => Ok(false),
+        }
+    }
+
+    fn tenant_keys(&mut self, tenant: &str) -> Result<i64, QueueError> {
+        if let Some(n) = self.tenant_keys.get(tenant) {
+            return Ok(*n);
+        }
+        let n = self.store.counter(&counter_key(Some(tenant), "dedupe_keys"))?;
+        self.tenant_keys.insert(tenant.to_string(), n);
+        Ok(n)
+    }
+
+    /// Write the group: to the intake log first (dual mode), then to the
+    /// store, both synced. The refusal says which copy is missing.
+    fn write(&mut self, group: &Group) -> Result<(), Refusal> {
+        self.stats.commits.fetch_add(1, Ordering::Relaxed);
+        // Only batches with hooks go to the intake log: it is a copy of what
+        // was acked. (A batch of extra ops alone — a cursor, pen deletes —
+        // would be replayed again on every boot, with no seq to tell.)
+        if let Some(intake) = self.intake.as_mut().filter(|_| group.hooks > 0) {
+            if intake.bytes() > self.limits.intake_max_bytes {
+                tracing::warn!(bytes = intake.bytes(), "intake log is over its bound, waiting for a checkpoint");
+                return Err(Refusal::IntakePending);
+            }
+            let last_seq = group.next_seq.saturating_sub(1).max(group.first_seq);
+            if let Err(e) = intake.append(group.first_seq, last_seq, &group.batch.encode()) {
+                tracing::error!("intake log append failed: {e}");
+                return Err(Refusal::IntakeUnavailable);
+            }
+        }
+        if let Err(e) = self.store.write(&group.batch, Durability::Synced) {
+            tracing::error!("store commit failed: {e}");
+            return Err(match self.intake {
+                Some(_) => Refusal::Half { missing: super::Side::Store, reason: e.to_string() },
+                None => Refusal::StoreUnavailable,
+            });
+        }
+        Ok(())
+    }
+
+    /// The group is durable: apply it to memory and make it visible.
+    fn committed(&mut self, group: Group) {
+        self.tenants.join(&group.joining);
+        self.node_keys += group.new_keys.len() as i64;
+        for (tenant, added) in group.keys_by_tenant {
+            if let Some(n) = self.tenant_keys.get_mut(&tenant) {
+                *n += added;
+            }
+        }
+        let epoch = self.stats.epoch.load(Ordering::Relaxed) + 1;
+        self.recent.record(epoch, group.new_keys.into_iter().map(|(k, o, _)| (k, o)).collect());
+        self.stats.hooks.fetch_add(group.hooks, Ordering::Relaxed);
+        self.stats.epoch.store(epoch, Ordering::Release);
+        if let Err(e) = self.checkpoint() {
+            tracing::warn!("intake log checkpoint failed (it will be tried again): {e}");
+        }
+    }
+
+    /// Once the intake log has closed a segment, flush the store's
+    /// memtables and drop the segments the flush covers.
+    fn checkpoint(&mut self) -> Result<(), QueueError> {
+        let Some(intake) = &mut self.intake else { return Ok(()) };
+        if intake.closed_segments() == 0 {
+            return Ok(());
+        }
+        self.store.flush()?;
+        intake.truncate_below(self.next_seq).map_err(|e| QueueError::Store(e.to_string()))?;
+        self.stats.checkpoints.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn sweep(&mut self, now_ms: u64, limit: usize) -> Result<usize, QueueError> {
+        let to = KeyBuf::new().tag(b'e').u64(now_ms.saturating_add(1)).build();
+        let expired =
+            self.store.scan(&Scan { cf: Cf::Dedupe, from: vec![b'e'], to: Some(to), reverse: false, limit })?;
+        let parsed: Vec<_> = expired.iter().filter_map(|(k, _)| dedupe::parse_expiry_key(k).map(|p| (k, p))).collect();
+        let keys: Vec<Vec<u8>> = parsed.iter().map(|(_, (_, t, s, k))| dedupe::key(t, s, k)).collect();
+        let values = self.store.multi_get(Cf::Dedupe, &keys)?;
+        let mut batch = Batch::new();
+        let mut removed = 0;
+        for (((expiry, (expires_at, tenant, _, _)), key), value) in parsed.iter().zip(keys).zip(values) {
+            batch.delete(Cf::Dedupe, expiry.to_vec());
+            // The key may have been taken again since (a new hook after the
+            // old one expired): that one is not ours to delete.
+            if value.and_then(|v| Original::decode(&v).ok()).is_some_and(|o| o.expires_at == *expires_at) {
+                batch.delete(Cf::Dedupe, key);
+                batch.add_counter(counter_key(None, "dedupe_keys"), -1);
+                batch.add_counter(counter_key(Some(tenant), "dedupe_keys"), -1);
+                removed += 1;
+            }
+        }
+        for (key, _) in &expired {
+            if dedupe::parse_expiry_key(key).is_none() {
+                tracing::warn!(key = hex::encode(key), "malformed dedupe expiry key; dropped");
+                batch.delete(Cf::Dedupe, key.clone());
+            }
+        }
+        if batch.is_empty() {
+            return Ok(0);
+        }
+        self.store.write(&batch, Durability::Synced)?;
+        self.node_keys -= removed as i64;
+        for (_, (_, tenant, _, _)) in &parsed {
+            self.tenant_keys.remove(tenant);
+        }
+        Ok(removed)
+    }
+
+    fn set_erasing(&mut self, tenant: &str, erasing: bool) -> Result<(), QueueError> {
+        let mut batch = Batch::new();
+        if erasing {
+            batch.put(Cf::Meta, erasing_key(tenant), Vec::new());
+        } else {
+            batch.delete(Cf::Meta, erasing_key(tenant));
+        }
+        self.store.write(&batch, Durability::Synced)?;
+        self.tenants.set_erasing(tenant, erasing);
+        Ok(())
+    }
+
+    fn forget(&mut self, tenant: &str) -> Result<u64, QueueError> {
+        let owned = self.store.scan(&Scan::prefix(Cf::Index, &super::rows::owner_prefix(tenant), 1))?;
+        if !owned.is_empty() {
+            return Err(QueueError::TenantHasRows(tenant.to_string()));
+        }
+        let prefix = KeyBuf::new().tag(b'k').short(tenant).build();
+        let mut removed = 0u64;
+        loop {
+            let keys = self.store.scan(&Scan::prefix(Cf::Dedupe, &prefix, CHUNK))?;
+            if keys.is_empty() {
+                break;
+            }
+            let mut batch = Batch::new();
+            for (key, _) in &keys {
+                batch.delete(Cf::Dedupe, key.clone());
+            }
+            batch.add_counter(counter_key(None, "dedupe_keys"), -(keys.len() as i64));
+            self.store.write(&batch, Durability::Synced)?;
+            removed += keys.len() as u64;
+            self.node_keys -= keys.len() as i64;
+        }
+        // Their expiry entries stay until the sweep finds no key behind them.
+        let mut batch = Batch::new();
+        for kind in COUNTER_KINDS {
+            batch.delete(Cf::Counters, counter_key(Some(tenant), kind));
+        }
+        batch.delete(Cf::Meta, holding_key(tenant));
+        self.store.write(&batch, Durability::Synced)?;
+        self.tenants.forget(tenant);
+        self.tenant_keys.remove(tenant);
+        // Prefetches made before these deletes may name keys that are gone.
+        self.recent.reset(self.stats.epoch.load(Ordering::Relaxed));
+        Ok(removed)
     }
 }
 
-type Commit = (Vec<Vec<EntryOutcome>>, u64);
+/// A release is refused whole when any entry is refused.
+fn whole_call_refusal(outcomes: &[EntryOutcome]) -> Option<Refusal> {
+    outcomes.iter().find_map(|o| match o {
+        EntryOutcome::Refused(refusal) => Some(refusal.clone()),
+        _ => None,
+    })
+}
 
-/// Build and write the group's batch; returns each call's outcomes and the
-/// next seq after it.
-fn commit(
-    store: &RocksStore,
-    calls: &[Call],
-    mut next_seq: u64,
-    ttl_ms: u64,
-) -> Result<Commit, crate::store::StoreError> {
-    // Re-read every dedupe key of the group in one go: a caller's view may
-    // be stale, and two calls in this group may carry the same key.
-    let mut keys = Vec::new();
-    for call in calls {
-        for entry in &call.entries {
-            if let Some(stored) = &entry.dedupe {
-                keys.push(dedupe::key(&entry.envelope.tenant_id, &entry.envelope.source_id, stored));
-            }
-        }
+/// The write failed: what was to be committed is refused; duplicates still
+/// answer as duplicates (their original is durable).
+fn refuse(
+    reply: Result<Vec<EntryOutcome>, QueueError>,
+    kind: Kind,
+    refusal: &Refusal,
+) -> Result<Vec<EntryOutcome>, QueueError> {
+    let outcomes = reply?;
+    if kind != Kind::Enqueue {
+        return Err(QueueError::Refused(refusal.clone()));
     }
-    let mut live: HashMap<Vec<u8>, Original> = HashMap::new();
-    for (key, value) in keys.iter().zip(store.multi_get(Cf::Dedupe, &keys)?) {
-        if let Some(original) = value.and_then(|v| Original::decode(&v).ok()) {
-            live.insert(key.clone(), original);
-        }
-    }
-
-    let mut batch = Batch::new();
-    let mut outcomes = Vec::with_capacity(calls.len());
-    for call in calls {
-        let mut call_outcomes = Vec::with_capacity(call.entries.len());
-        for entry in &call.entries {
-            let env = &entry.envelope;
-            let dedupe_key = entry.dedupe.as_ref().map(|stored| dedupe::key(&env.tenant_id, &env.source_id, stored));
-            if let Some(original) = dedupe_key.as_ref().and_then(|k| live.get(k)).filter(|o| o.expires_at > call.now_ms)
-            {
-                call_outcomes.push(EntryOutcome::Duplicate(original_envelope(store, original, env)?));
-                continue;
-            }
-            let seq = next_seq;
-            next_seq += 1;
-            batch.put(Cf::Hooks, KeyBuf::new().u64(seq).build(), entry.encoded.clone());
-            for (index, component) in &entry.sinks {
-                let row = DeliveryRow {
-                    seq,
-                    sink: *index,
-                    tenant: env.tenant_id.clone(),
-                    source: env.source_id.clone(),
-                    component: component.clone(),
-                    bytes: env.size(),
-                    attempts: 0,
-                    replay_id: None,
-                    state: RowState::Due { due_at: call.now_ms },
-                };
-                batch.put(Cf::Deliveries, row.key(), row.encode());
-                for index_key in row.index_keys() {
-                    batch.put(Cf::Index, index_key, Vec::new());
-                }
-            }
-            let rows = entry.sinks.len() as i64;
-            batch.add_counter(super::counter_key(None, "pending"), rows);
-            batch.add_counter(super::counter_key(Some(&env.tenant_id), "pending"), rows);
-            batch.add_counter(super::counter_key(None, "bytes"), rows * env.size() as i64);
-            batch.add_counter(super::counter_key(Some(&env.tenant_id), "bytes"), rows * env.size() as i64);
-            if let (Some(key), Some(stored)) = (dedupe_key, &entry.dedupe) {
-                let expires_at = call.now_ms + ttl_ms;
-                let original = Original { seq, expires_at, id: env.id.clone() };
-                batch.put(Cf::Dedupe, key.clone(), original.encode());
-                batch.put(
-                    Cf::Dedupe,
-                    dedupe::expiry_key(expires_at, &env.tenant_id, &env.source_id, stored),
-                    Vec::new(),
-                );
-                batch.add_counter(super::counter_key(Some(&env.tenant_id), "dedupe_keys"), 1);
-                batch.add_counter(super::counter_key(None, "dedupe_keys"), 1);
-                live.insert(key, original);
-            }
-            call_outcomes.push(EntryOutcome::Committed(Envelope { seq, ..env.clone() }));
-        }
-        outcomes.push(call_outcomes);
-    }
-    batch.put(Cf::Meta, RocksStore::seq_marker_key().to_vec(), next_seq.to_be_bytes().to_vec());
-    store.write(&batch, Durability::Synced)?;
-    Ok((outcomes, next_seq))
+    Ok(outcomes
+        .into_iter()
+        .map(|o| match o {
+            EntryOutcome::Committed(_) => EntryOutcome::Refused(refusal.clone()),
+            other => other,
+        })
+        .collect())
 }
 
 /// The envelope a duplicate answers with: the original hook if it is still
 /// stored, else what the dedupe entry remembers of it (id and seq).
-fn original_envelope(
-    store: &RocksStore,
-    original: &Original,
-    incoming: &Envelope,
-) -> Result<Envelope, crate::store::StoreError> {
+fn original_envelope(store: &RocksStore, original: &Original, incoming: &Envelope) -> Result<Envelope, QueueError> {
     if let Some(bytes) = store.get(Cf::Hooks, &KeyBuf::new().u64(original.seq).build())? {
         if let Ok(envelope) = Envelope::decode(original.seq, &bytes) {
             return Ok(envelope);

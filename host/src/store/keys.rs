@@ -11,9 +11,12 @@
 //! | index | `i` · seq · sink | claimed_at (inflight) |
 //! | index | `x` · dead_at (u64 ms) · seq · sink | — (dead) |
 //! | index | `t` · len · tenant · dead_at · seq · sink | — (dead, by tenant) |
+//! | index | `o` · len · tenant · seq · sink | — (every live row, by tenant) |
 //! | dedupe | `k` · len · tenant · len · source · key | seq · expires_at |
 //! | dedupe | `e` · expires_at · len · tenant · len · source · key | — (expiry) |
 //! | counters | `n` · kind / `t` · len · tenant · kind | i64 (merge: add) |
+//! | meta | `T` · tenant / `E` · tenant | — (tenant holds data / is being erased) |
+//! | meta | `dlq_cursor_key` | the HMAC key of DLQ cursors |
 
 /// The smallest key greater than every key starting with `prefix`, or
 /// `None` if there is none (the prefix is all `0xff`).

@@ -20,7 +20,7 @@ use std::fmt;
 
 use thiserror::Error;
 
-pub use rocks::{RocksStore, StoreOptions};
+pub use rocks::{Faults, RocksStore, StoreOptions};
 
 /// The column families, one per kind of row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -46,6 +46,15 @@ pub enum Cf {
 impl Cf {
     pub const ALL: [Cf; 8] =
         [Cf::Meta, Cf::Hooks, Cf::Deliveries, Cf::Index, Cf::Dedupe, Cf::Counters, Cf::Quarantine, Cf::Jobs];
+
+    /// A stable one-byte id, for encoded batches.
+    pub fn id(self) -> u8 {
+        Cf::ALL.iter().position(|cf| *cf == self).map_or(u8::MAX, |i| i as u8)
+    }
+
+    pub fn from_id(id: u8) -> Option<Cf> {
+        Cf::ALL.get(usize::from(id)).copied()
+    }
 
     pub fn name(self) -> &'static str {
         match self {
@@ -135,6 +144,105 @@ impl Batch {
     pub fn ops(&self) -> &[WriteOp] {
         &self.ops
     }
+
+    /// Drop every op after the first `len`.
+    pub fn truncate(&mut self, len: usize) {
+        self.ops.truncate(len);
+    }
+
+    /// A self-contained encoding, for logs that replay batches into a
+    /// store (the intake log).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.ops.iter().map(WriteOp::encoded_len).sum::<usize>() + 4);
+        out.extend_from_slice(&(self.ops.len() as u32).to_be_bytes());
+        for op in &self.ops {
+            match op {
+                WriteOp::Put { cf, key, value } => {
+                    out.extend_from_slice(&[0, cf.id()]);
+                    put_bytes(&mut out, key);
+                    put_bytes(&mut out, value);
+                }
+                WriteOp::Delete { cf, key } => {
+                    out.extend_from_slice(&[1, cf.id()]);
+                    put_bytes(&mut out, key);
+                }
+                WriteOp::AddCounter { key, delta } => {
+                    out.extend_from_slice(&[2, Cf::Counters.id()]);
+                    put_bytes(&mut out, key);
+                    out.extend_from_slice(&delta.to_be_bytes());
+                }
+            }
+        }
+        out
+    }
+
+    pub fn decode(mut bytes: &[u8]) -> Result<Batch, BatchDecodeError> {
+        let count = take_u32(&mut bytes)?;
+        let mut batch = Batch::new();
+        for _ in 0..count {
+            let [kind, cf] = take::<2>(&mut bytes)?;
+            let cf = Cf::from_id(cf).ok_or(BatchDecodeError::UnknownFamily(cf))?;
+            let key = take_bytes(&mut bytes)?;
+            let op = match kind {
+                0 => WriteOp::Put { cf, key, value: take_bytes(&mut bytes)? },
+                1 => WriteOp::Delete { cf, key },
+                2 => WriteOp::AddCounter { key, delta: i64::from_be_bytes(take::<8>(&mut bytes)?) },
+                other => return Err(BatchDecodeError::UnknownOp(other)),
+            };
+            batch.ops.push(op);
+        }
+        if !bytes.is_empty() {
+            return Err(BatchDecodeError::Trailing(bytes.len()));
+        }
+        Ok(batch)
+    }
+}
+
+impl WriteOp {
+    fn encoded_len(&self) -> usize {
+        match self {
+            WriteOp::Put { key, value, .. } => 10 + key.len() + value.len(),
+            WriteOp::Delete { key, .. } => 6 + key.len(),
+            WriteOp::AddCounter { key, .. } => 14 + key.len(),
+        }
+    }
+}
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum BatchDecodeError {
+    #[error("the batch ends early")]
+    Short,
+    #[error("unknown column family id {0}")]
+    UnknownFamily(u8),
+    #[error("unknown op kind {0}")]
+    UnknownOp(u8),
+    #[error("{0} bytes after the last op")]
+    Trailing(usize),
+}
+
+fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
+    out.extend_from_slice(bytes);
+}
+
+fn take<const N: usize>(bytes: &mut &[u8]) -> Result<[u8; N], BatchDecodeError> {
+    let (head, rest) = bytes.split_first_chunk::<N>().ok_or(BatchDecodeError::Short)?;
+    *bytes = rest;
+    Ok(*head)
+}
+
+fn take_u32(bytes: &mut &[u8]) -> Result<u32, BatchDecodeError> {
+    take::<4>(bytes).map(u32::from_be_bytes)
+}
+
+fn take_bytes(bytes: &mut &[u8]) -> Result<Vec<u8>, BatchDecodeError> {
+    let len = take_u32(bytes)? as usize;
+    if bytes.len() < len {
+        return Err(BatchDecodeError::Short);
+    }
+    let (head, rest) = bytes.split_at(len);
+    *bytes = rest;
+    Ok(head.to_vec())
 }
 
 /// Whether a write waits for the WAL to reach the disk.

@@ -9,6 +9,8 @@
 //!   that fails to open is reported, never silently replaced.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rocksdb::{
     BlockBasedOptions, ColumnFamily, ColumnFamilyDescriptor, DB, DBCompressionType, MergeOperands, Options,
@@ -24,17 +26,30 @@ pub struct StoreOptions {
     pub path: PathBuf,
     /// Hook values at least this large are kept in blob files.
     pub min_blob_size: u64,
+    /// Failures to inject (fault tests); `None` in production.
+    pub faults: Option<Arc<Faults>>,
 }
 
 impl StoreOptions {
     pub fn new(path: impl Into<PathBuf>) -> Self {
-        StoreOptions { path: path.into(), min_blob_size: 4096 }
+        StoreOptions { path: path.into(), min_blob_size: 4096, faults: None }
     }
+}
+
+/// Switches that make the store fail the way a sick disk does, so tests
+/// can show that a failed write is never acked.
+#[derive(Debug, Default)]
+pub struct Faults {
+    /// Every write fails with an I/O error.
+    pub fail_writes: AtomicBool,
 }
 
 pub struct RocksStore {
     db: DB,
+    faults: Option<Arc<Faults>>,
     path: PathBuf,
+    /// This open created the store (its directory was missing or empty).
+    created: bool,
 }
 
 fn add_counters(_key: &[u8], existing: Option<&[u8]>, operands: &MergeOperands) -> Option<Vec<u8>> {
@@ -104,11 +119,16 @@ impl RocksStore {
                 e.into_string()
             },
         })?;
-        Ok(RocksStore { db, path: config.path.clone() })
+        Ok(RocksStore { db, faults: config.faults.clone(), path: config.path.clone(), created: !existing })
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Did this open create a new, empty store?
+    pub fn created(&self) -> bool {
+        self.created
     }
 
     fn cf(&self, cf: Cf) -> Result<&ColumnFamily, StoreError> {
@@ -127,6 +147,15 @@ impl RocksStore {
         META_NEXT_SEQ
     }
 
+    /// Flush every family's memtables to SST files and wait: after this,
+    /// nothing committed so far depends on the store's own WAL.
+    pub fn flush(&self) -> Result<(), StoreError> {
+        let handles = Cf::ALL.iter().map(|cf| self.cf(*cf)).collect::<Result<Vec<_>, _>>()?;
+        let mut opts = rocksdb::FlushOptions::default();
+        opts.set_wait(true);
+        self.db.flush_cfs_opt(&handles, &opts).map_err(io("flush"))
+    }
+
     fn property(&self, cf: Cf, name: &str) -> Result<u64, StoreError> {
         Ok(self.db.property_int_value_cf(self.cf(cf)?, name).map_err(io("property read"))?.unwrap_or(0))
     }
@@ -134,6 +163,9 @@ impl RocksStore {
 
 impl Store for RocksStore {
     fn write(&self, batch: &Batch, durability: Durability) -> Result<(), StoreError> {
+        if self.faults.as_ref().is_some_and(|f| f.fail_writes.load(Ordering::Relaxed)) {
+            return Err(StoreError::Io { what: "write", reason: "injected I/O error".into() });
+        }
         let mut wb = WriteBatch::default();
         for op in batch.ops() {
             match op {

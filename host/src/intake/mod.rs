@@ -1,0 +1,396 @@
+//! The intake log: a second, independent durable copy of every committed
+//! batch (`wal.mode: dual`), on its own path, ideally another volume.
+//!
+//! An append-only log of segment files, `<20-digit index>.intake`, each
+//! starting with [`MAGIC`] and holding records framed as
+//!
+//! ```text
+//! len: u32 BE │ crc32: u32 BE │ first_seq: u64 BE │ last_seq: u64 BE │ payload
+//!             └── crc over ───┴──── first_seq .. end of payload ─────┘
+//! ```
+//!
+//! where `len` counts from `first_seq` to the payload's end. A record is
+//! fsynced before the append returns, and the queue acks a hook only after
+//! both this log and the store have it.
+//!
+//! Replay tells a torn tail from damage. A crash mid-append can only leave
+//! the *last* record of the *last* segment incomplete, and that record was
+//! never acked: it is dropped (the file is cut back to the last good
+//! record). Anything wrong before that point is damage to acked data: the
+//! log refuses to open, naming the file and the offset.
+//!
+//! Segments roll at a size; a closed segment is deleted once the store has
+//! checkpointed past its last seq (its memtables flushed to SST files).
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use thiserror::Error;
+
+pub const MAGIC: &[u8; 8] = b"ANKINTK1";
+const FRAME_HEADER: usize = 8;
+const SEQS: usize = 16;
+/// Records larger than this are damage, not a length (a group of 1024
+/// calls of 1 MiB hooks stays well below).
+const MAX_RECORD: usize = 1 << 31;
+
+#[derive(Debug, Error)]
+pub enum IntakeError {
+    #[error("intake log {path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error(
+        "intake log {path} is damaged at offset {offset}: {reason}; acked hooks may be there, so it is not truncated"
+    )]
+    Damaged { path: String, offset: u64, reason: String },
+}
+
+fn io_error(path: &Path) -> impl Fn(io::Error) -> IntakeError + '_ {
+    move |source| IntakeError::Io { path: path.display().to_string(), source }
+}
+
+/// One replayed record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    pub first_seq: u64,
+    pub last_seq: u64,
+    pub payload: Vec<u8>,
+}
+
+/// What replay found.
+#[derive(Debug, Default)]
+pub struct Replay {
+    pub records: Vec<Record>,
+    /// Bytes cut from the end of the last segment (a torn, unacked tail).
+    pub torn_bytes: u64,
+}
+
+#[derive(Clone, Debug)]
+pub struct IntakeOptions {
+    pub dir: PathBuf,
+    /// Roll to a new segment past this size.
+    pub segment_bytes: u64,
+}
+
+impl IntakeOptions {
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        IntakeOptions { dir: dir.into(), segment_bytes: 64 << 20 }
+    }
+}
+
+#[derive(Debug)]
+struct Closed {
+    path: PathBuf,
+    bytes: u64,
+    last_seq: u64,
+}
+
+pub struct IntakeLog {
+    options: IntakeOptions,
+    file: File,
+    path: PathBuf,
+    index: u64,
+    len: u64,
+    /// The greatest seq in the open segment (0: none yet).
+    last_seq: u64,
+    closed: Vec<Closed>,
+}
+
+fn segment_path(dir: &Path, index: u64) -> PathBuf {
+    dir.join(format!("{index:020}.intake"))
+}
+
+/// The segments in `dir`, in order.
+fn segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, IntakeError> {
+    let mut found = Vec::new();
+    for entry in fs::read_dir(dir).map_err(io_error(dir))? {
+        let path = entry.map_err(io_error(dir))?.path();
+        let index = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".intake"))
+            .and_then(|n| n.parse::<u64>().ok());
+        if let Some(index) = index {
+            found.push((index, path));
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+/// Parse one segment's bytes. Returns the records and, if the segment
+/// ends in an incomplete or mismatched record, the offset where the good
+/// part ends (a torn tail, when this is the last segment).
+/// A segment's records, and where a torn tail starts (offset, why).
+type Parsed = (Vec<Record>, Option<(u64, String)>);
+
+fn parse(path: &Path, bytes: &[u8]) -> Result<Parsed, IntakeError> {
+    let damaged = |offset: usize, reason: &str| IntakeError::Damaged {
+        path: path.display().to_string(),
+        offset: offset as u64,
+        reason: reason.to_string(),
+    };
+    if bytes.len() < MAGIC.len() {
+        // A segment is created with its magic in one synced write; a
+        // shorter one is a crash during that write.
+        return Ok((Vec::new(), Some((0, "segment header incomplete".into()))));
+    }
+    if &bytes[..MAGIC.len()] != MAGIC {
+        return Err(damaged(0, "not an intake segment (bad magic)"));
+    }
+    let mut records = Vec::new();
+    let mut at = MAGIC.len();
+    while at < bytes.len() {
+        let rest = &bytes[at..];
+        let torn = |reason: &str| Some((at as u64, reason.to_string()));
+        if rest.len() < FRAME_HEADER {
+            return Ok((records, torn("frame header incomplete")));
+        }
+        let len = u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+        let crc = u32::from_be_bytes([rest[4], rest[5], rest[6], rest[7]]);
+        if len == 0 && rest.iter().all(|b| *b == 0) {
+            // The file grew but its data never landed: zeros to the end.
+            return Ok((records, torn("zero-filled tail")));
+        }
+        if !(SEQS..MAX_RECORD).contains(&len) {
+            return Err(damaged(at, &format!("impossible record length {len}")));
+        }
+        if rest.len() < FRAME_HEADER + len {
+            return Ok((records, torn("record incomplete")));
+        }
+        let body = &rest[FRAME_HEADER..FRAME_HEADER + len];
+        if crc32fast::hash(body) != crc {
+            if at + FRAME_HEADER + len == bytes.len() {
+                return Ok((records, torn("last record fails its checksum")));
+            }
+            return Err(damaged(at, "record fails its checksum"));
+        }
+        let first_seq = u64::from_be_bytes(body[..8].try_into().unwrap_or_default());
+        let last_seq = u64::from_be_bytes(body[8..16].try_into().unwrap_or_default());
+        records.push(Record { first_seq, last_seq, payload: body[SEQS..].to_vec() });
+        at += FRAME_HEADER + len;
+    }
+    Ok((records, None))
+}
+
+fn sync_dir(dir: &Path) -> Result<(), IntakeError> {
+    File::open(dir).and_then(|d| d.sync_all()).map_err(io_error(dir))
+}
+
+impl IntakeLog {
+    /// Open the log, replaying every record. A torn tail is cut off; damage
+    /// before it is an error naming the file and offset.
+    pub fn open(options: IntakeOptions) -> Result<(IntakeLog, Replay), IntakeError> {
+        fs::create_dir_all(&options.dir).map_err(io_error(&options.dir))?;
+        let (replay, closed, last_index) = replay_dir(&options.dir, true)?;
+        // Appends go to a fresh segment: replayed files are never written
+        // again, only deleted once checkpointed.
+        let index = last_index.map_or(0, |i| i + 1);
+        let (file, path) = Self::create_segment(&options.dir, index)?;
+        let log = IntakeLog { options, file, path, index, len: MAGIC.len() as u64, last_seq: 0, closed };
+        Ok((log, replay))
+    }
+
+    fn create_segment(dir: &Path, index: u64) -> Result<(File, PathBuf), IntakeError> {
+        let path = segment_path(dir, index);
+        let mut file = OpenOptions::new().create_new(true).append(true).open(&path).map_err(io_error(&path))?;
+        file.write_all(MAGIC).and_then(|_| file.sync_all()).map_err(io_error(&path))?;
+        sync_dir(dir)?;
+        Ok((file, path))
+    }
+
+    /// Append one record and fsync it. On error the record may be partly
+    /// written; it was not acked, and replay drops it as a torn tail.
+    pub fn append(&mut self, first_seq: u64, last_seq: u64, payload: &[u8]) -> Result<(), IntakeError> {
+        if self.len >= self.options.segment_bytes {
+            self.roll()?;
+        }
+        let len = SEQS + payload.len();
+        let mut frame = Vec::with_capacity(FRAME_HEADER + len);
+        frame.extend_from_slice(&(len as u32).to_be_bytes());
+        frame.extend_from_slice(&[0; 4]);
+        frame.extend_from_slice(&first_seq.to_be_bytes());
+        frame.extend_from_slice(&last_seq.to_be_bytes());
+        frame.extend_from_slice(payload);
+        let crc = crc32fast::hash(&frame[FRAME_HEADER..]);
+        frame[4..8].copy_from_slice(&crc.to_be_bytes());
+        let path = self.path.clone();
+        self.file.write_all(&frame).and_then(|_| self.file.sync_data()).map_err(io_error(&path))?;
+        self.len += frame.len() as u64;
+        self.last_seq = self.last_seq.max(last_seq);
+        Ok(())
+    }
+
+    fn roll(&mut self) -> Result<(), IntakeError> {
+        let (file, path) = Self::create_segment(&self.options.dir, self.index + 1)?;
+        let old_path = std::mem::replace(&mut self.path, path);
+        self.file = file;
+        self.index += 1;
+        self.closed.push(Closed { path: old_path, bytes: self.len, last_seq: self.last_seq });
+        self.len = MAGIC.len() as u64;
+        self.last_seq = 0;
+        Ok(())
+    }
+
+    /// Closed segments waiting for a checkpoint.
+    pub fn closed_segments(&self) -> usize {
+        self.closed.len()
+    }
+
+    /// Bytes held in every segment.
+    pub fn bytes(&self) -> u64 {
+        self.closed.iter().map(|c| c.bytes).sum::<u64>() + self.len
+    }
+
+    /// Delete the closed segments whose every seq is below `checkpointed`
+    /// (the store has them in its checkpoint). Returns how many went.
+    pub fn truncate_below(&mut self, checkpointed: u64) -> Result<usize, IntakeError> {
+        let mut removed = 0;
+        while let Some(first) = self.closed.first() {
+            if first.last_seq >= checkpointed {
+                break;
+            }
+            fs::remove_file(&first.path).map_err(io_error(&first.path))?;
+            self.closed.remove(0);
+            removed += 1;
+        }
+        if removed > 0 {
+            sync_dir(&self.options.dir)?;
+        }
+        Ok(removed)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.options.dir
+    }
+
+    /// The file appends go to now.
+    pub fn current_segment(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Read every record without opening the log for appends (for `store
+/// rebuild`): the same checks as [`IntakeLog::open`], nothing changed.
+pub fn read_all(dir: &Path) -> Result<Replay, IntakeError> {
+    replay_dir(dir, false).map(|(replay, _, _)| replay)
+}
+
+/// Replay every segment of `dir` in order; with `repair`, cut a torn tail
+/// off the last segment. Returns the records, the segments (all closed for
+/// appends) and the last segment's index.
+fn replay_dir(dir: &Path, repair: bool) -> Result<(Replay, Vec<Closed>, Option<u64>), IntakeError> {
+    let found = segments(dir)?;
+    let mut replay = Replay::default();
+    let mut closed = Vec::new();
+    for (n, (_, path)) in found.iter().enumerate() {
+        let mut bytes = Vec::new();
+        File::open(path).and_then(|mut f| f.read_to_end(&mut bytes)).map_err(io_error(path))?;
+        let (records, tail) = parse(path, &bytes)?;
+        if let Some((offset, reason)) = tail {
+            if n + 1 != found.len() {
+                return Err(IntakeError::Damaged {
+                    path: path.display().to_string(),
+                    offset,
+                    reason: format!("{reason}, in a segment that is not the last"),
+                });
+            }
+            replay.torn_bytes = bytes.len() as u64 - offset;
+            tracing::warn!(
+                file = %path.display(),
+                offset,
+                bytes = replay.torn_bytes,
+                "intake log ends in a torn record ({reason}); it was never acked and is dropped"
+            );
+            if repair {
+                cut_tail(path, offset)?;
+            }
+        }
+        let last_seq = records.iter().map(|r| r.last_seq).max().unwrap_or(0);
+        closed.push(Closed { path: path.clone(), bytes: bytes.len() as u64, last_seq });
+        replay.records.extend(records);
+    }
+    Ok((replay, closed, found.last().map(|(i, _)| *i)))
+}
+
+/// Cut a segment back to `offset` (keeping its magic) and sync it.
+fn cut_tail(path: &Path, offset: u64) -> Result<(), IntakeError> {
+    let mut file = OpenOptions::new().write(true).open(path).map_err(io_error(path))?;
+    if offset < MAGIC.len() as u64 {
+        file.set_len(0).and_then(|_| file.seek(SeekFrom::Start(0))).and_then(|_| file.write_all(MAGIC))
+    } else {
+        file.set_len(offset)
+    }
+    .and_then(|_| file.sync_all())
+    .map_err(io_error(path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(dir: &Path) -> IntakeOptions {
+        IntakeOptions { dir: dir.to_path_buf(), segment_bytes: 200 }
+    }
+
+    fn write_records(dir: &Path, n: u64) {
+        let (mut log, replay) = IntakeLog::open(options(dir)).expect("open");
+        assert!(replay.records.is_empty());
+        for seq in 1..=n {
+            log.append(seq, seq, format!("hook {seq}").as_bytes()).expect("append");
+        }
+    }
+
+    #[test]
+    fn records_replay_in_order_across_segments() {
+        let dir = tempfile::tempdir().expect("dir");
+        write_records(dir.path(), 30);
+        assert!(segments(dir.path()).expect("list").len() > 2, "small segments rolled");
+        let (_, replay) = IntakeLog::open(options(dir.path())).expect("reopen");
+        let seqs: Vec<u64> = replay.records.iter().map(|r| r.first_seq).collect();
+        assert_eq!(seqs, (1..=30).collect::<Vec<_>>());
+        assert_eq!(replay.records[4].payload, b"hook 5");
+        assert_eq!(replay.torn_bytes, 0);
+    }
+
+    #[test]
+    fn a_torn_tail_is_dropped_and_damage_before_it_is_refused() {
+        let dir = tempfile::tempdir().expect("dir");
+        write_records(dir.path(), 3);
+        let last = segments(dir.path()).expect("list").last().expect("segment").1.clone();
+        let full = fs::read(&last).expect("read");
+        fs::write(&last, &full[..full.len() - 3]).expect("tear");
+        let (_, replay) = IntakeLog::open(options(dir.path())).expect("a torn tail opens");
+        assert_eq!(replay.records.len(), 2);
+        assert!(replay.torn_bytes > 0);
+
+        let segs = segments(dir.path()).expect("list");
+        let first = &segs[0].1;
+        let mut bytes = fs::read(first).expect("read");
+        bytes[MAGIC.len() + FRAME_HEADER + 2] ^= 0x40;
+        fs::write(first, &bytes).expect("flip");
+        let err = IntakeLog::open(options(dir.path())).err().expect("refused");
+        let text = err.to_string();
+        assert!(text.contains(&first.display().to_string()) && text.contains("offset 8"), "{text}");
+    }
+
+    #[test]
+    fn checkpointed_segments_are_deleted() {
+        let dir = tempfile::tempdir().expect("dir");
+        let (mut log, _) = IntakeLog::open(options(dir.path())).expect("open");
+        for seq in 1..=40 {
+            log.append(seq, seq, &[7; 40]).expect("append");
+        }
+        let closed = log.closed_segments();
+        assert!(closed >= 3);
+        let removed = log.truncate_below(20).expect("truncate");
+        assert!(removed > 0 && removed < closed, "only segments wholly below seq 20: {removed} of {closed}");
+        let (_, replay) = IntakeLog::open(options(dir.path())).expect("reopen");
+        assert!(replay.records.iter().all(|r| r.last_seq >= 15));
+        assert_eq!(replay.records.last().map(|r| r.last_seq), Some(40));
+    }
+}

@@ -1,0 +1,152 @@
+//! `purge_tenant`: remove a tenant's pending, inflight and/or dead rows in
+//! synced chunks of [`PURGE_CHUNK`], walking the tenant's owner index.
+//!
+//! Each chunk is one batch (rows, their index entries, counters, and every
+//! hook whose last row went), so a purge that stops part-way leaves a
+//! consistent store, and calling it again finishes the job: rows already
+//! removed are simply not found.
+
+use std::collections::HashSet;
+
+use super::rows::{DeliveryRow, RowState, owner_prefix, parse_row_key, row_key};
+use super::{Queue, QueueError};
+use crate::store::keys::{KeyBuf, KeyReader, prefix_end};
+use crate::store::{Batch, Cf, Durability, Scan, Store};
+
+/// Rows examined (and at most removed) per synced batch.
+pub const PURGE_CHUNK: usize = 500;
+
+/// Which rows a purge removes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PurgeKinds {
+    /// Due rows (first attempts and scheduled retries).
+    pub pending: bool,
+    /// Claimed rows: only for a tenant dispatch has stopped claiming.
+    pub inflight: bool,
+    pub dead: bool,
+}
+
+impl PurgeKinds {
+    pub fn all() -> PurgeKinds {
+        PurgeKinds { pending: true, inflight: true, dead: true }
+    }
+
+    fn wants(&self, state: &RowState) -> bool {
+        match state {
+            RowState::Due { .. } => self.pending,
+            RowState::Inflight { .. } => self.inflight,
+            RowState::Dead { .. } => self.dead,
+        }
+    }
+}
+
+/// Rows removed, per kind; `inflight` only when it was asked for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PurgeCounts {
+    pub pending: u64,
+    pub inflight: Option<u64>,
+    pub dead: u64,
+}
+
+impl PurgeCounts {
+    fn add(&mut self, other: PurgeCounts) {
+        self.pending += other.pending;
+        self.dead += other.dead;
+        if let Some(n) = other.inflight {
+            self.inflight = Some(self.inflight.unwrap_or(0) + n);
+        }
+    }
+}
+
+/// One chunk's result: what it removed, and where the walk goes on from
+/// (`None`: the tenant's rows are all examined).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PurgeStep {
+    pub removed: PurgeCounts,
+    pub next: Option<(u64, u16)>,
+}
+
+impl Queue {
+    /// Remove `tenant`'s rows of `kinds`, in synced chunks; idempotent.
+    pub fn purge_tenant(&self, tenant: &str, kinds: PurgeKinds) -> Result<PurgeCounts, QueueError> {
+        let mut total = PurgeCounts { inflight: kinds.inflight.then_some(0), ..PurgeCounts::default() };
+        let mut after = None;
+        loop {
+            let step = self.purge_tenant_chunk(tenant, kinds, after)?;
+            total.add(step.removed);
+            match step.next {
+                Some(next) => after = Some(next),
+                None => return Ok(total),
+            }
+        }
+    }
+
+    /// One synced chunk of a purge: up to [`PURGE_CHUNK`] of the tenant's
+    /// rows after `after` examined, the ones of `kinds` removed.
+    pub fn purge_tenant_chunk(
+        &self,
+        tenant: &str,
+        kinds: PurgeKinds,
+        after: Option<(u64, u16)>,
+    ) -> Result<PurgeStep, QueueError> {
+        let _serial = self.transitions.lock().unwrap_or_else(|e| e.into_inner());
+        let prefix = owner_prefix(tenant);
+        let from = match after {
+            Some((seq, sink)) => KeyBuf::new().tail(&prefix).u64(seq).u16(sink).tag(0).build(),
+            None => prefix.clone(),
+        };
+        let owned = self.store.scan(&Scan {
+            cf: Cf::Index,
+            from,
+            to: prefix_end(&prefix),
+            reverse: false,
+            limit: PURGE_CHUNK,
+        })?;
+        let positions: Vec<(u64, u16)> = owned
+            .iter()
+            .map(|(key, _)| {
+                let mut r = KeyReader::new(&key[prefix.len()..]);
+                r.u64().zip(r.u16()).ok_or_else(|| QueueError::Corrupt("owner index key".into()))
+            })
+            .collect::<Result<_, _>>()?;
+        let keys: Vec<Vec<u8>> = positions.iter().map(|(seq, sink)| row_key(*seq, *sink)).collect();
+        let values = self.store.multi_get(Cf::Deliveries, &keys)?;
+
+        let mut batch = Batch::new();
+        let mut removed = PurgeCounts { inflight: kinds.inflight.then_some(0), ..PurgeCounts::default() };
+        let mut gone: HashSet<(u64, u16)> = HashSet::new();
+        for ((seq, sink), value) in positions.iter().copied().zip(values) {
+            let Some(bytes) = value else {
+                // An owner entry whose row is gone: drop the stale entry.
+                batch.delete(Cf::Index, KeyBuf::new().tail(&prefix).u64(seq).u16(sink).build());
+                continue;
+            };
+            let row = DeliveryRow::decode(seq, sink, &bytes)
+                .map_err(|e| QueueError::Corrupt(format!("row {seq}/{sink}: {e}")))?;
+            if !kinds.wants(&row.state) {
+                continue;
+            }
+            match row.state {
+                RowState::Due { .. } => removed.pending += 1,
+                RowState::Inflight { .. } => removed.inflight = removed.inflight.map(|n| n + 1),
+                RowState::Dead { .. } => removed.dead += 1,
+            }
+            Self::move_row(&mut batch, &row, None);
+            gone.insert((seq, sink));
+        }
+        // A hook goes with its last row.
+        let seqs: HashSet<u64> = gone.iter().map(|(seq, _)| *seq).collect();
+        for seq in seqs {
+            let rows = self.store.scan(&Scan::prefix(Cf::Deliveries, &KeyBuf::new().u64(seq).build(), usize::MAX))?;
+            let remaining = rows.iter().filter_map(|(k, _)| parse_row_key(k)).filter(|p| !gone.contains(p)).count();
+            if remaining == 0 {
+                batch.delete(Cf::Hooks, KeyBuf::new().u64(seq).build());
+            }
+        }
+        if !batch.is_empty() {
+            self.store.write(&batch, Durability::Synced)?;
+        }
+        let next = (owned.len() == PURGE_CHUNK).then(|| positions.last().copied()).flatten();
+        Ok(PurgeStep { removed, next })
+    }
+}

@@ -1,0 +1,127 @@
+//! Recount: verify the counters against the rows they count, and repair
+//! any drift.
+//!
+//! Counters change in the same batches as their rows, so they drift only
+//! through a bug or damage; this walk is the check. It reads every delivery
+//! row and dedupe key, so it belongs to `ankusa store recount` (the node
+//! stopped: the store is opened exclusively) or a quiet moment. A repair
+//! adds the difference through the same merge operator, so it stays
+//! correct even if a transition lands between the walk and the fix.
+
+use std::collections::BTreeMap;
+
+use super::rows::{DeliveryRow, RowState, parse_row_key};
+use super::{COUNTER_KINDS, Queue, QueueError, counter_key};
+use crate::store::keys::{KeyReader, prefix_end};
+use crate::store::{Batch, Cf, Durability, Scan, Store};
+
+const CHUNK: usize = 4096;
+
+/// One counter whose stored value differs from the rows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CounterDrift {
+    /// `None` for the node's counter.
+    pub tenant: Option<String>,
+    pub kind: &'static str,
+    pub stored: i64,
+    pub actual: i64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recount {
+    pub rows: u64,
+    pub dedupe_keys: u64,
+    pub drifts: Vec<CounterDrift>,
+    pub repaired: bool,
+}
+
+type Tally = BTreeMap<(Option<String>, &'static str), i64>;
+
+fn bump(tally: &mut Tally, tenant: &str, kind: &'static str, by: i64) {
+    *tally.entry((None, kind)).or_default() += by;
+    *tally.entry((Some(tenant.to_string()), kind)).or_default() += by;
+}
+
+impl Queue {
+    /// Walk every row and dedupe key, compare with the counters, and with
+    /// `repair` set each drifting counter right.
+    pub fn recount(&self, repair: bool) -> Result<Recount, QueueError> {
+        let mut tally = Tally::new();
+        let mut report = Recount::default();
+        self.walk(Cf::Deliveries, &[], |key, value| {
+            let (seq, sink) = parse_row_key(key).ok_or_else(|| QueueError::Corrupt("row key".into()))?;
+            let row = DeliveryRow::decode(seq, sink, value)
+                .map_err(|e| QueueError::Corrupt(format!("row {seq}/{sink}: {e}")))?;
+            let kinds: &[&'static str] = match row.state {
+                RowState::Due { .. } if row.attempts > 0 => &["pending", "scheduled"],
+                RowState::Due { .. } => &["pending"],
+                RowState::Inflight { .. } => &["inflight"],
+                RowState::Dead { .. } => &["dead"],
+            };
+            for kind in kinds {
+                bump(&mut tally, &row.tenant, kind, 1);
+            }
+            bump(&mut tally, &row.tenant, "bytes", row.bytes as i64);
+            report.rows += 1;
+            Ok(())
+        })?;
+        self.walk(Cf::Dedupe, b"k", |key, _| {
+            let mut r = KeyReader::new(key);
+            r.tag();
+            let tenant = r.short().ok_or_else(|| QueueError::Corrupt("dedupe key".into()))?;
+            bump(&mut tally, tenant, "dedupe_keys", 1);
+            report.dedupe_keys += 1;
+            Ok(())
+        })?;
+        // Tenants with stored counters but no rows must read zero too.
+        self.walk(Cf::Counters, b"t", |key, _| {
+            let mut r = KeyReader::new(key);
+            r.tag();
+            if let Some(tenant) = r.short() {
+                for kind in COUNTER_KINDS {
+                    tally.entry((Some(tenant.to_string()), kind)).or_default();
+                }
+            }
+            Ok(())
+        })?;
+        for kind in COUNTER_KINDS {
+            tally.entry((None, kind)).or_default();
+        }
+
+        let mut batch = Batch::new();
+        for ((tenant, kind), actual) in tally {
+            let stored = self.counter(tenant.as_deref(), kind)?;
+            if stored != actual {
+                batch.add_counter(counter_key(tenant.as_deref(), kind), actual - stored);
+                report.drifts.push(CounterDrift { tenant, kind, stored, actual });
+            }
+        }
+        if repair && !batch.is_empty() {
+            self.store.write(&batch, Durability::Synced)?;
+            report.repaired = true;
+        }
+        Ok(report)
+    }
+
+    /// Visit every key under `prefix` of a family, in chunks.
+    fn walk(
+        &self,
+        cf: Cf,
+        prefix: &[u8],
+        mut visit: impl FnMut(&[u8], &[u8]) -> Result<(), QueueError>,
+    ) -> Result<(), QueueError> {
+        let to = if prefix.is_empty() { None } else { prefix_end(prefix) };
+        let mut from = prefix.to_vec();
+        loop {
+            let rows =
+                self.store.scan(&Scan { cf, from: from.clone(), to: to.clone(), reverse: false, limit: CHUNK })?;
+            for (key, value) in &rows {
+                visit(key, value)?;
+            }
+            match rows.last() {
+                Some((last, _)) if rows.len() == CHUNK => from = [last.as_slice(), &[0]].concat(),
+                _ => return Ok(()),
+            }
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! Store failures never become false acks: injected write errors and a
+//! full disk give `store_unavailable`, a read-only disk refuses to open,
+//! and every hook that *was* acked is there after a reopen.
+//!
+//! The disk tests mount a small tmpfs (they need root, as CI has).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use ankusa::queue::{Entry, EntryOutcome, Envelope, Queue, QueueConfig, Refusal};
+use ankusa::store::Faults;
+
+fn entry(n: usize, body_bytes: usize) -> Entry {
+    let mut body = format!("{{\"n\":{n}}}").into_bytes();
+    body.resize(body_bytes.max(body.len()), b' ');
+    let envelope = Envelope::new(format!("hook-{n}"), "stripe".into(), "acme".into(), 1, body);
+    Entry { envelope, sinks: vec![(0, "sha".into())] }
+}
+
+/// Enqueue `count` hooks one by one; returns (acked, refused as store_unavailable).
+async fn enqueue_until(queue: &Queue, from: usize, count: usize, body: usize) -> (Vec<Envelope>, usize) {
+    let mut acked = Vec::new();
+    let mut refused = 0;
+    for n in from..from + count {
+        match queue.enqueue(vec![entry(n, body)], None).await.expect("enqueue answers").pop() {
+            Some(EntryOutcome::Committed(e)) => acked.push(e),
+            Some(EntryOutcome::Refused(Refusal::StoreUnavailable)) => refused += 1,
+            other => panic!("hook {n}: unexpected {other:?}"),
+        }
+    }
+    (acked, refused)
+}
+
+async fn assert_present(dir: &Path, acked: &[Envelope]) {
+    let queue = Queue::open(dir, QueueConfig::default()).expect("reopen");
+    let stored = queue.hooks(0, 1_000_000).expect("hooks");
+    for ack in acked {
+        assert!(stored.iter().any(|h| h == ack), "acked hook {} (seq {}) is stored byte for byte", ack.id, ack.seq);
+    }
+    let next = queue.stats().expect("stats").next_seq;
+    assert!(acked.iter().all(|a| a.seq < next), "no acked seq will be reused");
+    queue.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn injected_write_errors_are_refused_never_acked() {
+    let dir = tempfile::tempdir().expect("dir");
+    let faults = Arc::new(Faults::default());
+    let queue = Queue::open(dir.path(), QueueConfig { store_faults: Some(faults.clone()), ..QueueConfig::default() })
+        .expect("open");
+    let (mut acked, refused) = enqueue_until(&queue, 0, 20, 100).await;
+    assert_eq!((acked.len(), refused), (20, 0));
+    faults.fail_writes.store(true, Ordering::Relaxed);
+    let (during, refused) = enqueue_until(&queue, 20, 20, 100).await;
+    assert_eq!((during.len(), refused), (0, 20), "every commit during the fault is refused");
+    faults.fail_writes.store(false, Ordering::Relaxed);
+    let (after, _) = enqueue_until(&queue, 40, 20, 100).await;
+    assert_eq!(after.len(), 20, "commits resume once the store heals");
+    acked.extend(after);
+    let stored: Vec<String> = queue.hooks(0, 1000).expect("hooks").into_iter().map(|h| h.id).collect();
+    assert_eq!(stored.len(), 40, "none of the refused hooks was written: {stored:?}");
+    queue.close().await;
+    assert_present(dir.path(), &acked).await;
+}
+
+/// A tmpfs of `size`, unmounted on drop (before its mount point goes).
+struct Tmpfs(PathBuf, #[allow(dead_code)] tempfile::TempDir);
+
+impl Tmpfs {
+    fn mount(size: &str) -> Tmpfs {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("disk");
+        std::fs::create_dir(&path).expect("mount point");
+        mount(&["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"], &path);
+        Tmpfs(path, dir)
+    }
+
+    fn remount(&self, options: &str) {
+        mount(&["-o", &format!("remount,{options}")], &self.0);
+    }
+}
+
+fn mount(args: &[&str], at: &Path) {
+    let out = Command::new("mount").args(args).arg(at).output().expect("run mount");
+    assert!(
+        out.status.success(),
+        "mount {args:?} {} failed (these tests need root): {}",
+        at.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// A disk that turned read-only (the kernel does that to a file system
+/// after I/O errors) while the node was down: the store is refused with a
+/// message, never opened as something else, and is whole once writable.
+/// (A disk that turns read-only under a running store fails its writes as
+/// in `injected_write_errors_are_refused_never_acked`: tmpfs cannot be
+/// remounted read-only with files open for writing.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_disk_is_refused_and_loses_nothing() {
+    let disk = Tmpfs::mount("64m");
+    let store = disk.0.join("store");
+    let queue = Queue::open(&store, QueueConfig::default()).expect("open");
+    let (acked, _) = enqueue_until(&queue, 0, 30, 200).await;
+    assert_eq!(acked.len(), 30);
+    queue.close().await;
+    disk.remount("ro");
+    let err = Queue::open(&store, QueueConfig::default()).err().expect("a read-only store does not open for writes");
+    let text = err.to_string();
+    assert!(text.contains(&store.display().to_string()), "names the store: {text}");
+    disk.remount("rw");
+    assert_present(&store, &acked).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_is_store_unavailable() {
+    let disk = Tmpfs::mount("6m");
+    let store = disk.0.join("store");
+    let queue = Queue::open(&store, QueueConfig::default()).expect("open");
+    let (acked, refused) = enqueue_until(&queue, 0, 400, 64 << 10).await;
+    assert!(refused > 0, "a 6 MiB disk cannot hold 400 hooks of 64 KiB: {} acked", acked.len());
+    assert!(!acked.is_empty(), "the disk held some before it filled");
+    queue.close().await;
+    disk.remount("size=256m");
+    assert_present(&store, &acked).await;
+}
