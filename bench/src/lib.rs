@@ -5,6 +5,8 @@
 //! baseline measured in the same run, so figures from a noisy machine can
 //! still be compared.
 
+pub mod load;
+
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -20,6 +20,9 @@ use ankusa::queue::{DeadQuery, Entry, EntryOutcome, Envelope, Queue, QueueConfig
 use ankusa_bench::{ratio, report};
 
 const CALLERS: [usize; 4] = [1, 16, 64, 256];
+/// Hooks per enqueue call: one (a caller per request) and eight (a caller
+/// like the edge's batcher, which hands the writer what has accumulated).
+const HOOKS_PER_CALL: [usize; 2] = [1, 8];
 const RUN_FOR: Duration = Duration::from_secs(4);
 const DEAD_ROWS: usize = 1_000_000;
 const PENDING_ROWS: usize = 1_000_000;
@@ -69,7 +72,7 @@ fn fsync_baseline(dir: &Path) -> anyhow::Result<f64> {
     Ok(rate)
 }
 
-async fn enqueue_run(mode: WalMode, callers: usize, baseline: f64) -> anyhow::Result<f64> {
+async fn enqueue_run(mode: WalMode, callers: usize, per_call: usize, baseline: f64) -> anyhow::Result<f64> {
     let dir = bench_dir()?;
     let queue = Arc::new(Queue::open(&dir.path().join("store"), config(mode, dir.path()))?);
     let started = Instant::now();
@@ -80,13 +83,15 @@ async fn enqueue_run(mode: WalMode, callers: usize, baseline: f64) -> anyhow::Re
             let mut latencies = Vec::new();
             let mut n = caller as u64 * 1_000_000_000;
             while started.elapsed() < RUN_FOR {
+                let entries = (0..per_call as u64).map(|i| entry(n + i, "acme", "github")).collect();
                 let sent = Instant::now();
-                let outcomes = queue.enqueue(vec![entry(n, "acme", "github")], None).await?;
-                if !matches!(outcomes.first(), Some(EntryOutcome::Committed(_))) {
+                let outcomes = queue.enqueue(entries, None).await?;
+                if !outcomes.iter().all(|o| matches!(o, EntryOutcome::Committed(_))) {
                     anyhow::bail!("enqueue did not commit: {outcomes:?}");
                 }
-                latencies.push(sent.elapsed());
-                n += 1;
+                let took = sent.elapsed();
+                latencies.extend(std::iter::repeat_n(took, per_call));
+                n += per_call as u64;
             }
             Ok(latencies)
         }));
@@ -100,11 +105,16 @@ async fn enqueue_run(mode: WalMode, callers: usize, baseline: f64) -> anyhow::Re
     let stats = queue.commit_stats();
     let hooks_per_sec = latencies.len() as f64 / elapsed;
     let fsyncs_per_commit = if mode == WalMode::Dual { 2.0 } else { 1.0 };
-    let name = format!("queue.enqueue.{}.callers_{callers}", mode.label());
+    let name = format!("queue.enqueue.{}.callers_{callers}.hooks_per_call_{per_call}", mode.label());
     report(&format!("{name}.hooks_per_sec"), hooks_per_sec, "hooks/s");
     report(&format!("{name}.commit_p50"), percentile(&latencies, 0.50), "ms");
     report(&format!("{name}.commit_p99"), percentile(&latencies, 0.99), "ms");
     report(&format!("{name}.fsyncs_per_sec"), stats.commits as f64 * fsyncs_per_commit / elapsed, "fsyncs/s");
+    report(
+        &format!("{name}.hooks_per_fsync"),
+        stats.hooks as f64 / (stats.commits.max(1) as f64 * fsyncs_per_commit),
+        "hooks",
+    );
     report(&format!("{name}.mean_group"), stats.hooks as f64 / stats.commits.max(1) as f64, "hooks/commit");
     ratio(&format!("{name}.hooks_per_sec_vs_raw_fsyncs_per_sec"), hooks_per_sec, baseline);
     if let Ok(queue) = Arc::try_unwrap(queue) {
@@ -218,8 +228,11 @@ async fn restart() -> anyhow::Result<()> {
 
     let started = Instant::now();
     let queue = Queue::open(&path, QueueConfig::default())?;
+    let open_ms = started.elapsed().as_secs_f64() * 1e3;
     let recovered = queue.recover_inflight(1_900_000_000_000)?;
     let ready_ms = started.elapsed().as_secs_f64() * 1e3;
+    report("queue.restart.open", open_ms, "ms");
+    report("queue.restart.recover_inflight", ready_ms - open_ms, "ms");
     anyhow::ensure!(recovered == claimed, "recovered {recovered} inflight rows of {claimed}");
     let pending = queue.counter(None, "pending")?;
     report("queue.restart.pending_rows", pending as f64, "rows");
@@ -240,15 +253,17 @@ fn main() -> anyhow::Result<()> {
             let dir = bench_dir()?;
             let baseline = fsync_baseline(dir.path())?;
             report("queue.baseline.raw_fsyncs_per_sec", baseline, "fsyncs/s");
-            for mode in [WalMode::Disk, WalMode::Dual] {
-                let mut at_64 = 0.0;
-                for callers in CALLERS {
-                    let rate = enqueue_run(mode, callers, baseline).await?;
-                    if callers == 64 {
-                        at_64 = rate;
+            for per_call in HOOKS_PER_CALL {
+                let mut at_64 = [0.0; 2];
+                for (m, mode) in [WalMode::Disk, WalMode::Dual].into_iter().enumerate() {
+                    for callers in CALLERS {
+                        let rate = enqueue_run(mode, callers, per_call, baseline).await?;
+                        if callers == 64 {
+                            at_64[m] = rate;
+                        }
                     }
                 }
-                report(&format!("queue.enqueue.{}.hooks_per_sec_at_64_callers", mode.label()), at_64, "hooks/s");
+                ratio(&format!("queue.enqueue.dual_vs_disk.callers_64.hooks_per_call_{per_call}"), at_64[1], at_64[0]);
             }
         }
         if runs("dlq") {

@@ -4,6 +4,7 @@
 //! Subsystems, each in its own folder, with dependencies pointing one way
 //! (edge → queue → store; dispatch → queue + runtime; admin → everything):
 //! - [`store`]: durable storage (RocksDB) behind the `Store` trait;
+//! - [`edge`]: HTTP ingest: routing, limits, verification, the batcher;
 //! - [`intake`]: the intake log, a second durable copy (`wal.mode: dual`);
 //! - [`queue`]: hooks and delivery rows, their formats and states;
 //! - [`runtime`]: loads sink components and runs deliveries, sandboxed;
@@ -11,6 +12,7 @@
 //! - [`cli`]: the `ankusa` command line.
 
 pub mod cli;
+pub mod edge;
 pub mod error_class;
 pub mod intake;
 pub mod queue;

@@ -126,12 +126,17 @@ impl Queue {
     pub fn dead(&self, query: &DeadQuery) -> Result<DeadPage, QueueError> {
         let below = query.cursor.as_deref().map(|c| self.open_cursor(c)).transpose()?;
         let limit = query.limit.max(1);
+        let filtered =
+            query.source_id.is_some() || query.since.is_some() || query.sink.is_some() || query.error_class.is_some();
+        // Without a filter every key is a match: a page needs `limit` of
+        // them, and one more tells whether another page follows.
+        let budget = |share: usize| if filtered { share } else { share.min(limit + 1) };
         // Candidate positions, newest first, and the oldest position up to
         // which the candidates are complete (None: complete to the end).
         let (candidates, complete_to, examined) = match &query.tenants {
-            None => self.scan_dead(&[DEAD], below, MAX_EXAMINED)?,
+            None => self.scan_dead(&[DEAD], below, budget(MAX_EXAMINED))?,
             Some(tenants) => {
-                let budget = MAX_EXAMINED / tenants.len().max(1);
+                let budget = budget(MAX_EXAMINED / tenants.len().max(1));
                 let mut all = Vec::new();
                 let mut complete_to: Option<Position> = None;
                 let mut examined = 0;
@@ -154,8 +159,6 @@ impl Queue {
             }
         };
 
-        let filtered =
-            query.source_id.is_some() || query.since.is_some() || query.sink.is_some() || query.error_class.is_some();
         let mut entries = Vec::new();
         let mut last: Option<Position> = None;
         let mut reached_since = false;

@@ -19,6 +19,7 @@ mod dlq;
 mod durability;
 pub mod envelope;
 mod purge;
+mod quarantine;
 mod recount;
 pub mod rows;
 mod tenants;
@@ -37,6 +38,7 @@ pub use dlq::{DeadEntry, DeadPage, DeadQuery, MAX_EXAMINED};
 pub use durability::{DurabilityError, SinkDurability, SourceDurability, WalMode, check_durable, validate_config};
 pub use envelope::{Envelope, Verification};
 pub use purge::{PURGE_CHUNK, PurgeCounts, PurgeKinds, PurgeStep};
+pub use quarantine::{DEFAULT_PEN_BYTES, PenEntry, parse_pen_key};
 pub use recount::{CounterDrift, Recount};
 pub use rows::{DeliveryRow, RowState};
 pub use transitions::{SourcePending, TenantPending};
@@ -117,6 +119,9 @@ pub enum QueueError {
     /// `dual` mode found the store and its intake log out of step.
     #[error("{0}")]
     Intake(String),
+    /// The quarantine pen is at its byte cap; it never evicts.
+    #[error("quarantine_full")]
+    QuarantineFull,
     /// The writer has stopped (the node is shutting down).
     #[error("the queue is closed")]
     Closed,
@@ -212,6 +217,8 @@ pub struct Queue {
     config: QueueConfig,
     /// Serialises row transitions (see `transitions`).
     transitions: std::sync::Mutex<()>,
+    /// Serialises the pen's cap check with its write.
+    pen: std::sync::Mutex<()>,
 }
 
 /// Wall-clock unix milliseconds (due times, dead times, dedupe expiry).
@@ -261,6 +268,7 @@ impl Queue {
             tenants,
             config,
             transitions: std::sync::Mutex::new(()),
+            pen: std::sync::Mutex::new(()),
         })
     }
 
@@ -269,8 +277,15 @@ impl Queue {
     pub async fn close(self) {
         let Queue { store, writer, writer_thread, .. } = self;
         drop(writer);
-        let _ = tokio::task::spawn_blocking(move || writer_thread.join()).await;
-        drop(store);
+        let _ = tokio::task::spawn_blocking(move || {
+            let _ = writer_thread.join();
+            // A clean stop leaves nothing in the store's WAL to replay, so
+            // the next start is quick.
+            if let Err(e) = store.flush() {
+                tracing::warn!("flushing the store on close failed: {e}");
+            }
+        })
+        .await;
     }
 
     pub fn config(&self) -> &QueueConfig {
@@ -435,6 +450,12 @@ impl Queue {
             deliveries: store.estimated_deliveries,
             disk_bytes: store.disk_bytes,
         })
+    }
+
+    /// When a commit last failed (unix ms), if ever: readiness reports a
+    /// node whose store refused a write in the last seconds.
+    pub fn last_commit_failure_ms(&self) -> Option<u64> {
+        Some(self.stats.last_failure_ms.load(Ordering::Relaxed)).filter(|ms| *ms > 0)
     }
 
     pub fn commit_stats(&self) -> CommitStats {

@@ -157,31 +157,48 @@ impl Queue {
     /// On boot, before anything is claimed: every row that was inflight
     /// when the node stopped is due again now. Returns how many.
     pub fn recover_inflight(&self, now_ms: u64) -> Result<usize, QueueError> {
+        const CHUNK: usize = 4096;
         let _serial = self.transitions.lock().unwrap_or_else(|e| e.into_inner());
+        let prefix = [super::rows::INFLIGHT];
+        let mut from = prefix.to_vec();
         let mut recovered = 0;
         loop {
-            let inflight = self.store.scan(&Scan::prefix(Cf::Index, &[super::rows::INFLIGHT], 500))?;
-            if inflight.is_empty() {
-                return Ok(recovered);
-            }
+            // Resume past the last key: rescanning from the prefix would
+            // walk every tombstone the earlier chunks left.
+            let to = crate::store::keys::prefix_end(&prefix);
+            let inflight = self.store.scan(&Scan { cf: Cf::Index, from, to, reverse: false, limit: CHUNK })?;
+            let positions: Vec<(u64, u16)> = inflight
+                .iter()
+                .map(|(key, _)| {
+                    let mut r = KeyReader::new(&key[1..]);
+                    r.u64().zip(r.u16()).ok_or_else(|| QueueError::Corrupt("inflight index key".into()))
+                })
+                .collect::<Result<_, _>>()?;
+            let keys: Vec<Vec<u8>> = positions.iter().map(|(seq, sink)| row_key(*seq, *sink)).collect();
+            let rows = self.store.multi_get(Cf::Deliveries, &keys)?;
             let mut batch = Batch::new();
-            for (key, _) in &inflight {
-                let mut r = KeyReader::new(key);
-                let (Some(_), Some(seq), Some(sink)) = (r.tag(), r.u64(), r.u16()) else {
-                    return Err(QueueError::Corrupt("inflight index key".into()));
-                };
-                match self.row(seq, sink)? {
-                    Some(row) => {
+            for (((seq, sink), value), (index_key, _)) in positions.iter().zip(rows).zip(&inflight) {
+                match value {
+                    Some(bytes) => {
+                        let row = DeliveryRow::decode(*seq, *sink, &bytes)
+                            .map_err(|e| QueueError::Corrupt(format!("row {seq}/{sink}: {e}")))?;
                         let next = DeliveryRow { state: RowState::Due { due_at: now_ms }, ..row.clone() };
                         Self::move_row(&mut batch, &row, Some(&next));
                         recovered += 1;
                     }
                     None => {
-                        batch.delete(Cf::Index, key.clone());
+                        batch.delete(Cf::Index, index_key.clone());
                     }
                 }
             }
-            self.store.write(&batch, Durability::Synced)?;
+            let last = inflight.len() < CHUNK;
+            // One fsync at the end covers the chunks before it (one WAL).
+            let durability = if last { Durability::Synced } else { Durability::Buffered };
+            self.store.write(&batch, durability)?;
+            match inflight.last() {
+                Some((key, _)) if !last => from = [key.as_slice(), &[0]].concat(),
+                _ => return Ok(recovered),
+            }
         }
     }
 

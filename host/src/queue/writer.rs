@@ -124,6 +124,8 @@ pub struct WriterStats {
     pub epoch: AtomicU64,
     /// Intake log checkpoints (store flushed, old segments deleted).
     pub checkpoints: AtomicU64,
+    /// When a commit last failed (unix ms; 0: never), for readiness.
+    pub last_failure_ms: AtomicU64,
 }
 
 pub struct Spawned {
@@ -193,6 +195,17 @@ struct Group {
     keys_by_tenant: HashMap<String, i64>,
     /// Tenants whose first hook is in this batch.
     joining: Vec<String>,
+    /// Counter deltas per tenant, summed over the group and written once
+    /// (with the node's totals) when the batch is sealed.
+    counters: HashMap<String, Deltas>,
+}
+
+/// A tenant's counter changes within one group.
+#[derive(Clone, Copy, Debug, Default)]
+struct Deltas {
+    pending: i64,
+    bytes: i64,
+    dedupe_keys: i64,
 }
 
 /// Where a group stood before a call, to roll a refused release back.
@@ -202,23 +215,46 @@ struct Mark {
     hooks: u64,
     new_keys: usize,
     joining: usize,
+    counters: Option<HashMap<String, Deltas>>,
 }
 
 impl Group {
-    fn mark(&self) -> Mark {
+    /// Note where the group stands; `counters` only for calls that may be
+    /// rolled back whole (releases), since it copies the deltas.
+    fn mark(&self, counters: bool) -> Mark {
         Mark {
             batch: self.batch.len(),
             next_seq: self.next_seq,
             hooks: self.hooks,
             new_keys: self.new_keys.len(),
             joining: self.joining.len(),
+            counters: counters.then(|| self.counters.clone()),
         }
+    }
+
+    /// Add the summed counter deltas to the batch.
+    fn seal_counters(&mut self) {
+        let mut node = Deltas::default();
+        for (tenant, d) in self.counters.drain() {
+            self.batch.add_counter(counter_key(Some(&tenant), "pending"), d.pending);
+            self.batch.add_counter(counter_key(Some(&tenant), "bytes"), d.bytes);
+            self.batch.add_counter(counter_key(Some(&tenant), "dedupe_keys"), d.dedupe_keys);
+            node.pending += d.pending;
+            node.bytes += d.bytes;
+            node.dedupe_keys += d.dedupe_keys;
+        }
+        self.batch.add_counter(counter_key(None, "pending"), node.pending);
+        self.batch.add_counter(counter_key(None, "bytes"), node.bytes);
+        self.batch.add_counter(counter_key(None, "dedupe_keys"), node.dedupe_keys);
     }
 
     fn rollback(&mut self, mark: Mark) {
         self.batch.truncate(mark.batch);
         self.next_seq = mark.next_seq;
         self.hooks = mark.hooks;
+        if let Some(counters) = mark.counters {
+            self.counters = counters;
+        }
         for (key, _, tenant) in self.new_keys.drain(mark.new_keys..) {
             self.live.remove(&key);
             *self.keys_by_tenant.entry(tenant).or_default() -= 1;
@@ -326,7 +362,7 @@ impl Writer {
         let mut group = Group { next_seq: self.next_seq, first_seq: self.next_seq, ..Group::default() };
         let mut replies = Vec::with_capacity(calls.len());
         for call in calls {
-            let mark = group.mark();
+            let mark = group.mark(call.kind == Kind::Release);
             let planned: Result<Vec<EntryOutcome>, QueueError> =
                 call.entries.iter().map(|entry| self.plan_entry(call, entry, reread, &mut group)).collect();
             let reply = match planned {
@@ -351,6 +387,7 @@ impl Writer {
         if group.batch.is_empty() {
             return replies;
         }
+        group.seal_counters();
         if group.hooks > 0 {
             group.batch.put(Cf::Meta, RocksStore::seq_marker_key().to_vec(), group.next_seq.to_be_bytes().to_vec());
         }
@@ -364,6 +401,7 @@ impl Writer {
                 replies
             }
             Err(refusal) => {
+                self.stats.last_failure_ms.store(super::now_ms(), Ordering::Relaxed);
                 replies.into_iter().zip(calls).map(|(reply, call)| refuse(reply, call.kind, &refusal)).collect()
             }
         }
@@ -429,17 +467,19 @@ impl Writer {
             }
         }
         let rows = entry.sinks.len() as i64;
-        for tenant in [None, Some(env.tenant_id.as_str())] {
-            batch.add_counter(counter_key(tenant, "pending"), rows);
-            batch.add_counter(counter_key(tenant, "bytes"), rows * env.size() as i64);
-        }
+        let deltas = match group.counters.get_mut(&env.tenant_id) {
+            Some(deltas) => deltas,
+            None => group.counters.entry(env.tenant_id.clone()).or_default(),
+        };
+        deltas.pending += rows;
+        deltas.bytes += rows * env.size() as i64;
+        let batch = &mut group.batch;
         if let (Some(key), Some(stored)) = (dedupe_key, &entry.dedupe) {
             let expires_at = call.now_ms + self.limits.dedupe_ttl_ms;
             let original = Original { seq, expires_at, id: env.id.clone() };
             batch.put(Cf::Dedupe, key.clone(), original.encode());
             batch.put(Cf::Dedupe, dedupe::expiry_key(expires_at, &env.tenant_id, &env.source_id, stored), Vec::new());
-            batch.add_counter(counter_key(Some(&env.tenant_id), "dedupe_keys"), 1);
-            batch.add_counter(counter_key(None, "dedupe_keys"), 1);
+            deltas.dedupe_keys += 1;
             group.live.insert(key.clone(), group.new_keys.len());
             group.new_keys.push((key, original, env.tenant_id.clone()));
             *group.keys_by_tenant.entry(env.tenant_id.clone()).or_default() += 1;

@@ -17,6 +17,7 @@
 //! | counters | `n` · kind / `t` · len · tenant · kind | i64 (merge: add) |
 //! | meta | `T` · tenant / `E` · tenant | — (tenant holds data / is being erased) |
 //! | meta | `dlq_cursor_key` | the HMAC key of DLQ cursors |
+//! | quarantine | `q` · len · tenant · len · source · hook id | the held envelope |
 
 /// The smallest key greater than every key starting with `prefix`, or
 /// `None` if there is none (the prefix is all `0xff`).

@@ -99,6 +99,9 @@ pub enum WriteOp {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Batch {
     ops: Vec<WriteOp>,
+    /// Where each counter's op is, so deltas to one counter become one op
+    /// (additions commute, so the order of merges does not matter).
+    counters: std::collections::HashMap<Vec<u8>, usize>,
 }
 
 impl Batch {
@@ -117,19 +120,34 @@ impl Batch {
     }
 
     pub fn add_counter(&mut self, key: impl Into<Vec<u8>>, delta: i64) -> &mut Self {
-        if delta != 0 {
-            self.ops.push(WriteOp::AddCounter { key: key.into(), delta });
+        if delta == 0 {
+            return self;
+        }
+        let key = key.into();
+        match self.counters.get(&key).and_then(|&i| self.ops.get_mut(i)) {
+            Some(WriteOp::AddCounter { delta: total, .. }) => *total += delta,
+            _ => {
+                self.counters.insert(key.clone(), self.ops.len());
+                self.ops.push(WriteOp::AddCounter { key, delta });
+            }
         }
         self
     }
 
     pub fn push(&mut self, op: WriteOp) -> &mut Self {
-        self.ops.push(op);
-        self
+        match op {
+            WriteOp::AddCounter { key, delta } => self.add_counter(key, delta),
+            other => {
+                self.ops.push(other);
+                self
+            }
+        }
     }
 
     pub fn extend(&mut self, other: Batch) -> &mut Self {
-        self.ops.extend(other.ops);
+        for op in other.ops {
+            self.push(op);
+        }
         self
     }
 
@@ -148,6 +166,7 @@ impl Batch {
     /// Drop every op after the first `len`.
     pub fn truncate(&mut self, len: usize) {
         self.ops.truncate(len);
+        self.counters.retain(|_, i| *i < len);
     }
 
     /// A self-contained encoding, for logs that replay batches into a
@@ -189,7 +208,7 @@ impl Batch {
                 2 => WriteOp::AddCounter { key, delta: i64::from_be_bytes(take::<8>(&mut bytes)?) },
                 other => return Err(BatchDecodeError::UnknownOp(other)),
             };
-            batch.ops.push(op);
+            batch.push(op);
         }
         if !bytes.is_empty() {
             return Err(BatchDecodeError::Trailing(bytes.len()));

@@ -42,6 +42,8 @@ impl StoreOptions {
 pub struct Faults {
     /// Every write fails with an I/O error.
     pub fail_writes: AtomicBool,
+    /// Writes wait (a disk that stopped answering) until this is cleared.
+    pub stall_writes: AtomicBool,
 }
 
 pub struct RocksStore {
@@ -163,6 +165,9 @@ impl RocksStore {
 
 impl Store for RocksStore {
     fn write(&self, batch: &Batch, durability: Durability) -> Result<(), StoreError> {
+        while self.faults.as_ref().is_some_and(|f| f.stall_writes.load(Ordering::Relaxed)) {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
         if self.faults.as_ref().is_some_and(|f| f.fail_writes.load(Ordering::Relaxed)) {
             return Err(StoreError::Io { what: "write", reason: "injected I/O error".into() });
         }

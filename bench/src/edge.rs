@@ -1,0 +1,124 @@
+//! Durable ingest over HTTP: the load generator against the edge in `disk`
+//! mode (1 KiB bodies, 64 keep-alive connections), and in the same run the
+//! HTTP ceiling of this machine: a bare axum handler that reads the body
+//! and answers `201` without storing anything. Then open loop at 5 000/s.
+//! Every ack is verified against the store afterwards.
+//!
+//! `cargo run --release -p ankusa-bench --bin bench-edge`
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ankusa::edge::source::{SinkBinding, Source, StaticDirectory};
+use ankusa::edge::{Edge, EdgeConfig};
+use ankusa::queue::{Queue, QueueConfig};
+use ankusa::runtime::{ComponentSource, EngineConfig, Runtime, SinkLabel, SinkSpec};
+use ankusa_bench::load::{LoadConfig, LoadReport, run};
+use ankusa_bench::{ratio, report};
+use axum::routing::post;
+
+const CONNECTIONS: usize = 64;
+const SECONDS: u64 = 8;
+const OPEN_LOOP_RATE: f64 = 5_000.0;
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn print(name: &str, r: &LoadReport) {
+    report(&format!("{name}.acks_per_sec"), r.acks_per_sec(), "acks/s");
+    report(&format!("{name}.p50"), r.percentile_ms(0.50), "ms");
+    report(&format!("{name}.p99"), r.percentile_ms(0.99), "ms");
+    let failed: u64 = r.failures.iter().map(|(_, n)| n).sum();
+    report(&format!("{name}.non_201"), failed as f64, "requests");
+}
+
+async fn bare_ceiling() -> anyhow::Result<LoadReport> {
+    let app = axum::Router::new().route(
+        "/webhooks/{source}",
+        post(|body: axum::body::Bytes| async move {
+            let id = format!("{:x}", body.len());
+            (axum::http::StatusCode::CREATED, axum::Json(serde_json::json!({ "status": "accepted", "id": id })))
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let load = closed(addr).await?;
+    server.abort();
+    Ok(load)
+}
+
+fn config(addr: std::net::SocketAddr, rate: Option<f64>) -> LoadConfig {
+    LoadConfig {
+        addr,
+        path: "/webhooks/bench".into(),
+        connections: CONNECTIONS,
+        rate,
+        duration: Duration::from_secs(SECONDS),
+        body_bytes: 1024,
+    }
+}
+
+async fn closed(addr: std::net::SocketAddr) -> anyhow::Result<LoadReport> {
+    run(config(addr, None)).await
+}
+
+fn verify(queue: &Queue, reports: &[&LoadReport]) -> anyhow::Result<usize> {
+    let stored: std::collections::HashMap<String, String> =
+        queue.hooks(0, usize::MAX)?.into_iter().map(|h| (h.id, h.sha256)).collect();
+    let mut checked = 0;
+    for r in reports {
+        for ack in &r.acks {
+            match stored.get(&ack.id) {
+                Some(sha) if *sha == ack.sha256 => checked += 1,
+                Some(_) => anyhow::bail!("ack {} is stored with other bytes", ack.id),
+                None => anyhow::bail!("ack {} is not stored", ack.id),
+            }
+        }
+    }
+    Ok(checked)
+}
+
+fn main() -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(async {
+        let ceiling = bare_ceiling().await?;
+        print("edge.bare_axum_201", &ceiling);
+
+        let dir = tempfile::tempdir()?;
+        let queue = Arc::new(Queue::open(&dir.path().join("store"), QueueConfig::default())?);
+        let runtime = Runtime::new(EngineConfig::default(), None)?;
+        let log = runtime.load(SinkSpec::new(SinkLabel::new("bench", "log"), ComponentSource::Builtin("log".into())));
+        let sink = Arc::new(log.await?);
+        let mut directory = StaticDirectory::default();
+        directory.add(Source {
+            name: "bench".into(),
+            tenant: "default".into(),
+            verifier: None,
+            on_verify_failure: Default::default(),
+            dedupe: None,
+            sinks: vec![SinkBinding { index: 0, sink: sink.clone() }, SinkBinding { index: 1, sink }],
+        });
+        let edge_config = EdgeConfig {
+            tenant_rate: ankusa::edge::rate::Rate { per_second: 1e9, burst: u32::MAX },
+            ..EdgeConfig::default()
+        };
+        let edge = Arc::new(Edge::new(edge_config, Arc::new(directory), Some(queue.clone())));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        tokio::spawn(ankusa::edge::serve(listener, edge, std::future::pending()));
+
+        let durable = closed(addr).await?;
+        print("edge.durable_disk", &durable);
+        ratio("edge.durable_vs_bare_axum", durable.acks_per_sec(), ceiling.acks_per_sec());
+        let commits = queue.commit_stats();
+        report("edge.durable_disk.hooks_per_commit", commits.hooks as f64 / commits.commits.max(1) as f64, "hooks");
+
+        let open = run(config(addr, Some(OPEN_LOOP_RATE))).await?;
+        print("edge.open_loop_5000", &open);
+
+        let checked = verify(&queue, &[&durable, &open])?;
+        report("edge.acks_verified_in_store", checked as f64, "acks");
+        anyhow::Ok(())
+    })
+}

@@ -1,0 +1,175 @@
+//! The batcher: bounded queues between request handlers and the queue's
+//! writer. A handler submits one record and waits for its commit; each
+//! partition task takes whatever records are waiting (up to `max_batch`)
+//! and enqueues them as one call, so the writer sees few, large calls.
+//!
+//! Admission is bounded by records and bytes, counting buffered *and*
+//! in-flight records: past either bound a request is shed at once with
+//! `overload` (nothing of it is stored). Each record carries a deadline to
+//! get into a commit; the writer refuses a call it cannot start by the
+//! earliest deadline in it, and nothing of that call is written.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use thiserror::Error;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use crate::queue::{Entry, EntryOutcome, Queue, QueueError};
+
+#[derive(Clone, Debug)]
+pub struct BatcherConfig {
+    pub partitions: usize,
+    pub max_batch: usize,
+    /// Records buffered or in flight, at most.
+    pub max_queue: usize,
+    /// Bytes of bodies buffered or in flight, at most.
+    pub max_queue_bytes: u64,
+    /// How long a record may wait to get into a commit.
+    pub deadline: Duration,
+}
+
+impl Default for BatcherConfig {
+    fn default() -> Self {
+        BatcherConfig {
+            partitions: 2,
+            max_batch: 256,
+            max_queue: 10_000,
+            max_queue_bytes: 256 << 20,
+            deadline: Duration::from_secs(15),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum SubmitError {
+    /// Over the batcher's bounds, or not committed by the deadline:
+    /// nothing was stored.
+    #[error("overload")]
+    Overload,
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+}
+
+struct Record {
+    entry: Entry,
+    bytes: u64,
+    deadline: Instant,
+    reply: oneshot::Sender<Result<EntryOutcome, SubmitError>>,
+}
+
+/// Counts of admitted records, released once their commit answered.
+#[derive(Debug, Default)]
+struct Load {
+    records: AtomicUsize,
+    bytes: AtomicU64,
+    shed: AtomicU64,
+}
+
+pub struct Batcher {
+    partitions: Vec<mpsc::UnboundedSender<Record>>,
+    next: AtomicUsize,
+    load: Arc<Load>,
+    config: BatcherConfig,
+}
+
+impl Batcher {
+    /// Start one task per partition. Must run inside a tokio runtime.
+    pub fn start(queue: Arc<Queue>, config: BatcherConfig) -> Batcher {
+        let load = Arc::new(Load::default());
+        let partitions = (0..config.partitions.max(1))
+            .map(|_| {
+                let (tx, rx) = mpsc::unbounded_channel();
+                tokio::spawn(partition(queue.clone(), rx, config.max_batch.max(1), load.clone()));
+                tx
+            })
+            .collect();
+        Batcher { partitions, next: AtomicUsize::new(0), load, config }
+    }
+
+    /// Submit one hook and wait for its commit.
+    pub async fn submit(&self, entry: Entry) -> Result<EntryOutcome, SubmitError> {
+        let bytes = entry.envelope.size();
+        if !self.admit(bytes) {
+            self.load.shed.fetch_add(1, Ordering::Relaxed);
+            return Err(SubmitError::Overload);
+        }
+        let (reply, answer) = oneshot::channel();
+        let record = Record { entry, bytes, deadline: Instant::now() + self.config.deadline, reply };
+        let index = self.next.fetch_add(1, Ordering::Relaxed) % self.partitions.len();
+        if let Err(mpsc::error::SendError(record)) = self.partitions[index].send(record) {
+            release(&self.load, 1, record.bytes);
+            return Err(SubmitError::Queue(QueueError::Closed));
+        }
+        answer.await.map_err(|_| SubmitError::Queue(QueueError::Closed))?
+    }
+
+    fn admit(&self, bytes: u64) -> bool {
+        let records = self.load.records.fetch_add(1, Ordering::AcqRel) + 1;
+        let total = self.load.bytes.fetch_add(bytes, Ordering::AcqRel) + bytes;
+        if records > self.config.max_queue || total > self.config.max_queue_bytes {
+            release(&self.load, 1, bytes);
+            return false;
+        }
+        true
+    }
+
+    /// Records buffered or in flight now.
+    pub fn queued(&self) -> usize {
+        self.load.records.load(Ordering::Relaxed)
+    }
+
+    /// Requests shed since start.
+    pub fn shed(&self) -> u64 {
+        self.load.shed.load(Ordering::Relaxed)
+    }
+}
+
+fn release(load: &Load, records: usize, bytes: u64) {
+    load.records.fetch_sub(records, Ordering::AcqRel);
+    load.bytes.fetch_sub(bytes, Ordering::AcqRel);
+}
+
+async fn partition(queue: Arc<Queue>, mut rx: mpsc::UnboundedReceiver<Record>, max_batch: usize, load: Arc<Load>) {
+    while let Some(first) = rx.recv().await {
+        let mut records = vec![first];
+        while records.len() < max_batch {
+            match rx.try_recv() {
+                Ok(record) => records.push(record),
+                Err(_) => break,
+            }
+        }
+        // A record whose caller left is still committed: it may be the
+        // provider's only copy until it retries, and dedupe absorbs that.
+        let now = Instant::now();
+        let (late, records): (Vec<Record>, Vec<Record>) = records.into_iter().partition(|r| r.deadline <= now);
+        for record in late {
+            release(&load, 1, record.bytes);
+            let _ = record.reply.send(Err(SubmitError::Overload));
+        }
+        let Some(deadline) = records.iter().map(|r| r.deadline).min() else { continue };
+        let bytes: u64 = records.iter().map(|r| r.bytes).sum();
+        let count = records.len();
+        let (entries, replies): (Vec<Entry>, Vec<_>) = records.into_iter().map(|r| (r.entry, r.reply)).unzip();
+        let result = queue.enqueue(entries, Some(deadline)).await;
+        release(&load, count, bytes);
+        match result {
+            Ok(outcomes) => {
+                for (reply, outcome) in replies.into_iter().zip(outcomes) {
+                    let _ = reply.send(Ok(outcome));
+                }
+            }
+            Err(e) => {
+                let error = match e {
+                    QueueError::DeadlineExceeded => SubmitError::Overload,
+                    other => SubmitError::Queue(other),
+                };
+                for reply in replies {
+                    let _ = reply.send(Err(error.clone()));
+                }
+            }
+        }
+    }
+}

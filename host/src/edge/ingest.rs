@@ -1,0 +1,216 @@
+//! `POST /webhooks/...`: the checks, in order, then the commit.
+//!
+//! 1. the source resolves, else `404 unknown_source` (the same answer for
+//!    every resolution failure, so probes learn nothing);
+//! 2. `Content-Length` within `max_body_bytes`, else `413`, before a body
+//!    byte is read;
+//! 3. header values are visible ASCII (and spaces, tabs), else `400`;
+//! 4. the body, streamed (chunked too), within the limit, else `413`, and
+//!    within the body timeout, else `408`;
+//! 5. the signature: `401`, `202` (quarantined) or flagged;
+//! 6. the tenant's rate: `429` with `Retry-After`;
+//! 7. the commit (or, in direct mode, every sink's confirmation).
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::body::Body;
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use http_body_util::{BodyExt, Limited};
+use serde_json::{Value, json};
+
+use super::batcher::SubmitError;
+use super::server::{Edge, Mode};
+use super::source::{OnVerifyFailure, Source, valid_tenant};
+use crate::queue::{Entry, EntryOutcome, Envelope, QueueError, Refusal, Verification};
+
+fn reply(status: StatusCode, body: Value) -> Response {
+    (status, axum::Json(body)).into_response()
+}
+
+fn error(status: StatusCode, code: &str) -> Response {
+    reply(status, json!({ "error": code }))
+}
+
+fn retry_after(mut response: Response, seconds: u64) -> Response {
+    response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds.max(1)));
+    response
+}
+
+fn unavailable(code: &str) -> Response {
+    retry_after(error(StatusCode::SERVICE_UNAVAILABLE, code), 1)
+}
+
+pub async fn health() -> Response {
+    reply(StatusCode::OK, json!({ "status": "ok" }))
+}
+
+/// Ready unless the store refused a commit in the last five seconds.
+pub async fn ready(State(edge): State<Arc<Edge>>) -> Response {
+    let failed_recently = edge
+        .queue()
+        .and_then(|q| q.last_commit_failure_ms())
+        .is_some_and(|at| crate::queue::now_ms().saturating_sub(at) < 5_000);
+    if failed_recently { unavailable("store_unavailable") } else { reply(StatusCode::OK, json!({ "status": "ready" })) }
+}
+
+pub async fn ingest(State(edge): State<Arc<Edge>>, Path(source): Path<String>, request: Request) -> Response {
+    let resolved = edge.directory.resolve(None, &source);
+    handle(edge, resolved, request).await
+}
+
+pub async fn ingest_for_tenant(
+    State(edge): State<Arc<Edge>>,
+    Path((tenant, source)): Path<(String, String)>,
+    request: Request,
+) -> Response {
+    let resolved = valid_tenant(&tenant).then(|| edge.directory.resolve(Some(&tenant), &source)).flatten();
+    handle(edge, resolved, request).await
+}
+
+/// Visible ASCII, space and tab: what a header value may hold.
+fn visible(value: &HeaderValue) -> bool {
+    value.as_bytes().iter().all(|b| *b == b'\t' || (0x20..=0x7e).contains(b))
+}
+
+fn content_length(headers: &HeaderMap) -> Option<u64> {
+    headers.get(header::CONTENT_LENGTH)?.to_str().ok()?.parse().ok()
+}
+
+async fn handle(edge: Arc<Edge>, source: Option<Arc<Source>>, request: Request) -> Response {
+    let Some(source) = source else { return error(StatusCode::NOT_FOUND, "unknown_source") };
+    let max = edge.config.max_body_bytes;
+    let (parts, body) = request.into_parts();
+    if content_length(&parts.headers).is_some_and(|len| len > max) {
+        return error(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large");
+    }
+    if !parts.headers.values().all(visible) {
+        return error(StatusCode::BAD_REQUEST, "invalid_header");
+    }
+    let body = match read_body(body, max, edge.config.body_timeout).await {
+        Ok(body) => body,
+        Err(response) => return response,
+    };
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let headers: Vec<(String, Vec<u8>)> =
+        parts.headers.iter().map(|(n, v)| (n.as_str().to_string(), v.as_bytes().to_vec())).collect();
+    let mut envelope = Envelope::new(
+        uuid::Uuid::now_v7().to_string(),
+        source.name.clone(),
+        source.tenant.clone(),
+        now.as_millis() as u64,
+        body,
+    );
+    envelope.path = parts.uri.path().to_string();
+    envelope.method = parts.method.as_str().to_string();
+    envelope.content_type = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_string);
+    envelope.headers = headers;
+
+    let mut flagged = false;
+    if let Some(verifier) = &source.verifier {
+        let scheme = Some(verifier.scheme().name.clone());
+        match verifier.verify(&envelope.headers, &envelope.body, now.as_secs()) {
+            Ok(()) => envelope.verification = Verification { status: "verified".into(), scheme, ..Default::default() },
+            Err(failure) => {
+                let reason = failure.reason();
+                envelope.verification =
+                    Verification { status: "failed".into(), scheme, reason: Some(reason.into()), flagged: false };
+                match source.on_verify_failure {
+                    OnVerifyFailure::Reject => {
+                        return reply(
+                            StatusCode::UNAUTHORIZED,
+                            json!({ "error": "invalid_signature", "reason": reason }),
+                        );
+                    }
+                    OnVerifyFailure::Quarantine => return quarantine(&edge, &source, &envelope, now),
+                    OnVerifyFailure::AcceptFlag => {
+                        envelope.verification.flagged = true;
+                        flagged = true;
+                    }
+                }
+            }
+        }
+    }
+    // A flagged hook is not trusted with a dedupe key: a forger could use
+    // one to suppress the real delivery.
+    if !flagged {
+        envelope.dedupe_key = source.dedupe.as_ref().and_then(|rule| rule.extract(&envelope.headers, &envelope.body));
+    }
+    if let Err(wait) = edge.tenant_limits.check(&source.tenant, now.as_nanos() as u64) {
+        return retry_after(error(StatusCode::TOO_MANY_REQUESTS, "rate_limited"), wait.as_secs_f64().ceil() as u64);
+    }
+    match &edge.mode {
+        Mode::Queue { batcher, .. } => {
+            let entry = Entry { envelope, sinks: source.bound_sinks() };
+            answer(batcher.submit(entry).await)
+        }
+        Mode::Direct => match super::direct::publish(&source, &envelope, edge.config.direct_deadline).await {
+            Ok(()) => reply(StatusCode::CREATED, json!({ "status": "accepted", "id": envelope.id })),
+            Err(unconfirmed) => {
+                tracing::warn!(source = %source.name, failures = ?unconfirmed.failures, "direct publish not confirmed");
+                unavailable("sink_unavailable")
+            }
+        },
+    }
+}
+
+async fn read_body(body: Body, max: u64, timeout: Duration) -> Result<Vec<u8>, Response> {
+    let limited = Limited::new(body, usize::try_from(max).unwrap_or(usize::MAX));
+    match tokio::time::timeout(timeout, limited.collect()).await {
+        Err(_) => Err(error(StatusCode::REQUEST_TIMEOUT, "body_timeout")),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
+            Err(error(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"))
+        }
+        Ok(Err(_)) => Err(error(StatusCode::BAD_REQUEST, "bad_body")),
+        Ok(Ok(collected)) => Ok(collected.to_bytes().to_vec()),
+    }
+}
+
+fn quarantine(edge: &Edge, source: &Source, envelope: &Envelope, now: Duration) -> Response {
+    let Some(queue) = edge.queue() else {
+        // Direct mode has no pen: a failed signature is refused.
+        return error(StatusCode::UNAUTHORIZED, "invalid_signature");
+    };
+    let bucket = format!("{}/{}", source.tenant, source.name);
+    if let Err(wait) = edge.pen_limits.check(&bucket, now.as_nanos() as u64) {
+        return retry_after(
+            error(StatusCode::TOO_MANY_REQUESTS, "quarantine_rate_limited"),
+            wait.as_secs_f64().ceil() as u64,
+        );
+    }
+    match queue.quarantine(envelope, edge.config.quarantine_max_bytes) {
+        Ok(()) => reply(StatusCode::ACCEPTED, json!({ "status": "quarantined", "id": envelope.id })),
+        Err(QueueError::QuarantineFull) => unavailable("quarantine_full"),
+        Err(e) => {
+            tracing::error!("quarantine write failed: {e}");
+            unavailable("store_unavailable")
+        }
+    }
+}
+
+/// The HTTP answer for a commit's outcome.
+fn answer(outcome: Result<EntryOutcome, SubmitError>) -> Response {
+    match outcome {
+        Ok(EntryOutcome::Committed(e)) => {
+            reply(StatusCode::CREATED, json!({ "status": "accepted", "id": e.id, "seq": e.seq }))
+        }
+        Ok(EntryOutcome::Duplicate(e)) => {
+            reply(StatusCode::CREATED, json!({ "status": "accepted", "id": e.id, "duplicate": true }))
+        }
+        Ok(EntryOutcome::Refused(refusal)) => match refusal {
+            Refusal::TenantLimit => error(StatusCode::TOO_MANY_REQUESTS, "tenant_limit"),
+            Refusal::DedupeQuota => error(StatusCode::TOO_MANY_REQUESTS, "dedupe_quota"),
+            Refusal::TenantErasing => error(StatusCode::CONFLICT, "tenant_erasing"),
+            Refusal::IntakeUnavailable | Refusal::IntakePending | Refusal::StoreUnavailable | Refusal::Half { .. } => {
+                unavailable("store_unavailable")
+            }
+        },
+        Err(SubmitError::Overload) => unavailable("overload"),
+        Err(SubmitError::Queue(e)) => {
+            tracing::error!("commit failed: {e}");
+            unavailable("store_unavailable")
+        }
+    }
+}

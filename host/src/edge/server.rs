@@ -1,0 +1,140 @@
+//! The edge's HTTP server: the routes, the shared state, and a hyper
+//! connection loop with a header read timeout (slow clients are cut off
+//! before they hold a connection for long).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::{get, post};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+
+use super::batcher::{Batcher, BatcherConfig};
+use super::rate::{Gcra, Rate};
+use super::source::Directory;
+use crate::queue::{DEFAULT_PEN_BYTES, Queue};
+
+#[derive(Clone, Debug)]
+pub struct EdgeConfig {
+    /// Bodies larger than this are refused (`413`), before reading when
+    /// `Content-Length` says so.
+    pub max_body_bytes: u64,
+    /// A client must send its request head within this.
+    pub header_timeout: Duration,
+    /// ... and its body within this.
+    pub body_timeout: Duration,
+    /// Serve `/webhooks/{tenant}/{source}` too.
+    pub tenant_routing: bool,
+    /// Each tenant's rate, charged after verification.
+    pub tenant_rate: Rate,
+    pub tenant_rates: HashMap<String, Rate>,
+    /// Each source's quarantine bucket.
+    pub quarantine_rate: Rate,
+    pub quarantine_max_bytes: u64,
+    /// Direct mode: the deadline for all sinks together.
+    pub direct_deadline: Duration,
+    pub batcher: BatcherConfig,
+}
+
+impl Default for EdgeConfig {
+    fn default() -> Self {
+        EdgeConfig {
+            max_body_bytes: 8 << 20,
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            tenant_routing: false,
+            tenant_rate: Rate { per_second: 1000.0, burst: 2000 },
+            tenant_rates: HashMap::new(),
+            quarantine_rate: Rate { per_second: 20.0, burst: 100 },
+            quarantine_max_bytes: DEFAULT_PEN_BYTES,
+            direct_deadline: super::direct::DEFAULT_DEADLINE,
+            batcher: BatcherConfig::default(),
+        }
+    }
+}
+
+/// Where accepted hooks go.
+pub enum Mode {
+    /// `disk` / `dual`: the batcher and the queue.
+    Queue { queue: Arc<Queue>, batcher: Batcher },
+    /// `none`: straight to the sinks.
+    Direct,
+}
+
+pub struct Edge {
+    pub config: EdgeConfig,
+    pub directory: Arc<dyn Directory>,
+    pub mode: Mode,
+    pub tenant_limits: Gcra,
+    pub pen_limits: Gcra,
+}
+
+impl Edge {
+    /// Must run inside a tokio runtime (queue mode starts the batcher).
+    pub fn new(config: EdgeConfig, directory: Arc<dyn Directory>, queue: Option<Arc<Queue>>) -> Edge {
+        let mode = match queue {
+            Some(queue) => Mode::Queue { batcher: Batcher::start(queue.clone(), config.batcher.clone()), queue },
+            None => Mode::Direct,
+        };
+        Edge {
+            tenant_limits: Gcra::new(config.tenant_rate, config.tenant_rates.clone()),
+            pen_limits: Gcra::new(config.quarantine_rate, HashMap::new()),
+            config,
+            directory,
+            mode,
+        }
+    }
+
+    pub fn queue(&self) -> Option<&Arc<Queue>> {
+        match &self.mode {
+            Mode::Queue { queue, .. } => Some(queue),
+            Mode::Direct => None,
+        }
+    }
+}
+
+pub fn router(edge: Arc<Edge>) -> Router {
+    let mut router = Router::new()
+        .route("/health", get(super::ingest::health))
+        .route("/ready", get(super::ingest::ready))
+        .route("/webhooks/{source}", post(super::ingest::ingest));
+    if edge.config.tenant_routing {
+        router = router.route("/webhooks/{tenant}/{source}", post(super::ingest::ingest_for_tenant));
+    }
+    router.with_state(edge)
+}
+
+/// Serve `edge` on `listener` until `shutdown` resolves.
+pub async fn serve(listener: TcpListener, edge: Arc<Edge>, shutdown: impl Future<Output = ()>) {
+    let header_timeout = edge.config.header_timeout;
+    let app = router(edge);
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, _) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => return,
+        };
+        let _ = stream.set_nodelay(true);
+        let service = TowerToHyperService::new(app.clone());
+        tokio::spawn(async move {
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(header_timeout)
+                .serve_connection(TokioIo::new(stream), service);
+            if let Err(e) = connection.await {
+                tracing::debug!("connection ended: {e}");
+            }
+        });
+    }
+}

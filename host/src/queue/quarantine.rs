@@ -1,0 +1,88 @@
+//! The quarantine pen: hooks whose signature failed under
+//! `on_verify_failure: quarantine`, held durably (never delivered) until a
+//! replay job re-verifies and releases them, or an operator purges them.
+//! The pen never evicts: past its byte cap new entries are refused.
+//!
+//! | family | key | value |
+//! |---|---|---|
+//! | quarantine | `q` · len · tenant · len · source · id | the envelope |
+//! | counters | `n` · `pen_bytes` | bytes held |
+
+use super::envelope::Envelope;
+use super::{Queue, QueueError, counter_key};
+use crate::store::keys::{KeyBuf, KeyReader, prefix_end};
+use crate::store::{Batch, Cf, Durability, Scan, Store, WriteOp};
+
+/// The pen's default byte cap.
+pub const DEFAULT_PEN_BYTES: u64 = 1 << 30;
+const PEN_BYTES: &str = "pen_bytes";
+
+fn pen_key(tenant: &str, source: &str, id: &str) -> Vec<u8> {
+    KeyBuf::new().tag(b'q').short(tenant).short(source).tail(id.as_bytes()).build()
+}
+
+/// A held hook, as listed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PenEntry {
+    pub envelope: Envelope,
+    /// The key to pass to [`Queue::pen_delete`] (and to resume a listing).
+    pub key: Vec<u8>,
+}
+
+impl Queue {
+    /// Hold `envelope` in the pen, synced. `QuarantineFull` past the cap.
+    pub fn quarantine(&self, envelope: &Envelope, cap_bytes: u64) -> Result<(), QueueError> {
+        let _serial = self.pen.lock().unwrap_or_else(|e| e.into_inner());
+        let held = self.counter(None, PEN_BYTES)?.max(0) as u64;
+        let size = envelope.size();
+        if held + size > cap_bytes {
+            return Err(QueueError::QuarantineFull);
+        }
+        let mut batch = Batch::new();
+        batch.put(Cf::Quarantine, pen_key(&envelope.tenant_id, &envelope.source_id, &envelope.id), envelope.encode());
+        batch.add_counter(counter_key(None, PEN_BYTES), size as i64);
+        self.store.write(&batch, Durability::Synced).map_err(Into::into)
+    }
+
+    /// Held hooks of one tenant and source, oldest first, after `after`.
+    pub fn quarantined(
+        &self,
+        tenant: &str,
+        source: &str,
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<PenEntry>, QueueError> {
+        let prefix = KeyBuf::new().tag(b'q').short(tenant).short(source).build();
+        let from = after.map_or_else(|| prefix.clone(), |k| [k, &[0]].concat());
+        let rows =
+            self.store.scan(&Scan { cf: Cf::Quarantine, from, to: prefix_end(&prefix), reverse: false, limit })?;
+        rows.into_iter()
+            .map(|(key, value)| {
+                let envelope =
+                    Envelope::decode(0, &value).map_err(|e| QueueError::Corrupt(format!("quarantined hook: {e}")))?;
+                Ok(PenEntry { envelope, key })
+            })
+            .collect()
+    }
+
+    /// The ops that take `entry` out of the pen: for `release`'s extra ops
+    /// (so a hook is never both committed and still held) or a purge.
+    pub fn pen_delete(entry: &PenEntry) -> Vec<WriteOp> {
+        vec![
+            WriteOp::Delete { cf: Cf::Quarantine, key: entry.key.clone() },
+            WriteOp::AddCounter { key: counter_key(None, PEN_BYTES), delta: -(entry.envelope.size() as i64) },
+        ]
+    }
+
+    /// Bytes the pen holds.
+    pub fn pen_bytes(&self) -> Result<u64, QueueError> {
+        Ok(self.counter(None, PEN_BYTES)?.max(0) as u64)
+    }
+}
+
+/// The tenant and source of a pen key.
+pub fn parse_pen_key(key: &[u8]) -> Option<(String, String)> {
+    let mut r = KeyReader::new(key);
+    (r.tag()? == b'q').then_some(())?;
+    Some((r.short()?.to_string(), r.short()?.to_string()))
+}

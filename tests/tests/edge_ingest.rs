@@ -1,0 +1,267 @@
+//! The edge over real sockets: refusals before the body is read, chunked
+//! bodies over the limit, bad header bytes, provider retries absorbed as
+//! duplicates, load shedding while the writer is stalled, and direct mode.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use ankusa::edge::batcher::BatcherConfig;
+use ankusa::edge::dedupe_key::DedupeRule;
+use ankusa::edge::source::{SinkBinding, Source, StaticDirectory};
+use ankusa::edge::{Edge, EdgeConfig};
+use ankusa::queue::{Queue, QueueConfig, SinkDurability, SourceDurability, WalMode, validate_config};
+use ankusa::runtime::{ComponentSource, EngineConfig, Runtime, Sink, SinkLabel, SinkSpec};
+use ankusa::store::Faults;
+use ankusa_tests::receiver::{Receiver, Reply};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+async fn runtime() -> Runtime {
+    Runtime::new(EngineConfig::default(), None).expect("runtime")
+}
+
+async fn log_sink(runtime: &Runtime) -> Arc<Sink> {
+    let spec = SinkSpec::new(SinkLabel::new("github", "log"), ComponentSource::Builtin("log".into()));
+    Arc::new(runtime.load(spec).await.expect("log sink"))
+}
+
+async fn http_sink(runtime: &Runtime, receiver: &Receiver, name: &str) -> Arc<Sink> {
+    let mut spec = SinkSpec::new(SinkLabel::new("orders", name), ComponentSource::Builtin("http".into()));
+    spec.options = serde_json::json!({ "url": receiver.url("/in") });
+    spec.allow = vec![receiver.origin()];
+    Arc::new(runtime.load(spec).await.expect("http sink"))
+}
+
+fn source(name: &str, sinks: Vec<Arc<Sink>>) -> Source {
+    Source {
+        name: name.into(),
+        tenant: "default".into(),
+        verifier: None,
+        on_verify_failure: Default::default(),
+        dedupe: DedupeRule::preset("github"),
+        sinks: sinks.into_iter().enumerate().map(|(i, sink)| SinkBinding { index: i as u16, sink }).collect(),
+    }
+}
+
+struct Node {
+    addr: std::net::SocketAddr,
+    queue: Option<Arc<Queue>>,
+    _dir: tempfile::TempDir,
+}
+
+async fn start(config: EdgeConfig, sources: Vec<Source>, queue_config: Option<QueueConfig>) -> Node {
+    let dir = tempfile::tempdir().expect("dir");
+    let queue = queue_config.map(|c| Arc::new(Queue::open(dir.path(), c).expect("queue")));
+    let mut directory = StaticDirectory::default();
+    for source in sources {
+        directory.add(source);
+    }
+    let edge = Arc::new(Edge::new(config, Arc::new(directory), queue.clone()));
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(ankusa::edge::serve(listener, edge, std::future::pending()));
+    Node { addr, queue, _dir: dir }
+}
+
+/// Send raw bytes, then read what the server answers within `wait`.
+async fn raw(addr: std::net::SocketAddr, request: &[u8], wait: Duration) -> String {
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    stream.write_all(request).await.expect("send");
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(wait, stream.read(&mut buf)).await.expect("an answer in time").expect("read");
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_are_answered_before_their_body() {
+    let rt = runtime().await;
+    let config = EdgeConfig { max_body_bytes: 1024, ..EdgeConfig::default() };
+    let node = start(config, vec![source("github", vec![log_sink(&rt).await])], Some(QueueConfig::default())).await;
+    let wait = Duration::from_secs(2);
+
+    // No body byte is ever sent: the answer must come from the head alone.
+    let unknown = raw(node.addr, b"POST /webhooks/nope HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\n", wait).await;
+    assert!(unknown.starts_with("HTTP/1.1 404"), "{unknown}");
+    assert!(unknown.contains("unknown_source"));
+    let big =
+        raw(node.addr, b"POST /webhooks/github HTTP/1.1\r\nhost: x\r\ncontent-length: 999999999\r\n\r\n", wait).await;
+    assert!(big.starts_with("HTTP/1.1 413"), "{big}");
+
+    let mut bad_header = b"POST /webhooks/github HTTP/1.1\r\nhost: x\r\nx-evil: a".to_vec();
+    bad_header.extend_from_slice(&[0xff]);
+    bad_header.extend_from_slice(b"b\r\ncontent-length: 2\r\n\r\n{}");
+    let answer = raw(node.addr, &bad_header, wait).await;
+    assert!(answer.starts_with("HTTP/1.1 400") && answer.contains("invalid_header"), "{answer}");
+
+    // A chunked body with no length up front, over the limit as it streams.
+    let mut chunked = b"POST /webhooks/github HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n".to_vec();
+    for _ in 0..3 {
+        chunked.extend_from_slice(b"200\r\n");
+        chunked.extend_from_slice(&[b'a'; 0x200]);
+        chunked.extend_from_slice(b"\r\n");
+    }
+    chunked.extend_from_slice(b"0\r\n\r\n");
+    let answer = raw(node.addr, &chunked, wait).await;
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+
+    let queue = node.queue.as_ref().expect("queue");
+    assert!(queue.hooks(0, 10).expect("hooks").is_empty(), "nothing was stored");
+
+    // And a good one, chunked, within the limit.
+    let ok = raw(
+        node.addr,
+        b"POST /webhooks/github HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+        wait,
+    )
+    .await;
+    assert!(ok.starts_with("HTTP/1.1 201"), "{ok}");
+    assert_eq!(queue.hooks(0, 10).expect("hooks")[0].body, b"{}");
+}
+
+fn client() -> hyper_util::client::legacy::Client<hyper_util::client::legacy::connect::HttpConnector, String> {
+    hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http()
+}
+
+async fn post(
+    addr: std::net::SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, serde_json::Value) {
+    use http_body_util::BodyExt;
+    let mut request = http::Request::post(format!("http://{addr}{path}"));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = client().request(request.body(body.to_string()).expect("request")).await.expect("response");
+    let status = response.status().as_u16();
+    let bytes = response.into_body().collect().await.expect("body").to_bytes();
+    (status, serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_retry_is_one_hook_and_answers_with_the_first_id() {
+    let rt = runtime().await;
+    let node =
+        start(EdgeConfig::default(), vec![source("github", vec![log_sink(&rt).await])], Some(QueueConfig::default()))
+            .await;
+    let delivery =
+        [("x-github-delivery", "72d3162e-cc78-11e3-81ab-4c9367dc0958"), ("content-type", "application/json")];
+    let (first, a) = post(node.addr, "/webhooks/github", &delivery, r#"{"zen":"1"}"#).await;
+    let (second, b) = post(node.addr, "/webhooks/github", &delivery, r#"{"zen":"1"}"#).await;
+    assert_eq!((first, second), (201, 201));
+    assert_eq!(a["duplicate"], serde_json::Value::Null);
+    assert_eq!(b["duplicate"], true);
+    assert_eq!(a["id"], b["id"], "the retry is answered with the first id");
+    let hooks = node.queue.as_ref().expect("queue").hooks(0, 10).expect("hooks");
+    assert_eq!(hooks.len(), 1);
+    assert_eq!(serde_json::Value::String(hooks[0].id.clone()), a["id"]);
+    assert_eq!(hooks[0].dedupe_key.as_deref(), Some("72d3162e-cc78-11e3-81ab-4c9367dc0958"));
+    let (status, _) = post(node.addr, "/webhooks/github", &[("x-github-delivery", "other")], "{}").await;
+    assert_eq!(status, 201);
+}
+
+/// Fire `n` requests at once; returns (status, id) of each.
+async fn burst(addr: std::net::SocketAddr, n: usize) -> Vec<(u16, Option<String>)> {
+    let tasks: Vec<_> = (0..n)
+        .map(|i| {
+            tokio::spawn(async move {
+                let (status, body) =
+                    post(addr, "/webhooks/github", &[("x-github-delivery", &format!("d-{i}"))], "{}").await;
+                (status, body["id"].as_str().map(str::to_string))
+            })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for task in tasks {
+        answers.push(task.await.expect("request task"));
+    }
+    answers
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_writer_sheds_load_and_never_stores_a_refused_hook() {
+    let rt = runtime().await;
+    let faults = Arc::new(Faults::default());
+    let config = EdgeConfig {
+        batcher: BatcherConfig { max_queue: 8, deadline: Duration::from_millis(400), ..BatcherConfig::default() },
+        ..EdgeConfig::default()
+    };
+    let node = start(
+        config,
+        vec![source("github", vec![log_sink(&rt).await])],
+        Some(QueueConfig { store_faults: Some(faults.clone()), ..QueueConfig::default() }),
+    )
+    .await;
+    let queue = node.queue.clone().expect("queue");
+
+    // A long stall: past the bounds and past the deadlines.
+    faults.stall_writes.store(true, Ordering::Relaxed);
+    let release = {
+        let faults = faults.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            faults.stall_writes.store(false, Ordering::Relaxed);
+        })
+    };
+    let answers = burst(node.addr, 40).await;
+    release.await.expect("release");
+    let shed = answers.iter().filter(|(s, _)| *s == 503).count();
+    assert!(shed >= 30, "at most 8 admitted while stalled, the rest shed: {answers:?}");
+    let acked: HashSet<String> = answers.iter().filter(|(s, _)| *s == 201).filter_map(|(_, id)| id.clone()).collect();
+    let stored: HashSet<String> = queue.hooks(0, 1000).expect("hooks").into_iter().map(|h| h.id).collect();
+    assert!(acked.is_subset(&stored), "every 201 is stored");
+    assert_eq!(
+        stored.len(),
+        acked.len(),
+        "no 503-answered hook was stored: {} stored, {} acked",
+        stored.len(),
+        acked.len()
+    );
+
+    // A short stall: everyone admitted waits it out and is stored.
+    faults.stall_writes.store(true, Ordering::Relaxed);
+    let release = {
+        let faults = faults.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            faults.stall_writes.store(false, Ordering::Relaxed);
+        })
+    };
+    let answers = burst(node.addr, 6).await;
+    release.await.expect("release");
+    assert!(answers.iter().all(|(s, _)| *s == 201), "{answers:?}");
+    let stored: HashSet<String> = queue.hooks(0, 1000).expect("hooks").into_iter().map(|h| h.id).collect();
+    assert!(answers.iter().all(|(_, id)| id.as_ref().is_some_and(|id| stored.contains(id))));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn direct_mode_answers_201_only_when_every_sink_confirms() {
+    let rt = runtime().await;
+    let healthy = Receiver::start(Reply::status(200)).await;
+    let failing = Receiver::start(Reply::status(500)).await;
+    let both_ok = source("orders", vec![http_sink(&rt, &healthy, "a").await, http_sink(&rt, &healthy, "b").await]);
+    let mut one_down =
+        source("billing", vec![http_sink(&rt, &healthy, "a").await, http_sink(&rt, &failing, "b").await]);
+    one_down.dedupe = None;
+    let node = start(EdgeConfig::default(), vec![both_ok, one_down], None).await;
+
+    let (status, body) = post(node.addr, "/webhooks/orders", &[], r#"{"order":1}"#).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(healthy.received().len(), 2, "both sinks delivered before the answer");
+    assert_eq!(&healthy.received()[0].body[..], br#"{"order":1}"#);
+    let (status, body) = post(node.addr, "/webhooks/billing", &[], r#"{"invoice":1}"#).await;
+    assert_eq!((status, body["error"].as_str()), (503, Some("sink_unavailable")));
+
+    // A source with no durable sink is refused under wal.mode none, named.
+    let log = log_sink(&rt).await;
+    let sources = [SourceDurability {
+        source: "github".into(),
+        sinks: vec![SinkDurability { name: "log".into(), durable: log.durable() }],
+    }];
+    let err = validate_config(WalMode::None, &sources).expect_err("refused");
+    assert!(err.to_string().contains("`github`"), "{err}");
+    assert!(validate_config(WalMode::Disk, &sources).is_ok());
+}
