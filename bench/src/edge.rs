@@ -9,10 +9,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ankusa::edge::source::{SinkBinding, Source, StaticDirectory};
 use ankusa::edge::{Edge, EdgeConfig};
 use ankusa::queue::{Queue, QueueConfig};
 use ankusa::runtime::{ComponentSource, EngineConfig, Runtime, SinkLabel, SinkSpec};
+use ankusa::source::{SinkBinding, Source, StaticDirectory};
 use ankusa_bench::load::{LoadConfig, LoadReport, run};
 use ankusa_bench::{ratio, report};
 use axum::routing::post;

@@ -8,11 +8,12 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::Args;
 
+use crate::dispatch::{DispatchConfig, Dispatcher};
 use crate::edge::dedupe_key::DedupeRule;
-use crate::edge::source::{SinkBinding, Source, StaticDirectory};
 use crate::edge::{Edge, EdgeConfig};
 use crate::queue::{Queue, QueueConfig, SinkDurability, SourceDurability, validate_config};
 use crate::runtime::{ComponentSource, EngineConfig, Runtime, SinkLabel, SinkSpec};
+use crate::source::{SinkBinding, Source, StaticDirectory};
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -56,7 +57,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         dedupe: Some(DedupeRule::header("idempotency-key")),
         sinks: vec![SinkBinding { index: 0, sink: sink.clone() }],
     });
-    let edge = Arc::new(Edge::new(EdgeConfig::default(), Arc::new(directory), Some(queue.clone())));
+    let directory = Arc::new(directory);
+    let dispatcher = Dispatcher::start(queue.clone(), directory.clone(), DispatchConfig::default());
+    let edge = Arc::new(Edge::new(EdgeConfig::default(), directory, Some(queue.clone())));
     let listener = tokio::net::TcpListener::bind(args.ingest)
         .await
         .with_context(|| format!("cannot listen for hooks on {}", args.ingest))?;
@@ -81,6 +84,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     wait_for_shutdown().await?;
     let _ = stop.send(());
     let _ = server.await;
+    dispatcher.stop().await;
     // Open connections and the batcher let go of the queue as they wind
     // down; a queue closed cleanly leaves nothing to replay at the next start.
     let mut queue = queue;

@@ -6,30 +6,13 @@
 
 use std::time::Duration;
 
-use super::source::Source;
+use crate::hook::hook_of;
 use crate::queue::Envelope;
-use crate::runtime::{Hook, Outcome};
+use crate::runtime::Outcome;
+use crate::source::Source;
 
 /// The default deadline for all sinks together.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(8);
-
-/// The hook a sink receives for `envelope`.
-pub fn hook_of(envelope: &Envelope, sink: u16, replay_id: Option<String>) -> Hook {
-    Hook {
-        id: envelope.id.clone(),
-        idempotency_key: format!("{}:{sink}", envelope.id),
-        seq: envelope.seq,
-        source: envelope.source_id.clone(),
-        tenant: envelope.tenant_id.clone(),
-        received_at: envelope.received_at,
-        content_type: envelope.content_type.clone(),
-        headers: envelope.headers.clone(),
-        body: envelope.body.clone(),
-        sha256: envelope.sha256.clone(),
-        dedupe_key: envelope.dedupe_key.clone(),
-        replay_id,
-    }
-}
 
 /// Why a direct publish was not confirmed.
 #[derive(Clone, Debug, PartialEq, Eq)]

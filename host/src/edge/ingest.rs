@@ -23,8 +23,8 @@ use serde_json::{Value, json};
 
 use super::batcher::SubmitError;
 use super::server::{Edge, Mode};
-use super::source::{OnVerifyFailure, Source, valid_tenant};
 use crate::queue::{Entry, EntryOutcome, Envelope, QueueError, Refusal, Verification};
+use crate::source::{OnVerifyFailure, Source, valid_tenant};
 
 fn reply(status: StatusCode, body: Value) -> Response {
     (status, axum::Json(body)).into_response()

@@ -10,7 +10,6 @@ pub mod direct;
 mod ingest;
 pub mod rate;
 pub mod server;
-pub mod source;
 pub mod verify;
 
 pub use server::{Edge, EdgeConfig, Mode, router, serve};

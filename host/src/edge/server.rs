@@ -15,8 +15,8 @@ use tokio::net::TcpListener;
 
 use super::batcher::{Batcher, BatcherConfig};
 use super::rate::{Gcra, Rate};
-use super::source::Directory;
 use crate::queue::{DEFAULT_PEN_BYTES, Queue};
+use crate::source::Directory;
 
 #[derive(Clone, Debug)]
 pub struct EdgeConfig {

@@ -435,6 +435,21 @@ impl Queue {
             .collect()
     }
 
+    /// One committed hook, if it is still stored.
+    pub fn hook(&self, seq: u64) -> Result<Option<Envelope>, QueueError> {
+        match self.store.get(Cf::Hooks, &KeyBuf::new().u64(seq).build())? {
+            None => Ok(None),
+            Some(bytes) => {
+                Envelope::decode(seq, &bytes).map(Some).map_err(|e| QueueError::Corrupt(format!("hook {seq}: {e}")))
+            }
+        }
+    }
+
+    /// Notified after every commit that added hooks: dispatch sleeps on it.
+    pub fn commits(&self) -> Arc<tokio::sync::Notify> {
+        self.stats.committed.clone()
+    }
+
     /// A node or tenant counter.
     pub fn counter(&self, tenant: Option<&str>, kind: &str) -> Result<i64, QueueError> {
         Ok(self.store.counter(&counter_key(tenant, kind))?)

@@ -132,6 +132,19 @@ impl Queue {
         })
     }
 
+    /// Put a claimed row back, due at `due_at`, its attempts unchanged:
+    /// for a row dispatch could not start (its sink's breaker is open, or
+    /// its sink has no free slot).
+    pub fn park(&self, seq: u64, sink: u16, due_at: u64) -> Result<(), QueueError> {
+        self.transition(seq, sink, |row| DeliveryRow { state: RowState::Due { due_at }, ..row.clone() })
+    }
+
+    /// When the earliest due row is due, if any row is.
+    pub fn next_due_at(&self) -> Result<Option<u64>, QueueError> {
+        let first = self.store.scan(&Scan::prefix(Cf::Index, &[super::rows::DUE], 1))?;
+        Ok(first.first().and_then(|(key, _)| KeyReader::new(&key[1..]).u64()))
+    }
+
     /// The row is given up on.
     pub fn bury(&self, seq: u64, sink: u16, dead_at: u64, reason: &str, class: ErrorClass) -> Result<(), QueueError> {
         self.transition(seq, sink, |row| DeliveryRow {

@@ -126,6 +126,8 @@ pub struct WriterStats {
     pub checkpoints: AtomicU64,
     /// When a commit last failed (unix ms; 0: never), for readiness.
     pub last_failure_ms: AtomicU64,
+    /// Notified after each commit with hooks (wakes dispatch).
+    pub committed: Arc<tokio::sync::Notify>,
 }
 
 pub struct Spawned {
@@ -554,6 +556,9 @@ impl Writer {
         self.recent.record(epoch, group.new_keys.into_iter().map(|(k, o, _)| (k, o)).collect());
         self.stats.hooks.fetch_add(group.hooks, Ordering::Relaxed);
         self.stats.epoch.store(epoch, Ordering::Release);
+        if group.hooks > 0 {
+            self.stats.committed.notify_one();
+        }
         if let Err(e) = self.checkpoint() {
             tracing::warn!("intake log checkpoint failed (it will be tried again): {e}");
         }

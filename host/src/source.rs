@@ -1,11 +1,11 @@
-//! What the edge knows of a source: who owns it, how to verify it, where
-//! its dedupe key is, and the sinks bound to it.
+//! Sources: who owns one, how the edge verifies it, where its dedupe key
+//! is, and the sinks bound to it (which dispatch delivers through).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::dedupe_key::DedupeRule;
-use super::verify::Verifier;
+use crate::edge::dedupe_key::DedupeRule;
+use crate::edge::verify::Verifier;
 use crate::runtime::Sink;
 
 /// What to do with a request whose signature fails.

@@ -1,0 +1,365 @@
+//! Dispatch: delivers due rows through their sink components.
+//!
+//! One scheduler task owns the state. It is woken by commits, by finished
+//! deliveries, or when the earliest due row comes due, never by polling.
+//! It claims due rows in batches (due → inflight, one store batch), within
+//! the `max_inflight` and `max_inflight_bytes` windows, and queues each
+//! under its sink key (tenant, source, sink index). Free slots (`concurrency`
+//! overall, `sink_concurrency` per key) are handed round-robin across
+//! keys, so a slow or dead sink holds only its own slots: rows past its
+//! waiting bound, and every row while its circuit breaker is open, are
+//! parked (due again later, attempts unchanged).
+//!
+//! Each attempt's outcome becomes one row transition: done, due again
+//! after a backoff, or dead with reason, class and attempts.
+
+mod breaker;
+mod policy;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{Notify, mpsc};
+
+pub use breaker::{Breaker, BreakerPolicy, State as BreakerState, Transition};
+pub use policy::{MAX_RETRY_AFTER, Next, RetryPolicy};
+
+use crate::error_class::ErrorClass;
+use crate::queue::{DeliveryRow, Queue, QueueError, now_ms};
+use crate::runtime::{Outcome, Sink};
+use crate::source::Directory;
+
+#[derive(Clone, Debug)]
+pub struct DispatchConfig {
+    /// Deliveries running at once, all sinks together.
+    pub concurrency: usize,
+    /// Deliveries running at once per sink key.
+    pub sink_concurrency: usize,
+    /// Rows claimed per store batch.
+    pub claim_batch: usize,
+    /// Claimed rows (running or waiting for a slot) at most.
+    pub max_inflight: usize,
+    pub max_inflight_bytes: u64,
+    /// Rows waiting per key beyond this are parked, so one stuck sink
+    /// cannot fill the window.
+    pub max_waiting_per_key: usize,
+    /// Bounds every attempt (the runtime enforces it with epochs and an
+    /// async timeout).
+    pub attempt_timeout: Duration,
+    pub retry: RetryPolicy,
+    pub breaker: BreakerPolicy,
+}
+
+impl Default for DispatchConfig {
+    fn default() -> Self {
+        DispatchConfig {
+            concurrency: 32,
+            sink_concurrency: 8,
+            claim_batch: 128,
+            max_inflight: 4096,
+            max_inflight_bytes: 128 << 20,
+            max_waiting_per_key: 256,
+            attempt_timeout: Duration::from_secs(30),
+            retry: RetryPolicy::default(),
+            breaker: BreakerPolicy::default(),
+        }
+    }
+}
+
+/// A sink key: deliveries to one sink of one source.
+type Key = (String, String, u16);
+
+#[derive(Default)]
+struct KeyState {
+    waiting: VecDeque<(DeliveryRow, Arc<Sink>)>,
+    running: usize,
+    breaker: Breaker,
+}
+
+/// What a finished attempt tells the scheduler.
+struct Done {
+    key: Key,
+    bytes: u64,
+    /// `None`: delivered; else the failure's class.
+    failure: Option<ErrorClass>,
+}
+
+/// A running dispatcher; dropping it does not stop it, [`Dispatcher::stop`] does.
+pub struct Dispatcher {
+    stop: Arc<Notify>,
+    task: tokio::task::JoinHandle<()>,
+    breakers: Breakers,
+}
+
+/// The breaker state of every key whose breaker is not plainly closed.
+type Breakers = Arc<std::sync::Mutex<HashMap<Key, BreakerState>>>;
+
+impl Dispatcher {
+    /// Start dispatching. Rows left inflight by a previous run must have
+    /// been recovered first (`Queue::recover_inflight`).
+    pub fn start(queue: Arc<Queue>, directory: Arc<dyn Directory>, config: DispatchConfig) -> Dispatcher {
+        let stop = Arc::new(Notify::new());
+        let (done_tx, done_rx) = mpsc::unbounded_channel();
+        let breakers = Breakers::default();
+        let scheduler = Scheduler {
+            breakers: breakers.clone(),
+            queue,
+            directory,
+            config,
+            keys: HashMap::new(),
+            ring: VecDeque::new(),
+            running: 0,
+            claimed: 0,
+            claimed_bytes: 0,
+            done_tx,
+        };
+        let task = tokio::spawn(scheduler.run(done_rx, stop.clone()));
+        Dispatcher { stop, task, breakers }
+    }
+
+    /// The breaker of one sink key (`None`: closed, no recent failures).
+    pub fn breaker(&self, tenant: &str, source: &str, sink: u16) -> Option<BreakerState> {
+        let breakers = self.breakers.lock().unwrap_or_else(|e| e.into_inner());
+        breakers.get(&(tenant.to_string(), source.to_string(), sink)).copied()
+    }
+
+    /// Stop claiming; deliveries already running finish on their own.
+    pub async fn stop(self) {
+        self.stop.notify_one();
+        let _ = self.task.await;
+    }
+}
+
+struct Scheduler {
+    queue: Arc<Queue>,
+    directory: Arc<dyn Directory>,
+    config: DispatchConfig,
+    keys: HashMap<Key, KeyState>,
+    /// Keys with waiting rows, in round-robin order.
+    ring: VecDeque<Key>,
+    running: usize,
+    /// Rows claimed and not finished (waiting or running), and their bytes.
+    claimed: usize,
+    claimed_bytes: u64,
+    done_tx: mpsc::UnboundedSender<Done>,
+    breakers: Breakers,
+}
+
+/// Make a key's breaker state visible to [`Dispatcher::breaker`].
+fn publish_breaker(breakers: &Breakers, key: &Key, state: BreakerState) {
+    let mut breakers = breakers.lock().unwrap_or_else(|e| e.into_inner());
+    if state == (BreakerState::Closed { failures: 0 }) {
+        breakers.remove(key);
+    } else {
+        breakers.insert(key.clone(), state);
+    }
+}
+
+impl Scheduler {
+    async fn run(mut self, mut done_rx: mpsc::UnboundedReceiver<Done>, stop: Arc<Notify>) {
+        let commits = self.queue.commits();
+        loop {
+            if let Err(e) = self.claim() {
+                tracing::error!("dispatch cannot claim rows: {e}");
+            }
+            self.start_ready();
+            let wake_at = match self.queue.next_due_at() {
+                Ok(Some(due)) if self.has_room() => {
+                    let wait = due.saturating_sub(now_ms());
+                    tokio::time::Instant::now() + Duration::from_millis(wait.max(1))
+                }
+                // A store that cannot be read is tried again shortly.
+                Err(_) => tokio::time::Instant::now() + Duration::from_millis(500),
+                _ => tokio::time::Instant::now() + Duration::from_secs(3600),
+            };
+            tokio::select! {
+                Some(done) = done_rx.recv() => {
+                    self.finish(done);
+                    while let Ok(done) = done_rx.try_recv() {
+                        self.finish(done);
+                    }
+                }
+                () = commits.notified() => {}
+                () = tokio::time::sleep_until(wake_at) => {}
+                () = stop.notified() => return,
+            }
+        }
+    }
+
+    fn has_room(&self) -> bool {
+        self.claimed < self.config.max_inflight && self.claimed_bytes < self.config.max_inflight_bytes
+    }
+
+    /// Claim due rows while the windows allow.
+    fn claim(&mut self) -> Result<(), QueueError> {
+        while self.has_room() {
+            let want = self.config.claim_batch.min(self.config.max_inflight - self.claimed);
+            let now = now_ms();
+            let rows = self.queue.claim_due(now, want)?;
+            let got = rows.len();
+            for row in rows {
+                self.route(row, now)?;
+            }
+            if got < want {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Queue a claimed row under its key, or park or bury it.
+    fn route(&mut self, row: DeliveryRow, now: u64) -> Result<(), QueueError> {
+        let Some(sink) = self.bound_sink(&row) else {
+            let reason = format!("sink {} of source `{}` is no longer configured", row.sink, row.source);
+            return self.queue.bury(row.seq, row.sink, now, &reason, ErrorClass::Gone);
+        };
+        let key: Key = (row.tenant.clone(), row.source.clone(), row.sink);
+        let state = self.keys.entry(key.clone()).or_default();
+        match state.breaker.admit(now) {
+            Err(until) => return self.queue.park(row.seq, row.sink, until),
+            Ok(Some(Transition::Probing)) => {
+                tracing::info!(tenant = %key.0, source = %key.1, sink = key.2, "circuit breaker half-open: probing");
+                let probing = state.breaker.state();
+                publish_breaker(&self.breakers, &key, probing);
+            }
+            Ok(_) => {}
+        }
+        if state.waiting.len() >= self.config.max_waiting_per_key {
+            return self.queue.park(row.seq, row.sink, now + 1000);
+        }
+        self.claimed += 1;
+        self.claimed_bytes += row.bytes;
+        if state.waiting.is_empty() {
+            self.ring.push_back(key);
+        }
+        state.waiting.push_back((row, sink));
+        Ok(())
+    }
+
+    /// The sink bound to the row at ack time, if its source still has it:
+    /// the same index with the same component.
+    fn bound_sink(&self, row: &DeliveryRow) -> Option<Arc<Sink>> {
+        let source = self.directory.resolve(Some(&row.tenant), &row.source)?;
+        let binding = source.sinks.iter().find(|b| b.index == row.sink)?;
+        (binding.sink.sha256() == row.component).then(|| binding.sink.clone())
+    }
+
+    /// Hand free slots round-robin to keys with waiting rows.
+    fn start_ready(&mut self) {
+        let mut passes = self.ring.len();
+        while self.running < self.config.concurrency && passes > 0 {
+            let Some(key) = self.ring.pop_front() else { break };
+            passes -= 1;
+            let Some(state) = self.keys.get_mut(&key) else { continue };
+            if state.running >= self.config.sink_concurrency {
+                self.ring.push_back(key);
+                continue;
+            }
+            let Some((row, sink)) = state.waiting.pop_front() else { continue };
+            state.running += 1;
+            self.running += 1;
+            if !state.waiting.is_empty() {
+                self.ring.push_back(key.clone());
+                passes += 1;
+            }
+            tokio::spawn(deliver(self.queue.clone(), sink, row, key, self.config.clone(), self.done_tx.clone()));
+        }
+    }
+
+    fn finish(&mut self, done: Done) {
+        self.running -= 1;
+        self.claimed -= 1;
+        self.claimed_bytes -= done.bytes;
+        let now = now_ms();
+        let Some(state) = self.keys.get_mut(&done.key) else { return };
+        state.running -= 1;
+        let transition = match done.failure {
+            None | Some(ErrorClass::Permanent | ErrorClass::Denied | ErrorClass::Gone) => state.breaker.succeeded(),
+            Some(_) => state.breaker.failed(&self.config.breaker, now),
+        };
+        let current = state.breaker.state();
+        let (tenant, source, sink) = &done.key;
+        match transition {
+            Some(Transition::Opened { for_ms }) => {
+                tracing::warn!(%tenant, %source, sink, for_ms, "circuit breaker opened: rows of this sink are parked");
+                // Rows already waiting for this key wait out the breaker
+                // in the store, not in the window.
+                let until = now + for_ms;
+                let parked: Vec<(DeliveryRow, Arc<Sink>)> = state.waiting.drain(..).collect();
+                for (row, _) in parked {
+                    self.claimed -= 1;
+                    self.claimed_bytes -= row.bytes;
+                    if let Err(e) = self.queue.park(row.seq, row.sink, until) {
+                        tracing::error!(seq = row.seq, sink = row.sink, "cannot park a row: {e}");
+                    }
+                }
+            }
+            Some(Transition::Closed) => tracing::info!(%tenant, %source, sink, "circuit breaker closed"),
+            Some(Transition::Probing) | None => {}
+        }
+        publish_breaker(&self.breakers, &done.key, current);
+        if state.running == 0
+            && state.waiting.is_empty()
+            && matches!(state.breaker.state(), BreakerState::Closed { failures: 0 })
+        {
+            self.keys.remove(&done.key);
+        }
+    }
+}
+
+/// One attempt: read the hook, call the sink, write the outcome.
+async fn deliver(
+    queue: Arc<Queue>,
+    sink: Arc<Sink>,
+    row: DeliveryRow,
+    key: Key,
+    config: DispatchConfig,
+    done: mpsc::UnboundedSender<Done>,
+) {
+    let attempt = row.attempts + 1;
+    let outcome = match queue.hook(row.seq) {
+        Ok(Some(envelope)) => {
+            let hook = crate::hook::hook_of(&envelope, row.sink, row.replay_id.clone());
+            sink.deliver_within(&hook, attempt, config.attempt_timeout).await
+        }
+        Ok(None) => Outcome::Failed(crate::runtime::Failure {
+            class: ErrorClass::Gone,
+            retry_after_ms: None,
+            reason: "the hook is no longer stored".into(),
+        }),
+        Err(e) => Outcome::Failed(crate::runtime::Failure {
+            class: ErrorClass::Transient,
+            retry_after_ms: None,
+            reason: format!("cannot read the hook: {e}"),
+        }),
+    };
+    let now = now_ms();
+    let (written, failure) = match &outcome {
+        Outcome::Delivered => (queue.complete(row.seq, row.sink), None),
+        Outcome::Failed(f) => {
+            let retry_after = f.retry_after_ms.map(Duration::from_millis);
+            let unit = jitter_unit(row.seq, attempt);
+            let written = match config.retry.next(f.class, retry_after, attempt, unit) {
+                Next::RetryIn(wait) => queue.retry(row.seq, row.sink, now + wait.as_millis() as u64),
+                Next::GiveUp => queue.bury(row.seq, row.sink, now, &f.reason, f.class),
+            };
+            tracing::debug!(seq = row.seq, sink = row.sink, attempt, class = f.class.as_str(), reason = %f.reason, "attempt failed");
+            (written, Some(f.class))
+        }
+    };
+    if let Err(e) = written {
+        // The row stays inflight; the next start makes it due again.
+        tracing::error!(seq = row.seq, sink = row.sink, "cannot record the outcome: {e}");
+    }
+    let _ = done.send(Done { key, bytes: row.bytes, failure });
+}
+
+/// A jitter draw in [0, 1) that differs per row and attempt.
+fn jitter_unit(seq: u64, attempt: u32) -> f64 {
+    let mut x = seq ^ (u64::from(attempt) << 40) ^ 0x9E37_79B9_7F4A_7C15;
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    (x >> 11) as f64 / (1u64 << 53) as f64
+}

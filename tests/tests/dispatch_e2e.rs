@@ -1,0 +1,235 @@
+//! End to end in one process: hooks POSTed to the edge, committed, claimed
+//! by dispatch and delivered by real sink components to a real local
+//! receiver — retries, error classes, breakers and containment included.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ankusa::dispatch::{BreakerState, DispatchConfig, Dispatcher, RetryPolicy};
+use ankusa::edge::{Edge, EdgeConfig};
+use ankusa::error_class::ErrorClass;
+use ankusa::queue::{DeadQuery, Queue, QueueConfig};
+use ankusa::runtime::{ComponentSource, EngineConfig, Runtime, Sink, SinkLabel, SinkSpec};
+use ankusa::source::{SinkBinding, Source, StaticDirectory};
+use ankusa_tests::guest_wasm;
+use ankusa_tests::receiver::{Receiver, Reply};
+use ankusa_tests::standard_webhooks;
+use http_body_util::BodyExt;
+
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+struct Node {
+    addr: std::net::SocketAddr,
+    queue: Arc<Queue>,
+    dispatcher: Dispatcher,
+    _dir: tempfile::TempDir,
+}
+
+async fn http_sink(runtime: &Runtime, receiver: &Receiver, source: &str) -> Arc<Sink> {
+    let mut spec = SinkSpec::new(SinkLabel::new(source, "http"), ComponentSource::Builtin("http".into()));
+    spec.options = serde_json::json!({ "url": receiver.url("/hooks"), "secret": SECRET });
+    spec.allow = vec![receiver.origin()];
+    Arc::new(runtime.load(spec).await.expect("http sink"))
+}
+
+async fn misbehave_sink(runtime: &Runtime, source: &str) -> Arc<Sink> {
+    let spec = SinkSpec::new(SinkLabel::new(source, "misbehave"), ComponentSource::Path(guest_wasm("misbehave")));
+    Arc::new(runtime.load(spec).await.expect("misbehave sink"))
+}
+
+fn source(name: &str, sinks: Vec<Arc<Sink>>) -> Source {
+    Source {
+        name: name.into(),
+        tenant: "default".into(),
+        verifier: None,
+        on_verify_failure: Default::default(),
+        dedupe: None,
+        sinks: sinks.into_iter().enumerate().map(|(i, sink)| SinkBinding { index: i as u16, sink }).collect(),
+    }
+}
+
+fn fast_retries() -> DispatchConfig {
+    DispatchConfig {
+        retry: RetryPolicy {
+            initial: Duration::from_millis(50),
+            jitter: 0.0,
+            max_attempts: 4,
+            ..RetryPolicy::default()
+        },
+        ..DispatchConfig::default()
+    }
+}
+
+async fn start(sources: Vec<Source>, config: DispatchConfig) -> Node {
+    let dir = tempfile::tempdir().expect("dir");
+    let queue = Arc::new(Queue::open(dir.path(), QueueConfig::default()).expect("queue"));
+    let mut directory = StaticDirectory::default();
+    for source in sources {
+        directory.add(source);
+    }
+    let directory = Arc::new(directory);
+    let edge = Arc::new(Edge::new(EdgeConfig::default(), directory.clone(), Some(queue.clone())));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(ankusa::edge::serve(listener, edge, std::future::pending()));
+    let dispatcher = Dispatcher::start(queue.clone(), directory, config);
+    Node { addr, queue, dispatcher, _dir: dir }
+}
+
+async fn post(addr: std::net::SocketAddr, source: &str, body: &str) -> String {
+    let client =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http::<String>();
+    let request = http::Request::post(format!("http://{addr}/webhooks/{source}"))
+        .header("content-type", "application/json")
+        .header("x-provider-trace", "abc")
+        .body(body.to_string())
+        .expect("request");
+    let response = client.request(request).await.expect("response");
+    assert_eq!(response.status(), 201);
+    let bytes = response.into_body().collect().await.expect("body").to_bytes();
+    let answer: serde_json::Value = serde_json::from_slice(&bytes).expect("json");
+    answer["id"].as_str().expect("id").to_string()
+}
+
+async fn eventually(what: &str, within: Duration, check: impl Fn() -> bool) {
+    let started = Instant::now();
+    while !check() {
+        assert!(started.elapsed() < within, "{what} did not happen within {within:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_posted_hook_reaches_the_receiver_byte_for_byte_and_signed() {
+    let rt = Runtime::new(EngineConfig::default(), None).expect("runtime");
+    let receiver = Receiver::start(Reply::status(200)).await;
+    let node = start(vec![source("orders", vec![http_sink(&rt, &receiver, "orders").await])], fast_retries()).await;
+    let body = r#"{"order":42,"note":"ünïcode"}"#;
+    let id = post(node.addr, "orders", body).await;
+    eventually("delivery", Duration::from_secs(5), || receiver.received().len() == 1).await;
+    let got = &receiver.received()[0];
+    assert_eq!(&got.body[..], body.as_bytes(), "the exact bytes");
+    assert_eq!(got.header("x-ankusa-id"), Some(id.as_str()));
+    assert_eq!(got.header("x-ankusa-source"), Some("orders"));
+    assert_eq!(got.header("x-provider-trace"), Some("abc"), "provider headers are forwarded");
+    let (msg_id, ts, sig) = (
+        got.header("webhook-id").expect("webhook-id"),
+        got.header("webhook-timestamp").expect("webhook-timestamp"),
+        got.header("webhook-signature").expect("webhook-signature"),
+    );
+    assert!(standard_webhooks::verify(SECRET, msg_id, ts, &got.body, sig), "the receiver verifies the signature");
+    eventually("the row and hook to go", Duration::from_secs(2), || node.queue.hooks(0, 10).expect("hooks").is_empty())
+        .await;
+    assert_eq!(node.queue.counter(None, "pending").expect("counter"), 0);
+    assert_eq!(node.queue.counter(None, "inflight").expect("counter"), 0);
+    node.dispatcher.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_follow_their_class() {
+    let rt = Runtime::new(EngineConfig::default(), None).expect("runtime");
+    // 503, then 200.
+    let flaky = Receiver::scripted(|n| if n == 0 { Reply::status(503) } else { Reply::status(200) }).await;
+    // 410: permanent.
+    let gone = Receiver::start(Reply::status(410)).await;
+    // 429 asking for 2 s, then 200.
+    let slow =
+        Receiver::scripted(|n| if n == 0 { Reply::status(429).header("retry-after", "2") } else { Reply::status(200) })
+            .await;
+    let node = start(
+        vec![
+            source("flaky", vec![http_sink(&rt, &flaky, "flaky").await]),
+            source("gone", vec![http_sink(&rt, &gone, "gone").await]),
+            source("slow", vec![http_sink(&rt, &slow, "slow").await]),
+        ],
+        fast_retries(),
+    )
+    .await;
+    let posted = Instant::now();
+    post(node.addr, "flaky", r#"{"a":1}"#).await;
+    let gone_id = post(node.addr, "gone", r#"{"b":2}"#).await;
+    post(node.addr, "slow", r#"{"c":3}"#).await;
+
+    eventually("the retry after a 503", Duration::from_secs(5), || flaky.received().len() == 2).await;
+    let keys: Vec<_> =
+        flaky.received().iter().map(|r| r.header("x-ankusa-idempotency-key").map(str::to_string)).collect();
+    assert_eq!(keys[0], keys[1], "both attempts carry the same idempotency key");
+
+    eventually("the 410 to be dead", Duration::from_secs(5), || node.queue.counter(None, "dead").unwrap_or(0) == 1)
+        .await;
+    let page = node.queue.dead(&DeadQuery::default()).expect("dlq");
+    assert_eq!(page.entries.len(), 1);
+    let dead = &page.entries[0];
+    assert_eq!(
+        (dead.envelope.id.as_str(), dead.error_class, dead.attempts),
+        (gone_id.as_str(), Some(ErrorClass::Permanent), 1)
+    );
+    assert!(dead.reason.contains("410"), "{}", dead.reason);
+    assert_eq!(gone.received().len(), 1, "a permanent failure is not retried");
+
+    eventually("the retry after a 429", Duration::from_secs(6), || slow.received().len() == 2).await;
+    let waited = posted.elapsed();
+    assert!(waited >= Duration::from_secs(2), "Retry-After: 2 was honoured ({waited:?})");
+    eventually("everything settled", Duration::from_secs(2), || {
+        node.queue.counter(None, "pending").unwrap_or(1) == 0 && node.queue.counter(None, "inflight").unwrap_or(1) == 0
+    })
+    .await;
+    node.dispatcher.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_sink_holds_only_its_own_slots_and_its_breaker_opens() {
+    let rt = Runtime::new(EngineConfig::default(), None).expect("runtime");
+    let healthy = Receiver::start(Reply::status(200)).await;
+    let config = DispatchConfig { sink_concurrency: 4, attempt_timeout: Duration::from_millis(300), ..fast_retries() };
+    let node = start(
+        vec![
+            source("stuck", vec![misbehave_sink(&rt, "stuck").await]),
+            source("orders", vec![http_sink(&rt, &healthy, "orders").await]),
+        ],
+        config,
+    )
+    .await;
+    for _ in 0..20 {
+        post(node.addr, "stuck", "block").await;
+    }
+    let started = Instant::now();
+    for n in 0..100 {
+        post(node.addr, "orders", &format!("{{\"n\":{n}}}")).await;
+    }
+    eventually("100 healthy deliveries", Duration::from_secs(2), || healthy.received().len() >= 100).await;
+    println!("100 healthy deliveries in {:?} beside a hanging sink", started.elapsed());
+    eventually("the stuck sink's breaker to open", Duration::from_secs(5), || {
+        matches!(node.dispatcher.breaker("default", "stuck", 0), Some(BreakerState::Open { .. }))
+    })
+    .await;
+    node.dispatcher.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sink_that_traps_every_time_ends_in_fault_rows_and_the_node_lives() {
+    let rt = Runtime::new(EngineConfig::default(), None).expect("runtime");
+    let healthy = Receiver::start(Reply::status(200)).await;
+    let config = DispatchConfig {
+        breaker: ankusa::dispatch::BreakerPolicy { failures: 1000, ..Default::default() },
+        ..fast_retries()
+    };
+    let node = start(
+        vec![
+            source("bad", vec![misbehave_sink(&rt, "bad").await]),
+            source("orders", vec![http_sink(&rt, &healthy, "orders").await]),
+        ],
+        config,
+    )
+    .await;
+    for _ in 0..3 {
+        post(node.addr, "bad", "trap").await;
+    }
+    eventually("three fault rows", Duration::from_secs(10), || node.queue.counter(None, "dead").unwrap_or(0) == 3)
+        .await;
+    let page = node.queue.dead(&DeadQuery::default()).expect("dlq");
+    assert!(page.entries.iter().all(|e| e.error_class == Some(ErrorClass::Fault) && e.attempts == 4), "{page:?}");
+    post(node.addr, "orders", "{}").await;
+    eventually("the node still delivers", Duration::from_secs(5), || healthy.received().len() == 1).await;
+    node.dispatcher.stop().await;
+}
