@@ -10,6 +10,7 @@
 //! - [`runtime`]: loads sink components and runs deliveries, sandboxed;
 //! - [`source`]: sources as the edge and dispatch see them;
 //! - [`dispatch`]: delivers due rows through sink components;
+//! - [`replay`]: durable jobs that move rows back into delivery;
 //! - [`sinktest`]: scripted peers and JSON test cases for sink components;
 //! - [`cli`]: the `ankusa` command line.
 
@@ -20,6 +21,7 @@ pub mod error_class;
 pub mod hook;
 pub mod intake;
 pub mod queue;
+pub mod replay;
 pub mod runtime;
 pub mod sinktest;
 pub mod source;

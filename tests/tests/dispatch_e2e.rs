@@ -233,3 +233,58 @@ async fn a_sink_that_traps_every_time_ends_in_fault_rows_and_the_node_lives() {
     eventually("the node still delivers", Duration::from_secs(5), || healthy.received().len() == 1).await;
     node.dispatcher.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dlq_replay_delivers_once_the_receiver_recovers_and_never_twice() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let rt = Runtime::new(EngineConfig::default(), None).expect("runtime");
+    let down = Arc::new(AtomicBool::new(true));
+    let receiver = {
+        let down = down.clone();
+        Receiver::scripted(move |_| if down.load(Ordering::Relaxed) { Reply::status(410) } else { Reply::status(200) })
+            .await
+    };
+    let node = start(
+        vec![
+            source("orders", vec![http_sink(&rt, &receiver, "orders").await]),
+            source("poison", vec![misbehave_sink(&rt, "poison").await]),
+        ],
+        fast_retries(),
+    )
+    .await;
+    let mut ids = Vec::new();
+    for n in 0..10 {
+        ids.push(post(node.addr, "orders", &format!("{{\"n\":{n}}}")).await);
+    }
+    post(node.addr, "poison", "permanent").await;
+    eventually("11 dead rows", Duration::from_secs(5), || node.queue.counter(None, "dead").unwrap_or(0) == 11).await;
+    assert_eq!(receiver.received().len(), 10);
+
+    down.store(false, Ordering::Relaxed);
+    let config = ankusa::replay::ReplayConfig { page: 4, ..Default::default() };
+    let job = ankusa::replay::run_dlq(node.queue.clone(), "replay-1", Default::default(), config.clone())
+        .await
+        .expect("replay");
+    assert_eq!((job.state, job.moved), (ankusa::replay::JobState::Done, 11));
+    eventually("the revived rows delivered", Duration::from_secs(5), || receiver.received().len() == 20).await;
+    eventually("the poison row dead again", Duration::from_secs(5), || {
+        node.queue.counter(None, "dead").unwrap_or(0) == 1 && node.queue.counter(None, "pending").unwrap_or(1) == 0
+    })
+    .await;
+    let delivered: std::collections::HashSet<String> =
+        receiver.received()[10..].iter().filter_map(|r| r.header("x-ankusa-id").map(str::to_string)).collect();
+    assert_eq!(delivered, ids.iter().cloned().collect(), "every revived hook, once");
+    assert!(receiver.received()[10..].iter().all(|r| r.header("x-ankusa-replay-id") == Some("replay-1")));
+    assert_eq!(node.queue.replay_died("replay-1").expect("died"), 1, "the poison row died again, alone");
+
+    // The same job again moves nothing.
+    let again = ankusa::replay::run_dlq(node.queue.clone(), "replay-1", Default::default(), config)
+        .await
+        .expect("replay again");
+    assert_eq!(again.moved, 11);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(receiver.received().len(), 20, "running the same job twice does not deliver twice");
+    let stored = ankusa::replay::job(&node.queue, "replay-1").expect("read").expect("job");
+    assert_eq!(stored.state, ankusa::replay::JobState::Done);
+    node.dispatcher.stop().await;
+}

@@ -106,6 +106,13 @@ impl Queue {
         Ok(URL_SAFE_NO_PAD.encode(token))
     }
 
+    /// A cursor that starts a walk of the DLQ at rows dead before `at_ms`
+    /// (a replay job pins its upper bound when it starts, so rows that die
+    /// again during the job are not visited twice).
+    pub fn dead_cursor_before(&self, at_ms: u64) -> Result<String, QueueError> {
+        self.issue_cursor((at_ms, 0, 0))
+    }
+
     fn open_cursor(&self, cursor: &str) -> Result<Position, QueueError> {
         let token = URL_SAFE_NO_PAD.decode(cursor).map_err(|_| QueueError::InvalidCursor)?;
         if token.len() != 18 + MAC_BYTES {

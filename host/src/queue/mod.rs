@@ -210,8 +210,9 @@ pub fn counter_key(tenant: Option<&str>, kind: &str) -> Vec<u8> {
 
 pub struct Queue {
     store: Arc<RocksStore>,
-    writer: mpsc::Sender<Message>,
-    writer_thread: std::thread::JoinHandle<()>,
+    /// `None` only while closing.
+    writer: Option<mpsc::Sender<Message>>,
+    writer_thread: Option<std::thread::JoinHandle<()>>,
     stats: Arc<writer::WriterStats>,
     tenants: Arc<tenants::TenantBook>,
     config: QueueConfig,
@@ -262,8 +263,8 @@ impl Queue {
         })?;
         Ok(Queue {
             store,
-            writer: spawned.messages,
-            writer_thread: spawned.thread,
+            writer: Some(spawned.messages),
+            writer_thread: Some(spawned.thread),
             stats: spawned.stats,
             tenants,
             config,
@@ -273,12 +274,17 @@ impl Queue {
     }
 
     /// Stop the writer after the calls already queued, and release the
-    /// store (so it can be opened again, by this process or another).
-    pub async fn close(self) {
-        let Queue { store, writer, writer_thread, .. } = self;
+    /// store (so it can be opened again, by this process or another),
+    /// without blocking the async runtime.
+    pub async fn close(mut self) {
+        let writer = self.writer.take();
+        let thread = self.writer_thread.take();
+        let store = self.store.clone();
         drop(writer);
         let _ = tokio::task::spawn_blocking(move || {
-            let _ = writer_thread.join();
+            if let Some(thread) = thread {
+                let _ = thread.join();
+            }
             // A clean stop leaves nothing in the store's WAL to replay, so
             // the next start is quick.
             if let Err(e) = store.flush() {
@@ -286,6 +292,10 @@ impl Queue {
             }
         })
         .await;
+    }
+
+    fn writer(&self) -> Result<&mpsc::Sender<Message>, QueueError> {
+        self.writer.as_ref().ok_or(QueueError::Closed)
     }
 
     pub fn config(&self) -> &QueueConfig {
@@ -340,7 +350,7 @@ impl Queue {
     ) -> Result<Vec<EntryOutcome>, QueueError> {
         let (reply, outcome) = oneshot::channel();
         let call = Call { kind, entries, replay_id, extra, deadline, now_ms: now_ms(), prefetch_epoch, reply };
-        self.writer.send(Message::Commit(call)).await.map_err(|_| QueueError::Closed)?;
+        self.writer()?.send(Message::Commit(call)).await.map_err(|_| QueueError::Closed)?;
         outcome.await.map_err(|_| QueueError::Closed)?
     }
 
@@ -391,7 +401,7 @@ impl Queue {
     /// how many. Run in the background; each call is one batch.
     pub async fn sweep_dedupe(&self, now_ms: u64, limit: usize) -> Result<usize, QueueError> {
         let (reply, answer) = oneshot::channel();
-        self.writer.send(Message::Sweep { now_ms, limit, reply }).await.map_err(|_| QueueError::Closed)?;
+        self.writer()?.send(Message::Sweep { now_ms, limit, reply }).await.map_err(|_| QueueError::Closed)?;
         answer.await.map_err(|_| QueueError::Closed)?
     }
 
@@ -400,7 +410,7 @@ impl Queue {
     pub async fn set_erasing(&self, tenant: &str, erasing: bool) -> Result<(), QueueError> {
         let (reply, answer) = oneshot::channel();
         let message = Message::SetErasing { tenant: tenant.into(), erasing, reply };
-        self.writer.send(message).await.map_err(|_| QueueError::Closed)?;
+        self.writer()?.send(message).await.map_err(|_| QueueError::Closed)?;
         answer.await.map_err(|_| QueueError::Closed)?
     }
 
@@ -419,7 +429,7 @@ impl Queue {
     /// dedupe keys removed.
     pub async fn forget_tenant(&self, tenant: &str) -> Result<u64, QueueError> {
         let (reply, answer) = oneshot::channel();
-        self.writer.send(Message::Forget { tenant: tenant.into(), reply }).await.map_err(|_| QueueError::Closed)?;
+        self.writer()?.send(Message::Forget { tenant: tenant.into(), reply }).await.map_err(|_| QueueError::Closed)?;
         answer.await.map_err(|_| QueueError::Closed)?
     }
 
@@ -443,6 +453,20 @@ impl Queue {
                 Envelope::decode(seq, &bytes).map(Some).map_err(|e| QueueError::Corrupt(format!("hook {seq}: {e}")))
             }
         }
+    }
+
+    /// Job records (replays, erases) under `prefix`, in key order.
+    pub fn jobs_scan(&self, prefix: &[u8]) -> Result<Vec<crate::store::KeyValue>, QueueError> {
+        Ok(self.store.scan(&Scan::prefix(Cf::Jobs, prefix, usize::MAX))?)
+    }
+
+    pub fn job_get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, QueueError> {
+        Ok(self.store.get(Cf::Jobs, key)?)
+    }
+
+    /// Write job state (synced).
+    pub fn job_put(&self, batch: Batch) -> Result<(), QueueError> {
+        Ok(self.store.write(&batch, Durability::Synced)?)
     }
 
     /// Notified after every commit that added hooks: dispatch sleeps on it.
@@ -479,6 +503,18 @@ impl Queue {
             calls: self.stats.calls.load(Ordering::Relaxed),
             hooks: self.stats.hooks.load(Ordering::Relaxed),
             checkpoints: self.stats.checkpoints.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl Drop for Queue {
+    /// A queue dropped without `close` still stops its writer before the
+    /// store goes: the database is never closed under a running thread
+    /// (nor left open while the process exits).
+    fn drop(&mut self) {
+        drop(self.writer.take());
+        if let Some(thread) = self.writer_thread.take() {
+            let _ = thread.join();
         }
     }
 }

@@ -145,13 +145,61 @@ impl Queue {
         Ok(first.first().and_then(|(key, _)| KeyReader::new(&key[1..]).u64()))
     }
 
-    /// The row is given up on.
+    /// The row is given up on. A row a replay revived counts against that
+    /// replay (a job that keeps reviving rows that die pauses itself).
     pub fn bury(&self, seq: u64, sink: u16, dead_at: u64, reason: &str, class: ErrorClass) -> Result<(), QueueError> {
-        self.transition(seq, sink, |row| DeliveryRow {
+        let _serial = self.transitions.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(row) = self.row(seq, sink)? else { return Ok(()) };
+        let next = DeliveryRow {
             attempts: row.attempts + 1,
             state: RowState::Dead { dead_at, reason: reason.to_string(), class: Some(class) },
             ..row.clone()
-        })
+        };
+        let mut batch = Batch::new();
+        Self::move_row(&mut batch, &row, Some(&next));
+        if let Some(replay) = &row.replay_id {
+            batch.add_counter(replay_died_key(replay), 1);
+        }
+        self.store.write(&batch, Durability::Buffered).map_err(Into::into)
+    }
+
+    /// Revive dead rows for a replay: each still dead becomes due now with
+    /// fresh attempts and `replay_id`, in one synced batch with `extra`
+    /// (the job's cursor). Rows no longer dead are skipped, so a replay
+    /// run twice moves nothing twice. Returns how many were revived.
+    pub fn revive(&self, rows: &[(u64, u16)], replay_id: &str, now_ms: u64, extra: Batch) -> Result<usize, QueueError> {
+        let _serial = self.transitions.lock().unwrap_or_else(|e| e.into_inner());
+        let keys: Vec<Vec<u8>> = rows.iter().map(|(seq, sink)| row_key(*seq, *sink)).collect();
+        let mut batch = Batch::new();
+        let mut revived = 0;
+        for ((seq, sink), value) in rows.iter().zip(self.store.multi_get(Cf::Deliveries, &keys)?) {
+            let Some(bytes) = value else { continue };
+            let row = DeliveryRow::decode(*seq, *sink, &bytes)
+                .map_err(|e| QueueError::Corrupt(format!("row {seq}/{sink}: {e}")))?;
+            if !matches!(row.state, RowState::Dead { .. }) {
+                continue;
+            }
+            let next = DeliveryRow {
+                attempts: 0,
+                replay_id: Some(replay_id.to_string()),
+                state: RowState::Due { due_at: now_ms },
+                ..row.clone()
+            };
+            Self::move_row(&mut batch, &row, Some(&next));
+            revived += 1;
+        }
+        batch.extend(extra);
+        self.store.write(&batch, Durability::Synced)?;
+        if revived > 0 {
+            // Due rows appeared outside the writer: wake dispatch.
+            self.stats.committed.notify_one();
+        }
+        Ok(revived)
+    }
+
+    /// Rows a replay revived that died again.
+    pub fn replay_died(&self, replay_id: &str) -> Result<i64, QueueError> {
+        Ok(self.store.counter(&replay_died_key(replay_id))?)
     }
 
     fn transition(
@@ -282,6 +330,11 @@ impl Queue {
     pub fn dead_for_tenant(&self, tenant: &str) -> Result<i64, QueueError> {
         self.counter(Some(tenant), "dead")
     }
+}
+
+/// The counter of a replay's revived rows that died again.
+fn replay_died_key(replay_id: &str) -> Vec<u8> {
+    KeyBuf::new().tag(b'r').tail(replay_id.as_bytes()).build()
 }
 
 /// Count `row` in (`sign` 1) or out of (-1) the counters of its state.

@@ -15,6 +15,8 @@
 //! | dedupe | `k` · len · tenant · len · source · key | seq · expires_at |
 //! | dedupe | `e` · expires_at · len · tenant · len · source · key | — (expiry) |
 //! | counters | `n` · kind / `t` · len · tenant · kind | i64 (merge: add) |
+//! | counters | `r` · replay id | revived rows of that replay that died again |
+//! | jobs | `j` · job id | a replay job and its cursor |
 //! | meta | `T` · tenant / `E` · tenant | — (tenant holds data / is being erased) |
 //! | meta | `dlq_cursor_key` | the HMAC key of DLQ cursors |
 //! | quarantine | `q` · len · tenant · len · source · hook id | the held envelope |
