@@ -26,7 +26,7 @@ pub use breaker::{Breaker, BreakerPolicy, State as BreakerState, Transition};
 pub use policy::{MAX_RETRY_AFTER, Next, RetryPolicy};
 
 use crate::error_class::ErrorClass;
-use crate::queue::{DeliveryRow, Queue, QueueError, now_ms};
+use crate::queue::{ClaimDecision, DeliveryRow, Queue, QueueError, now_ms};
 use crate::runtime::{Outcome, Sink};
 use crate::source::Directory;
 
@@ -104,6 +104,7 @@ impl Dispatcher {
         let breakers = Breakers::default();
         let scheduler = Scheduler {
             breakers: breakers.clone(),
+            saturated: None,
             queue,
             directory,
             config,
@@ -144,6 +145,12 @@ struct Scheduler {
     claimed_bytes: u64,
     done_tx: mpsc::UnboundedSender<Done>,
     breakers: Breakers,
+    /// The last claim left due rows behind because their keys had no room:
+    /// finished deliveries, not the due time, are what to wait for. Holds
+    /// the rows then waiting; claiming resumes once a batch of them has
+    /// started (or a moment has passed), so the same skipped rows are not
+    /// read again after every single delivery.
+    saturated: Option<(usize, std::time::Instant)>,
 }
 
 /// Make a key's breaker state visible to [`Dispatcher::breaker`].
@@ -165,6 +172,7 @@ impl Scheduler {
             }
             self.start_ready();
             let wake_at = match self.queue.next_due_at() {
+                Ok(Some(_)) if self.saturated.is_some() => tokio::time::Instant::now() + Duration::from_millis(250),
                 Ok(Some(due)) if self.has_room() => {
                     let wait = due.saturating_sub(now_ms());
                     tokio::time::Instant::now() + Duration::from_millis(wait.max(1))
@@ -191,15 +199,52 @@ impl Scheduler {
         self.claimed < self.config.max_inflight && self.claimed_bytes < self.config.max_inflight_bytes
     }
 
-    /// Claim due rows while the windows allow.
+    /// Claim due rows while the windows allow. A row whose key already has
+    /// enough waiting is left due where it is; a row whose key's breaker is
+    /// open is parked until the breaker lets a probe through.
     fn claim(&mut self) -> Result<(), QueueError> {
+        if let Some((waiting, at)) = self.saturated {
+            let now_waiting = self.claimed - self.running;
+            if now_waiting + self.config.claim_batch / 2 > waiting && at.elapsed() < Duration::from_millis(250) {
+                return Ok(());
+            }
+            self.saturated = None;
+        }
+        let queue = self.queue.clone();
         while self.has_room() {
             let want = self.config.claim_batch.min(self.config.max_inflight - self.claimed);
             let now = now_ms();
-            let rows = self.queue.claim_due(now, want)?;
+            let max_waiting = self.config.max_waiting_per_key;
+            let keys = &mut self.keys;
+            let breakers = &self.breakers;
+            let mut taken: HashMap<Key, usize> = HashMap::new();
+            let mut skipped = false;
+            let rows = queue.claim_due_with(now, want, want * 4, |row| {
+                let key: Key = (row.tenant.clone(), row.source.clone(), row.sink);
+                let state = keys.entry(key.clone()).or_default();
+                let taken = taken.entry(key.clone()).or_default();
+                if state.waiting.len() + *taken >= max_waiting {
+                    skipped = true;
+                    return ClaimDecision::Skip;
+                }
+                match state.breaker.admit(now) {
+                    Err(until) => return ClaimDecision::Park(until),
+                    Ok(Some(Transition::Probing)) => {
+                        tracing::info!(tenant = %key.0, source = %key.1, sink = key.2, "circuit breaker half-open: probing");
+                        publish_breaker(breakers, &key, state.breaker.state());
+                    }
+                    Ok(_) => {}
+                }
+                *taken += 1;
+                ClaimDecision::Claim
+            })?;
             let got = rows.len();
             for row in rows {
                 self.route(row, now)?;
+            }
+            if skipped {
+                self.saturated = Some((self.claimed - self.running, std::time::Instant::now()));
+                break;
             }
             if got < want {
                 break;
@@ -208,7 +253,7 @@ impl Scheduler {
         Ok(())
     }
 
-    /// Queue a claimed row under its key, or park or bury it.
+    /// Queue a claimed row under its key, or bury it if its sink is gone.
     fn route(&mut self, row: DeliveryRow, now: u64) -> Result<(), QueueError> {
         let Some(sink) = self.bound_sink(&row) else {
             let reason = format!("sink {} of source `{}` is no longer configured", row.sink, row.source);
@@ -216,18 +261,6 @@ impl Scheduler {
         };
         let key: Key = (row.tenant.clone(), row.source.clone(), row.sink);
         let state = self.keys.entry(key.clone()).or_default();
-        match state.breaker.admit(now) {
-            Err(until) => return self.queue.park(row.seq, row.sink, until),
-            Ok(Some(Transition::Probing)) => {
-                tracing::info!(tenant = %key.0, source = %key.1, sink = key.2, "circuit breaker half-open: probing");
-                let probing = state.breaker.state();
-                publish_breaker(&self.breakers, &key, probing);
-            }
-            Ok(_) => {}
-        }
-        if state.waiting.len() >= self.config.max_waiting_per_key {
-            return self.queue.park(row.seq, row.sink, now + 1000);
-        }
         self.claimed += 1;
         self.claimed_bytes += row.bytes;
         if state.waiting.is_empty() {

@@ -41,7 +41,7 @@ pub use purge::{PURGE_CHUNK, PurgeCounts, PurgeKinds, PurgeStep};
 pub use quarantine::{DEFAULT_PEN_BYTES, PenEntry, parse_pen_key};
 pub use recount::{CounterDrift, Recount};
 pub use rows::{DeliveryRow, RowState};
-pub use transitions::{SourcePending, TenantPending};
+pub use transitions::{ClaimDecision, SourcePending, TenantPending};
 pub use writer::DEFAULT_DEDUPE_TTL_MS;
 
 use crate::intake::{IntakeLog, IntakeOptions};
@@ -220,6 +220,8 @@ pub struct Queue {
     transitions: std::sync::Mutex<()>,
     /// Serialises the pen's cap check with its write.
     pen: std::sync::Mutex<()>,
+    /// Where claims start in the due index (see `transitions::DueFloor`).
+    due_floor: Arc<transitions::DueFloor>,
 }
 
 /// Wall-clock unix milliseconds (due times, dead times, dedupe expiry).
@@ -254,7 +256,9 @@ impl Queue {
             tenants_max: config.tenants_max,
             intake_max_bytes: config.intake_max_bytes,
         };
+        let due_floor = Arc::new(transitions::DueFloor::default());
         let spawned = writer::spawn(writer::WriterParts {
+            due_floor: due_floor.clone(),
             store: store.clone(),
             next_seq,
             limits,
@@ -270,6 +274,7 @@ impl Queue {
             config,
             transitions: std::sync::Mutex::new(()),
             pen: std::sync::Mutex::new(()),
+            due_floor,
         })
     }
 

@@ -18,10 +18,22 @@ use super::rows::{DeliveryRow, RowState, parse_row_key, row_key};
 use super::{Queue, QueueError, counter_key};
 use crate::error_class::ErrorClass;
 use crate::store::keys::{KeyBuf, KeyReader};
-use crate::store::{Batch, Cf, Durability, Scan, Store};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::store::{Batch, Cf, Durability, Scan, Store, WriteOp};
 
 /// Reads (seq, sink) from an index key, after its prefix.
 type PositionOf = fn(&mut KeyReader<'_>) -> Option<(u64, u16)>;
+
+/// What dispatch makes of a due row it is offered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClaimDecision {
+    Claim,
+    /// Leave it due where it is.
+    Skip,
+    /// Due again at this time, attempts unchanged.
+    Park(u64),
+}
 
 /// Index entries read per step of a walk.
 const WALK_CHUNK: usize = 1024;
@@ -42,7 +54,73 @@ pub struct TenantPending {
     pub bytes: i64,
 }
 
+/// A lower bound on the due time of every live due-index entry.
+///
+/// Claimed rows leave tombstones at the front of the due index until a
+/// compaction drops them; a scan from the index's start would walk all of
+/// them on every claim. Claims start at this floor instead. Every write
+/// that adds due entries lowers `inserted` *after* it lands; a claim takes
+/// `min(floor, inserted)` as its start, and afterwards raises the floor to
+/// the first entry it left due (or past `now`), never above anything
+/// inserted meanwhile.
+#[derive(Debug)]
+pub(crate) struct DueFloor {
+    floor: AtomicU64,
+    inserted: AtomicU64,
+}
+
+impl Default for DueFloor {
+    fn default() -> Self {
+        DueFloor { floor: AtomicU64::new(0), inserted: AtomicU64::new(u64::MAX) }
+    }
+}
+
+impl DueFloor {
+    /// Note the due entries a written batch added.
+    pub(crate) fn note(&self, batch: &Batch) {
+        let min = batch
+            .ops()
+            .iter()
+            .filter_map(|op| match op {
+                WriteOp::Put { cf: Cf::Index, key, .. } if key.first() == Some(&super::rows::DUE) => {
+                    KeyReader::new(&key[1..]).u64()
+                }
+                _ => None,
+            })
+            .min();
+        if let Some(min) = min {
+            self.inserted.fetch_min(min, Ordering::AcqRel);
+        }
+    }
+
+    /// Where a claim starts scanning.
+    fn start(&self) -> u64 {
+        let inserted = self.inserted.swap(u64::MAX, Ordering::AcqRel);
+        let start = self.floor.load(Ordering::Acquire).min(inserted);
+        self.floor.store(start, Ordering::Release);
+        start
+    }
+
+    /// After a claim: nothing live is due before `first_left`.
+    fn advance(&self, first_left: u64) {
+        let raised = first_left.min(self.inserted.load(Ordering::Acquire));
+        self.floor.fetch_max(raised.min(first_left), Ordering::AcqRel);
+    }
+
+    /// Where a read of the earliest due row may start.
+    fn peek(&self) -> u64 {
+        self.floor.load(Ordering::Acquire).min(self.inserted.load(Ordering::Acquire))
+    }
+}
+
 impl Queue {
+    /// Write a transition's batch, noting the due entries it adds.
+    fn write_rows(&self, batch: &Batch, durability: Durability) -> Result<(), QueueError> {
+        self.store.write(batch, durability)?;
+        self.due_floor.note(batch);
+        Ok(())
+    }
+
     fn row(&self, seq: u64, sink: u16) -> Result<Option<DeliveryRow>, QueueError> {
         let Some(bytes) = self.store.get(Cf::Deliveries, &super::rows::row_key(seq, sink))? else {
             return Ok(None);
@@ -78,34 +156,80 @@ impl Queue {
 
     /// Claim up to `limit` rows due at or before `now_ms`, oldest due first.
     pub fn claim_due(&self, now_ms: u64, limit: usize) -> Result<Vec<DeliveryRow>, QueueError> {
+        self.claim_due_with(now_ms, limit, limit, |_| ClaimDecision::Claim)
+    }
+
+    /// Claim due rows, oldest due first, letting `decide` judge each: claim
+    /// it, skip it (it stays due where it is: its sink has no room now), or
+    /// park it until a later time (its sink's breaker is open). Examines at
+    /// most `examine` due rows; claims at most `limit`; one batch.
+    pub fn claim_due_with(
+        &self,
+        now_ms: u64,
+        limit: usize,
+        examine: usize,
+        mut decide: impl FnMut(&DeliveryRow) -> ClaimDecision,
+    ) -> Result<Vec<DeliveryRow>, QueueError> {
         let _serial = self.transitions.lock().unwrap_or_else(|e| e.into_inner());
+        let start = self.due_floor.start();
         let to = KeyBuf::new().tag(super::rows::DUE).u64(now_ms.saturating_add(1)).build();
         let due = self.store.scan(&Scan {
             cf: Cf::Index,
-            from: vec![super::rows::DUE],
+            from: KeyBuf::new().tag(super::rows::DUE).u64(start).build(),
             to: Some(to),
             reverse: false,
-            limit,
+            limit: examine.max(limit),
         })?;
+        let examined_all = due.len() < examine.max(limit);
+        let positions: Vec<(u64, u16)> = due
+            .iter()
+            .map(|(key, _)| {
+                let mut r = KeyReader::new(&key[1..]);
+                r.u64().and_then(|_| r.u64().zip(r.u16())).ok_or_else(|| QueueError::Corrupt("due index key".into()))
+            })
+            .collect::<Result<_, _>>()?;
+        let keys: Vec<Vec<u8>> = positions.iter().map(|(seq, sink)| row_key(*seq, *sink)).collect();
+        let rows = self.store.multi_get(Cf::Deliveries, &keys)?;
         let mut batch = Batch::new();
-        let mut claimed = Vec::with_capacity(due.len());
-        for (key, _) in due {
-            let mut r = KeyReader::new(&key);
-            let (Some(_), Some(_), Some(seq), Some(sink)) = (r.tag(), r.u64(), r.u64(), r.u16()) else {
-                return Err(QueueError::Corrupt("due index key".into()));
-            };
-            let Some(row) = self.row(seq, sink)? else {
+        let mut claimed = Vec::new();
+        // The due time of the first entry this claim leaves in the index.
+        let mut first_left: Option<u64> = None;
+        let due_times: Vec<u64> = due.iter().map(|(key, _)| KeyReader::new(&key[1..]).u64().unwrap_or(0)).collect();
+        let last_examined = due_times.last().copied();
+        for ((((seq, sink), value), (index_key, _)), due_at) in positions.into_iter().zip(rows).zip(due).zip(due_times)
+        {
+            if claimed.len() == limit {
+                first_left.get_or_insert(due_at);
+                break;
+            }
+            let Some(bytes) = value else {
                 tracing::warn!(seq, sink, "due index entry without a row; dropping it");
-                batch.delete(Cf::Index, key);
+                batch.delete(Cf::Index, index_key);
                 continue;
             };
-            let next = DeliveryRow { state: RowState::Inflight { claimed_at: now_ms }, ..row.clone() };
+            let row = DeliveryRow::decode(seq, sink, &bytes)
+                .map_err(|e| QueueError::Corrupt(format!("row {seq}/{sink}: {e}")))?;
+            let state = match decide(&row) {
+                ClaimDecision::Skip => {
+                    first_left.get_or_insert(due_at);
+                    continue;
+                }
+                ClaimDecision::Park(due_at) => RowState::Due { due_at },
+                ClaimDecision::Claim => RowState::Inflight { claimed_at: now_ms },
+            };
+            let next = DeliveryRow { state, ..row.clone() };
             Self::move_row(&mut batch, &row, Some(&next));
-            claimed.push(next);
+            if matches!(next.state, RowState::Inflight { .. }) {
+                claimed.push(next);
+            }
         }
         if !batch.is_empty() {
-            self.store.write(&batch, Durability::Buffered)?;
+            self.write_rows(&batch, Durability::Buffered)?;
         }
+        // Entries past what this claim examined may be due too: the floor
+        // moves only as far as the claim saw.
+        let seen_to = if examined_all { now_ms.saturating_add(1) } else { last_examined.unwrap_or(start) };
+        self.due_floor.advance(first_left.unwrap_or(seen_to).min(seen_to));
         Ok(claimed)
     }
 
@@ -120,7 +244,7 @@ impl Queue {
         if others == 0 {
             batch.delete(Cf::Hooks, KeyBuf::new().u64(seq).build());
         }
-        self.store.write(&batch, Durability::Buffered).map_err(Into::into)
+        self.write_rows(&batch, Durability::Buffered)
     }
 
     /// The attempt failed and will be retried at `due_at`.
@@ -141,7 +265,9 @@ impl Queue {
 
     /// When the earliest due row is due, if any row is.
     pub fn next_due_at(&self) -> Result<Option<u64>, QueueError> {
-        let first = self.store.scan(&Scan::prefix(Cf::Index, &[super::rows::DUE], 1))?;
+        let from = KeyBuf::new().tag(super::rows::DUE).u64(self.due_floor.peek()).build();
+        let to = crate::store::keys::prefix_end(&[super::rows::DUE]);
+        let first = self.store.scan(&Scan { cf: Cf::Index, from, to, reverse: false, limit: 1 })?;
         Ok(first.first().and_then(|(key, _)| KeyReader::new(&key[1..]).u64()))
     }
 
@@ -160,7 +286,7 @@ impl Queue {
         if let Some(replay) = &row.replay_id {
             batch.add_counter(replay_died_key(replay), 1);
         }
-        self.store.write(&batch, Durability::Buffered).map_err(Into::into)
+        self.write_rows(&batch, Durability::Buffered)
     }
 
     /// Revive dead rows for a replay: each still dead becomes due now with
@@ -189,7 +315,7 @@ impl Queue {
             revived += 1;
         }
         batch.extend(extra);
-        self.store.write(&batch, Durability::Synced)?;
+        self.write_rows(&batch, Durability::Synced)?;
         if revived > 0 {
             // Due rows appeared outside the writer: wake dispatch.
             self.stats.committed.notify_one();
@@ -212,7 +338,7 @@ impl Queue {
         let Some(row) = self.row(seq, sink)? else { return Ok(()) };
         let mut batch = Batch::new();
         Self::move_row(&mut batch, &row, Some(&next(&row)));
-        self.store.write(&batch, Durability::Buffered).map_err(Into::into)
+        self.write_rows(&batch, Durability::Buffered)
     }
 
     /// On boot, before anything is claimed: every row that was inflight
@@ -255,7 +381,7 @@ impl Queue {
             let last = inflight.len() < CHUNK;
             // One fsync at the end covers the chunks before it (one WAL).
             let durability = if last { Durability::Synced } else { Durability::Buffered };
-            self.store.write(&batch, durability)?;
+            self.write_rows(&batch, durability)?;
             match inflight.last() {
                 Some((key, _)) if !last => from = [key.as_slice(), &[0]].concat(),
                 _ => return Ok(recovered),

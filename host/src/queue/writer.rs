@@ -138,6 +138,7 @@ pub struct Spawned {
 }
 
 pub struct WriterParts {
+    pub due_floor: Arc<super::transitions::DueFloor>,
     pub store: Arc<RocksStore>,
     pub next_seq: u64,
     pub limits: Limits,
@@ -151,6 +152,7 @@ pub fn spawn(parts: WriterParts) -> Result<Spawned, QueueError> {
     stats.next_seq.store(parts.next_seq, Ordering::Relaxed);
     let node_keys = parts.store.counter(&counter_key(None, "dedupe_keys"))?;
     let writer = Writer {
+        due_floor: parts.due_floor,
         store: parts.store,
         next_seq: parts.next_seq,
         limits: parts.limits,
@@ -169,6 +171,7 @@ pub fn spawn(parts: WriterParts) -> Result<Spawned, QueueError> {
 }
 
 struct Writer {
+    due_floor: Arc<super::transitions::DueFloor>,
     store: Arc<RocksStore>,
     next_seq: u64,
     limits: Limits,
@@ -545,6 +548,7 @@ impl Writer {
 
     /// The group is durable: apply it to memory and make it visible.
     fn committed(&mut self, group: Group) {
+        self.due_floor.note(&group.batch);
         self.tenants.join(&group.joining);
         self.node_keys += group.new_keys.len() as i64;
         for (tenant, added) in group.keys_by_tenant {
