@@ -288,3 +288,46 @@ async fn a_dlq_replay_delivers_once_the_receiver_recovers_and_never_twice() {
     assert_eq!(stored.state, ankusa::replay::JobState::Done);
     node.dispatcher.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_replay_resumes_from_its_cursor_and_moves_each_row_once() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let rt = Runtime::new(EngineConfig::default(), None).expect("runtime");
+    let down = Arc::new(AtomicBool::new(true));
+    let receiver = {
+        let down = down.clone();
+        Receiver::scripted(move |_| if down.load(Ordering::Relaxed) { Reply::status(410) } else { Reply::status(200) })
+            .await
+    };
+    let node = start(vec![source("orders", vec![http_sink(&rt, &receiver, "orders").await])], fast_retries()).await;
+    for n in 0..12 {
+        post(node.addr, "orders", &format!("{{\"n\":{n}}}")).await;
+    }
+    eventually("12 dead rows", Duration::from_secs(5), || node.queue.counter(None, "dead").unwrap_or(0) == 12).await;
+    down.store(false, Ordering::Relaxed);
+
+    // A slow job, stopped part-way as a crash would stop it.
+    let config = ankusa::replay::ReplayConfig { page: 2, rate: 4.0, ..Default::default() };
+    let job = tokio::spawn(ankusa::replay::run_dlq(node.queue.clone(), "slow", Default::default(), config));
+    eventually("the first pages", Duration::from_secs(5), || {
+        ankusa::replay::job(&node.queue, "slow").ok().flatten().is_some_and(|j| j.moved >= 2)
+    })
+    .await;
+    job.abort();
+    let _ = job.await;
+    let stopped = ankusa::replay::job(&node.queue, "slow").expect("read").expect("job");
+    assert_eq!(stopped.state, ankusa::replay::JobState::Running);
+    assert!(stopped.moved < 12, "stopped part-way: {}", stopped.moved);
+
+    for handle in ankusa::replay::resume_all(node.queue.clone()).expect("resume") {
+        handle.await.expect("resumed job");
+    }
+    let done = ankusa::replay::job(&node.queue, "slow").expect("read").expect("job");
+    assert_eq!((done.state, done.moved), (ankusa::replay::JobState::Done, 12));
+    eventually("every revived row delivered", Duration::from_secs(5), || receiver.received().len() == 24).await;
+    let ids: Vec<String> =
+        receiver.received()[12..].iter().filter_map(|r| r.header("x-ankusa-id").map(str::to_string)).collect();
+    let distinct: std::collections::HashSet<&String> = ids.iter().collect();
+    assert_eq!(distinct.len(), 12, "each dead row revived and delivered once");
+    node.dispatcher.stop().await;
+}

@@ -59,6 +59,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     });
     let directory = Arc::new(directory);
     let dispatcher = Dispatcher::start(queue.clone(), directory.clone(), DispatchConfig::default());
+    let replays = crate::replay::resume_all(queue.clone())?;
     let edge = Arc::new(Edge::new(EdgeConfig::default(), directory, Some(queue.clone())));
     let listener = tokio::net::TcpListener::bind(args.ingest)
         .await
@@ -85,6 +86,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let _ = stop.send(());
     let _ = server.await;
     dispatcher.stop().await;
+    for replay in replays {
+        replay.abort();
+    }
     // Open connections and the batcher let go of the queue as they wind
     // down; a queue closed cleanly leaves nothing to replay at the next start.
     let mut queue = queue;

@@ -209,3 +209,21 @@ pub fn cancel(queue: &Queue, id: &str) -> Result<Option<Job>, ReplayError> {
     }
     Ok(Some(job))
 }
+
+/// Resume every job that was running when the node stopped: each goes on
+/// from its last committed cursor.
+pub fn resume_all(queue: Arc<Queue>) -> Result<Vec<tokio::task::JoinHandle<()>>, ReplayError> {
+    let running: Vec<Job> = jobs(&queue)?.into_iter().filter(|j| j.state == JobState::Running).collect();
+    Ok(running
+        .into_iter()
+        .map(|job| {
+            let queue = queue.clone();
+            tokio::spawn(async move {
+                tracing::info!(job = %job.id, moved = job.moved, "resuming replay job");
+                if let Err(e) = run_dlq(queue, &job.id, job.filter.clone(), job.config.clone()).await {
+                    tracing::error!(job = %job.id, "replay job failed: {e}");
+                }
+            })
+        })
+        .collect())
+}
