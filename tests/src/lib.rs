@@ -55,3 +55,20 @@ pub fn sha256_file(path: &std::path::Path) -> String {
     use sha2::Digest;
     hex::encode(sha2::Sha256::digest(std::fs::read(path).expect("read file")))
 }
+
+/// A `default`-tenant source with no verification, its sinks at indexes
+/// 0, 1, ... in order.
+pub fn plain_source(name: &str, sinks: Vec<std::sync::Arc<ankusa::runtime::Sink>>) -> ankusa::source::Source {
+    ankusa::source::Source {
+        name: name.into(),
+        tenant: "default".into(),
+        verifier: None,
+        on_verify_failure: Default::default(),
+        dedupe: None,
+        sinks: sinks
+            .into_iter()
+            .enumerate()
+            .map(|(i, sink)| ankusa::source::SinkBinding { index: i as u16, sink })
+            .collect(),
+    }
+}

@@ -10,7 +10,7 @@ use ankusa::edge::{Edge, EdgeConfig};
 use ankusa::error_class::ErrorClass;
 use ankusa::queue::{DeadQuery, Queue, QueueConfig};
 use ankusa::runtime::{ComponentSource, EngineConfig, Runtime, Sink, SinkLabel, SinkSpec};
-use ankusa::source::{SinkBinding, Source, StaticDirectory};
+use ankusa::source::{Source, StaticDirectory};
 use ankusa_tests::guest_wasm;
 use ankusa_tests::receiver::{Receiver, Reply};
 use ankusa_tests::standard_webhooks;
@@ -37,15 +37,17 @@ async fn misbehave_sink(runtime: &Runtime, source: &str) -> Arc<Sink> {
     Arc::new(runtime.load(spec).await.expect("misbehave sink"))
 }
 
-fn source(name: &str, sinks: Vec<Arc<Sink>>) -> Source {
-    Source {
-        name: name.into(),
-        tenant: "default".into(),
-        verifier: None,
-        on_verify_failure: Default::default(),
-        dedupe: None,
-        sinks: sinks.into_iter().enumerate().map(|(i, sink)| SinkBinding { index: i as u16, sink }).collect(),
-    }
+use ankusa_tests::plain_source as source;
+
+/// A receiver answering 410 until the flag is cleared, then 200.
+async fn recovering_receiver() -> (Receiver, Arc<std::sync::atomic::AtomicBool>) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let down = Arc::new(AtomicBool::new(true));
+    let flag = down.clone();
+    let receiver =
+        Receiver::scripted(move |_| if flag.load(Ordering::Relaxed) { Reply::status(410) } else { Reply::status(200) })
+            .await;
+    (receiver, down)
 }
 
 fn fast_retries() -> DispatchConfig {
@@ -236,14 +238,9 @@ async fn a_sink_that_traps_every_time_ends_in_fault_rows_and_the_node_lives() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dlq_replay_delivers_once_the_receiver_recovers_and_never_twice() {
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::Ordering;
     let rt = Runtime::new(EngineConfig::default(), None).expect("runtime");
-    let down = Arc::new(AtomicBool::new(true));
-    let receiver = {
-        let down = down.clone();
-        Receiver::scripted(move |_| if down.load(Ordering::Relaxed) { Reply::status(410) } else { Reply::status(200) })
-            .await
-    };
+    let (receiver, down) = recovering_receiver().await;
     let node = start(
         vec![
             source("orders", vec![http_sink(&rt, &receiver, "orders").await]),
@@ -291,14 +288,9 @@ async fn a_dlq_replay_delivers_once_the_receiver_recovers_and_never_twice() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupted_replay_resumes_from_its_cursor_and_moves_each_row_once() {
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::Ordering;
     let rt = Runtime::new(EngineConfig::default(), None).expect("runtime");
-    let down = Arc::new(AtomicBool::new(true));
-    let receiver = {
-        let down = down.clone();
-        Receiver::scripted(move |_| if down.load(Ordering::Relaxed) { Reply::status(410) } else { Reply::status(200) })
-            .await
-    };
+    let (receiver, down) = recovering_receiver().await;
     let node = start(vec![source("orders", vec![http_sink(&rt, &receiver, "orders").await])], fast_retries()).await;
     for n in 0..12 {
         post(node.addr, "orders", &format!("{{\"n\":{n}}}")).await;

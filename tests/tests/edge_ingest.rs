@@ -12,7 +12,7 @@ use ankusa::edge::dedupe_key::DedupeRule;
 use ankusa::edge::{Edge, EdgeConfig};
 use ankusa::queue::{Queue, QueueConfig, SinkDurability, SourceDurability, WalMode, validate_config};
 use ankusa::runtime::{ComponentSource, EngineConfig, Runtime, Sink, SinkLabel, SinkSpec};
-use ankusa::source::{SinkBinding, Source, StaticDirectory};
+use ankusa::source::{Source, StaticDirectory};
 use ankusa::store::Faults;
 use ankusa_tests::receiver::{Receiver, Reply};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -34,15 +34,9 @@ async fn http_sink(runtime: &Runtime, receiver: &Receiver, name: &str) -> Arc<Si
     Arc::new(runtime.load(spec).await.expect("http sink"))
 }
 
+/// A source deduplicating by GitHub's delivery id.
 fn source(name: &str, sinks: Vec<Arc<Sink>>) -> Source {
-    Source {
-        name: name.into(),
-        tenant: "default".into(),
-        verifier: None,
-        on_verify_failure: Default::default(),
-        dedupe: DedupeRule::preset("github"),
-        sinks: sinks.into_iter().enumerate().map(|(i, sink)| SinkBinding { index: i as u16, sink }).collect(),
-    }
+    Source { dedupe: DedupeRule::preset("github"), ..ankusa_tests::plain_source(name, sinks) }
 }
 
 struct Node {
