@@ -323,3 +323,62 @@ async fn an_interrupted_replay_resumes_from_its_cursor_and_moves_each_row_once()
     assert_eq!(distinct.len(), 12, "each dead row revived and delivered once");
     node.dispatcher.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quarantine_replay_releases_hooks_that_verify_with_the_new_secret() {
+    use ankusa::edge::verify::{Scheme, Verifier};
+    use ankusa::source::OnVerifyFailure;
+    use hmac::{Hmac, Mac};
+    let rt = Runtime::new(EngineConfig::default(), None).expect("runtime");
+    let receiver = Receiver::start(Reply::status(200)).await;
+    let sink = http_sink(&rt, &receiver, "github").await;
+    let with_secrets = |secrets: &[&str]| {
+        let secrets: Vec<String> = secrets.iter().map(|s| s.to_string()).collect();
+        Source {
+            verifier: Some(Verifier::new(Scheme::preset("github").expect("preset"), &secrets).expect("verifier")),
+            on_verify_failure: OnVerifyFailure::Quarantine,
+            dedupe: ankusa::edge::dedupe_key::DedupeRule::preset("github"),
+            ..source("github", vec![sink.clone()])
+        }
+    };
+    let node = start(vec![with_secrets(&["old-secret"])], fast_retries()).await;
+
+    // Signed with a secret the node does not know yet: held, not delivered.
+    let body = r#"{"action":"opened"}"#;
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(b"new-secret").expect("key");
+    mac.update(body.as_bytes());
+    let signature = format!("sha256={}", hex::encode(mac.finalize().into_bytes()));
+    let client =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http::<String>();
+    let request = http::Request::post(format!("http://{}/webhooks/github", node.addr))
+        .header("x-hub-signature-256", signature)
+        .header("x-github-delivery", "d-1")
+        .body(body.to_string())
+        .expect("request");
+    let response = client.request(request).await.expect("response");
+    assert_eq!(response.status(), 202, "quarantined");
+    assert!(node.queue.pen_bytes().expect("pen") > 0);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(receiver.received().is_empty(), "a held hook is not delivered");
+
+    // The secret is rotated in; the job re-verifies and releases.
+    let mut rotated = StaticDirectory::default();
+    rotated.add(with_secrets(&["new-secret", "old-secret"]));
+    let job = ankusa::replay::run_quarantine(
+        node.queue.clone(),
+        Arc::new(rotated),
+        "release-1",
+        "default",
+        "github",
+        Default::default(),
+    )
+    .await
+    .expect("release");
+    assert_eq!((job.state, job.moved), (ankusa::replay::JobState::Done, 1));
+    eventually("the released hook delivered", Duration::from_secs(5), || receiver.received().len() == 1).await;
+    let got = &receiver.received()[0];
+    assert_eq!(&got.body[..], body.as_bytes());
+    assert_eq!(got.header("x-ankusa-replay-id"), Some("release-1"));
+    assert_eq!(node.queue.pen_bytes().expect("pen"), 0, "the pen entry went with the release");
+    node.dispatcher.stop().await;
+}

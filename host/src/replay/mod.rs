@@ -1,5 +1,7 @@
 //! Replay jobs: durable, resumable walks that move rows back into
-//! delivery. Kind `dlq` revives dead rows matching a filter.
+//! delivery. Kind `dlq` revives dead rows matching a filter; kind
+//! `quarantine` re-verifies a source's held hooks with its current
+//! secrets and releases those that pass.
 //!
 //! A job pins the DLQ's upper bound when it starts (rows that die during
 //! the job, its own revived rows included, are not visited again) and
@@ -17,7 +19,8 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::error_class::ErrorClass;
-use crate::queue::{DeadQuery, Queue, QueueError, now_ms};
+use crate::queue::{DeadQuery, Entry, Queue, QueueError, now_ms};
+use crate::source::Directory;
 use crate::store::Batch;
 use crate::store::keys::KeyBuf;
 
@@ -79,6 +82,9 @@ pub struct Job {
     pub moved: u64,
     pub throttled_ms: u64,
     pub reason: Option<String>,
+    /// `quarantine`: the tenant and source whose pen is walked.
+    #[serde(default)]
+    pub pen: Option<(String, String)>,
 }
 
 #[derive(Debug, Error)]
@@ -146,6 +152,7 @@ pub async fn run_dlq(queue: Arc<Queue>, id: &str, filter: DlqFilter, config: Rep
                 moved: 0,
                 throttled_ms: 0,
                 reason: None,
+                pen: None,
             };
             queue.job_put(record(&job))?;
             job
@@ -213,7 +220,8 @@ pub fn cancel(queue: &Queue, id: &str) -> Result<Option<Job>, ReplayError> {
 /// Resume every job that was running when the node stopped: each goes on
 /// from its last committed cursor.
 pub fn resume_all(queue: Arc<Queue>) -> Result<Vec<tokio::task::JoinHandle<()>>, ReplayError> {
-    let running: Vec<Job> = jobs(&queue)?.into_iter().filter(|j| j.state == JobState::Running).collect();
+    let running: Vec<Job> =
+        jobs(&queue)?.into_iter().filter(|j| j.state == JobState::Running && j.kind == "dlq").collect();
     Ok(running
         .into_iter()
         .map(|job| {
@@ -226,4 +234,93 @@ pub fn resume_all(queue: Arc<Queue>) -> Result<Vec<tokio::task::JoinHandle<()>>,
             })
         })
         .collect())
+}
+
+/// Re-verify the hooks `source` of `tenant` holds in the quarantine pen,
+/// with the source's secrets as they are now and each hook's own receive
+/// time, and release those that pass: committed like new hooks (dedupe
+/// included) with `replay_id`, their pen entries deleted and the job's
+/// cursor moved in the same synced batch. Hooks that still fail stay held.
+pub async fn run_quarantine(
+    queue: Arc<Queue>,
+    directory: Arc<dyn Directory>,
+    id: &str,
+    tenant: &str,
+    source_name: &str,
+    config: ReplayConfig,
+) -> Result<Job, ReplayError> {
+    let mut job = match job(&queue, id)? {
+        Some(job) => job,
+        None => Job {
+            id: id.to_string(),
+            kind: "quarantine".into(),
+            filter: DlqFilter::default(),
+            config,
+            state: JobState::Running,
+            cursor: None,
+            moved: 0,
+            throttled_ms: 0,
+            reason: None,
+            pen: Some((tenant.to_string(), source_name.to_string())),
+        },
+    };
+    while job.state == JobState::Running {
+        let after = job
+            .cursor
+            .as_deref()
+            .map(hex::decode)
+            .transpose()
+            .map_err(|e| ReplayError::Corrupt(job.id.clone(), e.to_string()))?;
+        let held = queue.quarantined(tenant, source_name, after.as_deref(), job.config.page.max(1))?;
+        let Some(last) = held.last() else {
+            job.state = JobState::Done;
+            queue.job_put(record(&job))?;
+            break;
+        };
+        let Some(source) = directory.resolve(Some(tenant), source_name) else {
+            job.state = JobState::Failed;
+            job.reason = Some(format!("source `{source_name}` of tenant `{tenant}` no longer exists"));
+            queue.job_put(record(&job))?;
+            break;
+        };
+        job.cursor = Some(hex::encode(&last.key));
+        let mut entries = Vec::new();
+        let mut extra = Batch::new();
+        for held in &held {
+            let mut envelope = held.envelope.clone();
+            let verified = match &source.verifier {
+                Some(verifier) => {
+                    verifier.verify(&envelope.headers, &envelope.body, envelope.received_at / 1000).is_ok()
+                }
+                None => true,
+            };
+            if !verified {
+                continue;
+            }
+            envelope.verification.status = "verified".into();
+            envelope.verification.reason = None;
+            envelope.dedupe_key =
+                source.dedupe.as_ref().and_then(|rule| rule.extract(&envelope.headers, &envelope.body));
+            for op in Queue::pen_delete(held) {
+                extra.push(op);
+            }
+            entries.push(Entry { envelope, sinks: source.bound_sinks() });
+        }
+        let released = entries.len() as u64;
+        let next = Job { moved: job.moved + released, ..job.clone() };
+        extra.extend(record(&next));
+        match queue.release(entries, &job.id, extra).await {
+            Ok(_) => job = next,
+            Err(QueueError::Refused(refusal)) => {
+                job.state = JobState::Paused;
+                job.reason = Some(format!("release refused: {refusal}"));
+                queue.job_put(record(&job))?;
+            }
+            Err(e) => return Err(e.into()),
+        }
+        if released > 0 && job.config.rate > 0.0 {
+            tokio::time::sleep(Duration::from_secs_f64(released as f64 / job.config.rate)).await;
+        }
+    }
+    Ok(job)
 }
