@@ -21,6 +21,7 @@ const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 struct Node {
     addr: std::net::SocketAddr,
     queue: Arc<Queue>,
+    directory: Arc<StaticDirectory>,
     dispatcher: Dispatcher,
     _dir: tempfile::TempDir,
 }
@@ -74,8 +75,8 @@ async fn start(sources: Vec<Source>, config: DispatchConfig) -> Node {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     tokio::spawn(ankusa::edge::serve(listener, edge, std::future::pending()));
-    let dispatcher = Dispatcher::start(queue.clone(), directory, config);
-    Node { addr, queue, dispatcher, _dir: dir }
+    let dispatcher = Dispatcher::start(queue.clone(), directory.clone(), config);
+    Node { addr, queue, directory, dispatcher, _dir: dir }
 }
 
 async fn post(addr: std::net::SocketAddr, source: &str, body: &str) -> String {
@@ -311,7 +312,7 @@ async fn an_interrupted_replay_resumes_from_its_cursor_and_moves_each_row_once()
     assert_eq!(stopped.state, ankusa::replay::JobState::Running);
     assert!(stopped.moved < 12, "stopped part-way: {}", stopped.moved);
 
-    for handle in ankusa::replay::resume_all(node.queue.clone()).expect("resume") {
+    for handle in ankusa::replay::resume_all(node.queue.clone(), node.directory.clone()).expect("resume") {
         handle.await.expect("resumed job");
     }
     let done = ankusa::replay::job(&node.queue, "slow").expect("read").expect("job");

@@ -59,7 +59,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     });
     let directory = Arc::new(directory);
     let dispatcher = Dispatcher::start(queue.clone(), directory.clone(), DispatchConfig::default());
-    let replays = crate::replay::resume_all(queue.clone())?;
+    let replays = crate::replay::resume_all(queue.clone(), directory.clone())?;
     let edge = Arc::new(Edge::new(EdgeConfig::default(), directory, Some(queue.clone())));
     let listener = tokio::net::TcpListener::bind(args.ingest)
         .await

@@ -219,16 +219,25 @@ pub fn cancel(queue: &Queue, id: &str) -> Result<Option<Job>, ReplayError> {
 
 /// Resume every job that was running when the node stopped: each goes on
 /// from its last committed cursor.
-pub fn resume_all(queue: Arc<Queue>) -> Result<Vec<tokio::task::JoinHandle<()>>, ReplayError> {
-    let running: Vec<Job> =
-        jobs(&queue)?.into_iter().filter(|j| j.state == JobState::Running && j.kind == "dlq").collect();
+pub fn resume_all(
+    queue: Arc<Queue>,
+    directory: Arc<dyn Directory>,
+) -> Result<Vec<tokio::task::JoinHandle<()>>, ReplayError> {
+    let running: Vec<Job> = jobs(&queue)?.into_iter().filter(|j| j.state == JobState::Running).collect();
     Ok(running
         .into_iter()
         .map(|job| {
             let queue = queue.clone();
+            let directory = directory.clone();
             tokio::spawn(async move {
-                tracing::info!(job = %job.id, moved = job.moved, "resuming replay job");
-                if let Err(e) = run_dlq(queue, &job.id, job.filter.clone(), job.config.clone()).await {
+                tracing::info!(job = %job.id, kind = %job.kind, moved = job.moved, "resuming replay job");
+                let result = match &job.pen {
+                    Some((tenant, source)) => {
+                        run_quarantine(queue, directory, &job.id, tenant, source, job.config.clone()).await
+                    }
+                    None => run_dlq(queue, &job.id, job.filter.clone(), job.config.clone()).await,
+                };
+                if let Err(e) = result {
                     tracing::error!(job = %job.id, "replay job failed: {e}");
                 }
             })
