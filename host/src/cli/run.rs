@@ -60,6 +60,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let directory = Arc::new(directory);
     let dispatcher = Dispatcher::start(queue.clone(), directory.clone(), DispatchConfig::default());
     let replays = crate::replay::resume_all(queue.clone(), directory.clone())?;
+    let sweeper = Queue::sweep_in_background(queue.clone(), std::time::Duration::from_secs(60));
     let edge = Arc::new(Edge::new(EdgeConfig::default(), directory, Some(queue.clone())));
     let listener = tokio::net::TcpListener::bind(args.ingest)
         .await
@@ -86,8 +87,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let _ = stop.send(());
     let _ = server.await;
     dispatcher.stop().await;
-    for replay in replays {
-        replay.abort();
+    for task in replays.into_iter().chain([sweeper]) {
+        task.abort();
+        let _ = task.await;
     }
     // Open connections and the batcher let go of the queue as they wind
     // down; a queue closed cleanly leaves nothing to replay at the next start.

@@ -410,6 +410,29 @@ impl Queue {
         answer.await.map_err(|_| QueueError::Closed)?
     }
 
+    /// Sweep expired dedupe keys every `every` until the queue closes, in
+    /// batches of 10 000 (each one write through the writer).
+    pub fn sweep_in_background(queue: Arc<Queue>, every: std::time::Duration) -> tokio::task::JoinHandle<()> {
+        const BATCH: usize = 10_000;
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tick.tick().await;
+                loop {
+                    match queue.sweep_dedupe(now_ms(), BATCH).await {
+                        Ok(removed) if removed == BATCH => continue,
+                        Ok(_) => break,
+                        Err(QueueError::Closed) => return,
+                        Err(e) => {
+                            tracing::warn!("dedupe sweep failed (tried again later): {e}");
+                            break;
+                        }
+                    }
+                }
+            }
+        })
+    }
+
     /// Mark (or unmark) `tenant` as being erased. Once this returns, no
     /// commit admits a new hook of the tenant (`tenant_erasing`).
     pub async fn set_erasing(&self, tenant: &str, erasing: bool) -> Result<(), QueueError> {
