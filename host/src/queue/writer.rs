@@ -152,6 +152,8 @@ pub fn spawn(parts: WriterParts) -> Result<Spawned, QueueError> {
     stats.next_seq.store(parts.next_seq, Ordering::Relaxed);
     let node_keys = parts.store.counter(&counter_key(None, "dedupe_keys"))?;
     let writer = Writer {
+        checkpointing: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        checkpoint_thread: None,
         due_floor: parts.due_floor,
         store: parts.store,
         next_seq: parts.next_seq,
@@ -161,7 +163,7 @@ pub fn spawn(parts: WriterParts) -> Result<Spawned, QueueError> {
         node_keys,
         tenant_keys: HashMap::new(),
         stats: stats.clone(),
-        intake: parts.intake,
+        intake: parts.intake.map(|log| Arc::new(std::sync::Mutex::new(log))),
     };
     let thread = std::thread::Builder::new()
         .name("ankusa-writer".into())
@@ -171,6 +173,10 @@ pub fn spawn(parts: WriterParts) -> Result<Spawned, QueueError> {
 }
 
 struct Writer {
+    /// A checkpoint (store flush, then intake truncation) is running on
+    /// its own thread, off the commit path.
+    checkpointing: Arc<std::sync::atomic::AtomicBool>,
+    checkpoint_thread: Option<std::thread::JoinHandle<()>>,
     due_floor: Arc<super::transitions::DueFloor>,
     store: Arc<RocksStore>,
     next_seq: u64,
@@ -182,7 +188,11 @@ struct Writer {
     node_keys: i64,
     tenant_keys: HashMap<String, i64>,
     stats: Arc<WriterStats>,
-    intake: Option<IntakeLog>,
+    intake: Option<Arc<std::sync::Mutex<IntakeLog>>>,
+}
+
+fn lock(intake: &std::sync::Mutex<IntakeLog>) -> std::sync::MutexGuard<'_, IntakeLog> {
+    intake.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The batch a group is building, and what it will change in memory once
@@ -272,7 +282,13 @@ impl Writer {
     fn run(mut self, mut rx: mpsc::Receiver<Message>) {
         let mut held: Option<Message> = None;
         loop {
-            let Some(first) = held.take().or_else(|| rx.blocking_recv()) else { return };
+            let Some(first) = held.take().or_else(|| rx.blocking_recv()) else {
+                // The store must not outlive its last user on another thread.
+                if let Some(thread) = self.checkpoint_thread.take() {
+                    let _ = thread.join();
+                }
+                return;
+            };
             let first = match first {
                 Message::Commit(call) => call,
                 other => {
@@ -525,7 +541,8 @@ impl Writer {
         // Only batches with hooks go to the intake log: it is a copy of what
         // was acked. (A batch of extra ops alone — a cursor, pen deletes —
         // would be replayed again on every boot, with no seq to tell.)
-        if let Some(intake) = self.intake.as_mut().filter(|_| group.hooks > 0) {
+        if let Some(intake) = self.intake.as_ref().filter(|_| group.hooks > 0) {
+            let mut intake = lock(intake);
             if intake.bytes() > self.limits.intake_max_bytes {
                 tracing::warn!(bytes = intake.bytes(), "intake log is over its bound, waiting for a checkpoint");
                 return Err(Refusal::IntakePending);
@@ -563,22 +580,45 @@ impl Writer {
         if group.hooks > 0 {
             self.stats.committed.notify_one();
         }
-        if let Err(e) = self.checkpoint() {
-            tracing::warn!("intake log checkpoint failed (it will be tried again): {e}");
-        }
+        self.checkpoint();
     }
 
     /// Once the intake log has closed a segment, flush the store's
-    /// memtables and drop the segments the flush covers.
-    fn checkpoint(&mut self) -> Result<(), QueueError> {
-        let Some(intake) = &mut self.intake else { return Ok(()) };
-        if intake.closed_segments() == 0 {
-            return Ok(());
+    /// memtables and drop the segments the flush covers — on a thread of
+    /// its own, so commits do not wait for the flush.
+    fn checkpoint(&mut self) {
+        let Some(intake) = &self.intake else { return };
+        if self.checkpointing.load(Ordering::Acquire) || lock(intake).closed_segments() == 0 {
+            return;
         }
-        self.store.flush()?;
-        intake.truncate_below(self.next_seq).map_err(|e| QueueError::Store(e.to_string()))?;
-        self.stats.checkpoints.fetch_add(1, Ordering::Relaxed);
-        Ok(())
+        if let Some(done) = self.checkpoint_thread.take() {
+            let _ = done.join();
+        }
+        self.checkpointing.store(true, Ordering::Release);
+        // Every seq below this is in a write the flush will cover.
+        let through = self.next_seq;
+        let (store, intake, running, stats) =
+            (self.store.clone(), intake.clone(), self.checkpointing.clone(), self.stats.clone());
+        let spawned = std::thread::Builder::new().name("ankusa-checkpoint".into()).spawn(move || {
+            let result = store
+                .flush()
+                .map_err(|e| e.to_string())
+                .and_then(|()| lock(&intake).truncate_below(through).map_err(|e| e.to_string()));
+            match result {
+                Ok(_) => {
+                    stats.checkpoints.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => tracing::warn!("intake log checkpoint failed (it will be tried again): {e}"),
+            }
+            running.store(false, Ordering::Release);
+        });
+        match spawned {
+            Ok(thread) => self.checkpoint_thread = Some(thread),
+            Err(e) => {
+                tracing::warn!("cannot start a checkpoint: {e}");
+                self.checkpointing.store(false, Ordering::Release);
+            }
+        }
     }
 
     fn sweep(&mut self, now_ms: u64, limit: usize) -> Result<usize, QueueError> {
