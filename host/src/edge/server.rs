@@ -47,7 +47,7 @@ impl Default for EdgeConfig {
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
             tenant_routing: false,
-            tenant_rate: Rate { per_second: 1000.0, burst: 2000 },
+            tenant_rate: Rate { per_second: 5000.0, burst: 10_000 },
             tenant_rates: HashMap::new(),
             quarantine_rate: Rate { per_second: 20.0, burst: 100 },
             quarantine_max_bytes: DEFAULT_PEN_BYTES,
