@@ -175,6 +175,16 @@ async fn burst(addr: std::net::SocketAddr, n: usize) -> Vec<(u16, Option<String>
     answers
 }
 
+/// Stall the store's writes now and let them go after `stall`.
+fn stall_writes_for(faults: &Arc<Faults>, stall: Duration) -> tokio::task::JoinHandle<()> {
+    faults.stall_writes.store(true, Ordering::Relaxed);
+    let faults = faults.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(stall).await;
+        faults.stall_writes.store(false, Ordering::Relaxed);
+    })
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_writer_sheds_load_and_never_stores_a_refused_hook() {
     let rt = runtime().await;
@@ -192,14 +202,7 @@ async fn a_stalled_writer_sheds_load_and_never_stores_a_refused_hook() {
     let queue = node.queue.clone().expect("queue");
 
     // A long stall: past the bounds and past the deadlines.
-    faults.stall_writes.store(true, Ordering::Relaxed);
-    let release = {
-        let faults = faults.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(1500)).await;
-            faults.stall_writes.store(false, Ordering::Relaxed);
-        })
-    };
+    let release = stall_writes_for(&faults, Duration::from_millis(1500));
     let answers = burst(node.addr, 40).await;
     release.await.expect("release");
     let shed = answers.iter().filter(|(s, _)| *s == 503).count();
@@ -216,14 +219,7 @@ async fn a_stalled_writer_sheds_load_and_never_stores_a_refused_hook() {
     );
 
     // A short stall: everyone admitted waits it out and is stored.
-    faults.stall_writes.store(true, Ordering::Relaxed);
-    let release = {
-        let faults = faults.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            faults.stall_writes.store(false, Ordering::Relaxed);
-        })
-    };
+    let release = stall_writes_for(&faults, Duration::from_millis(100));
     let answers = burst(node.addr, 6).await;
     release.await.expect("release");
     assert!(answers.iter().all(|(s, _)| *s == 201), "{answers:?}");

@@ -181,23 +181,25 @@ impl Queue {
             limit: examine.max(limit),
         })?;
         let examined_all = due.len() < examine.max(limit);
-        let positions: Vec<(u64, u16)> = due
+        // (due_at, seq, sink) of each entry, read once.
+        let entries: Vec<(u64, u64, u16)> = due
             .iter()
             .map(|(key, _)| {
                 let mut r = KeyReader::new(&key[1..]);
-                r.u64().and_then(|_| r.u64().zip(r.u16())).ok_or_else(|| QueueError::Corrupt("due index key".into()))
+                match (r.u64(), r.u64(), r.u16()) {
+                    (Some(due_at), Some(seq), Some(sink)) => Ok((due_at, seq, sink)),
+                    _ => Err(QueueError::Corrupt("due index key".into())),
+                }
             })
             .collect::<Result<_, _>>()?;
-        let keys: Vec<Vec<u8>> = positions.iter().map(|(seq, sink)| row_key(*seq, *sink)).collect();
+        let keys: Vec<Vec<u8>> = entries.iter().map(|(_, seq, sink)| row_key(*seq, *sink)).collect();
         let rows = self.store.multi_get(Cf::Deliveries, &keys)?;
         let mut batch = Batch::new();
         let mut claimed = Vec::new();
         // The due time of the first entry this claim leaves in the index.
         let mut first_left: Option<u64> = None;
-        let due_times: Vec<u64> = due.iter().map(|(key, _)| KeyReader::new(&key[1..]).u64().unwrap_or(0)).collect();
-        let last_examined = due_times.last().copied();
-        for ((((seq, sink), value), (index_key, _)), due_at) in positions.into_iter().zip(rows).zip(due).zip(due_times)
-        {
+        let last_examined = entries.last().map(|(due_at, _, _)| *due_at);
+        for (((due_at, seq, sink), value), (index_key, _)) in entries.into_iter().zip(rows).zip(due) {
             if claimed.len() == limit {
                 first_left.get_or_insert(due_at);
                 break;
