@@ -48,7 +48,7 @@ fn directory(name: &str, sink: Arc<Sink>) -> Arc<StaticDirectory> {
     Arc::new(directory)
 }
 
-async fn fill(queue: &Queue, source: &str, sha: &str) -> anyhow::Result<()> {
+async fn fill(queue: &Queue, source: &str, sink_name: &str) -> anyhow::Result<()> {
     for chunk in 0..BACKLOG / 500 {
         let entries = (0..500)
             .map(|i| {
@@ -59,7 +59,7 @@ async fn fill(queue: &Queue, source: &str, sha: &str) -> anyhow::Result<()> {
                     1_700_000_000_000,
                     vec![b'x'; 1024],
                 );
-                Entry { envelope, sinks: vec![(0, sha.to_string())] }
+                Entry { envelope, sinks: vec![(0, sink_name.to_string())] }
             })
             .collect();
         queue.enqueue(entries, None).await?;
@@ -78,7 +78,7 @@ async fn drained(queue: &Queue) -> anyhow::Result<()> {
 async fn drain(name: &str, sink: Arc<Sink>) -> anyhow::Result<(f64, Duration)> {
     let dir = tempfile::tempdir()?;
     let queue = Arc::new(Queue::open(dir.path(), QueueConfig::default())?);
-    fill(&queue, name, sink.sha256()).await?;
+    fill(&queue, name, &sink.label().sink).await?;
     let cpu_before = cpu();
     let started = Instant::now();
     let dispatcher = Dispatcher::start(queue.clone(), directory(name, sink), DispatchConfig::default());

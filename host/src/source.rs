@@ -2,7 +2,7 @@
 //! is, and the sinks bound to it (which dispatch delivers through).
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use crate::edge::dedupe_key::DedupeRule;
 use crate::edge::verify::Verifier;
@@ -42,9 +42,9 @@ pub struct Source {
 }
 
 impl Source {
-    /// (index, component sha256) of every sink, as rows record them.
+    /// (index, sink name) of every sink, as rows record them.
     pub fn bound_sinks(&self) -> Vec<(u16, String)> {
-        self.sinks.iter().map(|b| (b.index, b.sink.sha256().to_string())).collect()
+        self.sinks.iter().map(|b| (b.index, b.sink.label().sink.clone())).collect()
     }
 }
 
@@ -78,5 +78,56 @@ impl StaticDirectory {
 impl Directory for StaticDirectory {
     fn resolve(&self, tenant: Option<&str>, source: &str) -> Option<Arc<Source>> {
         self.sources.get(&(tenant.map(str::to_string), source.to_string())).cloned()
+    }
+}
+
+/// Where a source was defined.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// `ankusa.yml`: changed by editing the file.
+    Config,
+    /// Created through the admin API and stored in the node's store.
+    Runtime,
+}
+
+/// The node's sources, which the admin API may change while it runs.
+/// Names are unique across the node, so `/webhooks/{source}` always
+/// means one source; `/webhooks/{tenant}/{source}` must name its owner.
+#[derive(Default)]
+pub struct LiveDirectory {
+    sources: RwLock<HashMap<String, (Arc<Source>, Origin)>>,
+}
+
+impl LiveDirectory {
+    /// Add or replace a source; the previous one, if any.
+    pub fn insert(&self, source: Source, origin: Origin) -> Option<(Arc<Source>, Origin)> {
+        let mut sources = self.sources.write().unwrap_or_else(|e| e.into_inner());
+        sources.insert(source.name.clone(), (Arc::new(source), origin))
+    }
+
+    pub fn remove(&self, name: &str) -> Option<(Arc<Source>, Origin)> {
+        self.sources.write().unwrap_or_else(|e| e.into_inner()).remove(name)
+    }
+
+    pub fn get(&self, name: &str) -> Option<(Arc<Source>, Origin)> {
+        self.sources.read().unwrap_or_else(|e| e.into_inner()).get(name).cloned()
+    }
+
+    /// Every source, by name.
+    pub fn all(&self) -> Vec<(Arc<Source>, Origin)> {
+        let sources = self.sources.read().unwrap_or_else(|e| e.into_inner());
+        let mut all: Vec<_> = sources.values().cloned().collect();
+        all.sort_by(|a, b| a.0.name.cmp(&b.0.name));
+        all
+    }
+}
+
+impl Directory for LiveDirectory {
+    fn resolve(&self, tenant: Option<&str>, source: &str) -> Option<Arc<Source>> {
+        let (found, _) = self.get(source)?;
+        match tenant {
+            Some(t) if t != found.tenant => None,
+            _ => Some(found),
+        }
     }
 }

@@ -2,6 +2,7 @@
 //! HTTP receiver, an independent Standard Webhooks verifier, and the paths
 //! of the built binary and guest components.
 
+pub mod binary;
 pub mod crash;
 pub mod examples;
 pub mod receiver;

@@ -18,7 +18,7 @@ fn start(data: &std::path::Path, port: u16, log: &Log) -> Child {
     let mut child = Command::new(ankusa_bin())
         .args(["run", "--data-dir"])
         .arg(data)
-        .args(["--ingest", &format!("127.0.0.1:{port}")])
+        .args(["--ingest", &format!("127.0.0.1:{port}"), "--admin", "127.0.0.1:0"])
         .env("NO_COLOR", "1")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

@@ -1,6 +1,7 @@
 //! The `ankusa` command line. This is the binary's edge: errors from the
 //! library are typed; here they become messages and exit codes.
 
+mod config;
 mod run;
 mod sink;
 mod store;
@@ -20,6 +21,12 @@ pub struct Cli {
 enum Command {
     /// Run the node.
     Run(run::RunArgs),
+    /// Check a configuration, loading every sink it names; exit 78 listing
+    /// every problem.
+    CheckConfig(config::CheckArgs),
+    /// Print the configuration in force, defaults filled in, secrets
+    /// redacted.
+    PrintConfig(config::PrintArgs),
     /// Print the version.
     Version,
     /// Inspect and test sink components.
@@ -31,7 +38,10 @@ enum Command {
 /// Entry point of the binary: parse, run, map errors to exit codes.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing();
+    // `run` sets logging up from its configuration.
+    if !matches!(cli.command, Command::Run(_)) {
+        init_tracing(crate::config::LogFormat::Human, "info");
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -42,6 +52,8 @@ pub fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Run(args) => run::run(args).await,
+            Command::CheckConfig(args) => config::check(args).await,
+            Command::PrintConfig(args) => config::print(args),
             Command::Version => {
                 println!("ankusa {} (ankusa:sink@{})", env!("CARGO_PKG_VERSION"), crate::runtime::WIT_VERSION);
                 Ok(ExitCode::SUCCESS)
@@ -59,10 +71,19 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn init_tracing() {
+/// Logs to stderr, as text or JSON lines; `ANKUSA_LOG` (a `tracing`
+/// filter) wins over the configured level.
+fn init_tracing(format: crate::config::LogFormat, level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("ANKUSA_LOG")
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(level))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    // Colours only for a terminal, and never when NO_COLOR is set.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("NO_COLOR").is_none();
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).try_init();
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = match format {
+        crate::config::LogFormat::Json => builder.json().with_current_span(true).try_init(),
+        crate::config::LogFormat::Human => {
+            // Colours only for a terminal, and never when NO_COLOR is set.
+            let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("NO_COLOR").is_none();
+            builder.with_ansi(ansi).try_init()
+        }
+    };
 }

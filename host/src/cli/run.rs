@@ -8,106 +8,173 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::Args;
 
-use crate::dispatch::{DispatchConfig, Dispatcher};
-use crate::edge::dedupe_key::DedupeRule;
-use crate::edge::{Edge, EdgeConfig};
-use crate::queue::{Queue, QueueConfig, SinkDurability, SourceDurability, validate_config};
-use crate::runtime::{ComponentSource, EngineConfig, Runtime, SinkLabel, SinkSpec};
-use crate::source::{SinkBinding, Source, StaticDirectory};
+use super::config::{ConfigArgs, refuse, refuse_error};
+use crate::config::Role;
+use crate::node::{Node, StartError};
+use crate::queue::WalMode;
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Where the node keeps its state (the store, compiled components).
-    #[arg(long, env = "ANKUSA_DATA_DIR", default_value = "./data")]
-    data_dir: PathBuf,
-    /// Where providers POST hooks.
-    #[arg(long, env = "ANKUSA_INGEST_LISTEN", default_value = "0.0.0.0:4000")]
-    ingest: SocketAddr,
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// Where the node keeps its state (overrides node.data_dir).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Where providers POST hooks (overrides http.listen).
+    #[arg(long)]
+    ingest: Option<SocketAddr>,
+    /// Where the admin API listens (overrides admin.listen).
+    #[arg(long)]
+    admin: Option<SocketAddr>,
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
-    std::fs::create_dir_all(&args.data_dir)
-        .with_context(|| format!("cannot create the data directory {}", args.data_dir.display()))?;
-    let store_path = args.data_dir.join("store");
-    let config = QueueConfig::default();
-    let queue = Arc::new(
-        Queue::open(&store_path, config.clone())
-            .with_context(|| format!("cannot open the store at {}", store_path.display()))?,
-    );
-    let recovered = queue.recover_inflight(crate::queue::now_ms())?;
-    let stats = queue.stats()?;
-    let runtime = Runtime::new(EngineConfig::default(), Some(args.data_dir.join("components")))?;
-
-    // The embedded default: one `demo` source delivering to the `log` sink.
-    let spec = SinkSpec::new(SinkLabel::new("demo", "log"), ComponentSource::Builtin("log".into()));
-    let sink = runtime.load(spec).await?;
-    let durability = SourceDurability {
-        source: "demo".into(),
-        sinks: vec![SinkDurability { name: "log".into(), durable: sink.durable() }],
+    let mut config = match args.config.load() {
+        Ok(config) => config,
+        Err(e) => return Ok(refuse_error(&args.config, &e, false)),
     };
-    validate_config(config.wal, &[durability])?;
-    let sink = Arc::new(sink);
-
-    let mut directory = StaticDirectory::default();
-    directory.add(Source {
-        name: "demo".into(),
-        tenant: "default".into(),
-        verifier: None,
-        on_verify_failure: Default::default(),
-        dedupe: Some(DedupeRule::header("idempotency-key")),
-        sinks: vec![SinkBinding { index: 0, sink: sink.clone() }],
-    });
-    let directory = Arc::new(directory);
-    let dispatcher = Dispatcher::start(queue.clone(), directory.clone(), DispatchConfig::default());
-    let replays = crate::replay::resume_all(queue.clone(), directory.clone())?;
-    let sweeper = Queue::sweep_in_background(queue.clone(), std::time::Duration::from_secs(60));
-    let edge = Arc::new(Edge::new(EdgeConfig::default(), directory, Some(queue.clone())));
-    let listener = tokio::net::TcpListener::bind(args.ingest)
-        .await
-        .with_context(|| format!("cannot listen for hooks on {}", args.ingest))?;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(crate::edge::serve(listener, edge, async {
-        let _ = stopped.await;
-    }));
-
-    println!("ankusa {} (ankusa:sink@{})", env!("CARGO_PKG_VERSION"), crate::runtime::WIT_VERSION);
-    println!("data: {}", args.data_dir.display());
-    println!(
-        "wal: {} — store {} (RocksDB, {} bytes on disk, next seq {}, {recovered} inflight rows due again)",
-        queue.label(),
-        store_path.display(),
-        stats.disk_bytes,
-        stats.next_seq
-    );
-    println!("durability: an acked hook is fsynced to this host's disk: durable to power loss on THIS host only");
-    println!("sink: {} → built-in `log` sha256:{} durable={}", sink.label(), &sink.sha256()[..16], sink.durable());
-    println!("ingest: http://{}/webhooks/demo", args.ingest);
-    println!("ready; Ctrl-C to stop");
-    wait_for_shutdown().await?;
-    let _ = stop.send(());
-    let _ = server.await;
-    dispatcher.stop().await;
-    for task in replays.into_iter().chain([sweeper]) {
-        task.abort();
-        let _ = task.await;
+    if let Some(dir) = args.data_dir {
+        config.node.data_dir = dir;
     }
-    // Open connections and the batcher let go of the queue as they wind
-    // down; a queue closed cleanly leaves nothing to replay at the next start.
-    let mut queue = queue;
-    for _ in 0..50 {
-        match Arc::try_unwrap(queue) {
-            Ok(alone) => {
-                alone.close().await;
-                break;
-            }
-            Err(shared) => {
-                queue = shared;
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-            }
+    if let Some(listen) = args.ingest {
+        config.http.listen = listen;
+    }
+    if let Some(listen) = args.admin {
+        config.admin.listen = listen;
+    }
+    let problems = crate::config::check(&config);
+    if !problems.is_empty() {
+        return Ok(refuse(&args.config.origin(), &problems, false));
+    }
+    super::init_tracing(config.log.format, &config.log.level);
+
+    let node = match Node::start(config).await {
+        Ok(node) => Arc::new(node),
+        Err(StartError::Config(problems)) => return Ok(refuse(&args.config.origin(), &problems, false)),
+        Err(e) => return Err(e.into()),
+    };
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let shutdown = move || {
+        let mut stopped = stopped.clone();
+        async move {
+            let _ = stopped.wait_for(|s| *s).await;
         }
+    };
+    let config = &node.config;
+    let mut servers = Vec::new();
+    let mut ingest_at = None;
+    if let Some(edge) = &node.edge {
+        let listener = tokio::net::TcpListener::bind(config.http.listen)
+            .await
+            .with_context(|| format!("cannot listen for hooks on {} (http.listen)", config.http.listen))?;
+        ingest_at = Some(listener.local_addr()?);
+        servers.push(tokio::spawn(crate::edge::serve(listener, edge.clone(), shutdown())));
+    }
+    let mut admin_at = None;
+    if config.node.roles.contains(&Role::Admin) {
+        let listener = tokio::net::TcpListener::bind(config.admin.listen)
+            .await
+            .with_context(|| format!("cannot listen for the admin API on {} (admin.listen)", config.admin.listen))?;
+        admin_at = Some(listener.local_addr()?);
+        servers.push(tokio::spawn(crate::admin::serve(listener, node.clone(), shutdown())));
+    }
+    banner(&node, ingest_at, admin_at);
+    // SIGHUP reloads changed sink components, as `POST /v1/sinks/reload`.
+    let reloader = {
+        let node = node.clone();
+        let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+            .context("cannot listen for SIGHUP")?;
+        tokio::spawn(async move {
+            while hangups.recv().await.is_some() {
+                let report = node.reload_sinks().await;
+                tracing::info!(
+                    swapped = report.swapped.len(),
+                    unchanged = report.unchanged,
+                    failed = report.failed.len(),
+                    "SIGHUP: sinks reloaded"
+                );
+            }
+        })
+    };
+    wait_for_shutdown().await?;
+    tracing::info!("stopping");
+    let _ = stop.send(true);
+    reloader.abort();
+    let _ = reloader.await;
+    for server in servers {
+        let _ = server.await;
+    }
+    // The servers have let go of the node; the rest shuts down in order.
+    match Arc::try_unwrap(node) {
+        Ok(node) => node.shutdown().await,
+        Err(_) => tracing::warn!("the node is still referenced at shutdown; leaving its last writes to recovery"),
     }
     println!("stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+/// What an operator sees first: what runs, where, and what an ack means.
+fn banner(node: &Node, ingest: Option<SocketAddr>, admin: Option<SocketAddr>) {
+    let config = &node.config;
+    let roles: Vec<&str> = config
+        .node
+        .roles
+        .iter()
+        .map(|r| match r {
+            Role::Ingest => "ingest",
+            Role::Dispatch => "dispatch",
+            Role::Admin => "admin",
+        })
+        .collect();
+    println!("ankusa {} (ankusa:sink@{})", env!("CARGO_PKG_VERSION"), crate::runtime::WIT_VERSION);
+    println!("roles: {}", roles.join(", "));
+    println!("data: {}", config.node.data_dir.display());
+    let boot = &node.boot;
+    match config.wal_mode() {
+        WalMode::None => println!("wal: none — no local queue; each hook is published to its sinks before the answer"),
+        mode => println!(
+            "wal: {} — store {} (RocksDB, {} bytes on disk, next seq {}, {} inflight rows due again)",
+            mode.label(),
+            config.store_dir().display(),
+            boot.disk_bytes,
+            boot.next_seq,
+            boot.recovered,
+        ),
+    }
+    if boot.resumed_replays + boot.resumed_erasures > 0 {
+        println!("resumed: {} replay job(s), {} tenant erase(s) resumed", boot.resumed_replays, boot.resumed_erasures);
+    }
+    println!(
+        "sources: {} from the config, {} created through the admin API",
+        config.sources.len(),
+        boot.runtime_sources
+    );
+    println!("durability: {}", crate::node::durability_line(config));
+    for (source, _) in node.sources.all() {
+        for binding in &source.sinks {
+            let sink = &binding.sink;
+            println!(
+                "sink: {} [{}] sha256:{} durable={}",
+                sink.label(),
+                config.sinks.get(&sink.label().sink).map_or("?", |s| s.component.as_str()),
+                &sink.sha256()[..16],
+                sink.durable()
+            );
+        }
+    }
+    if let Some(addr) = ingest {
+        let routes = if config.http.tenant_routing {
+            "/webhooks/{source}, /webhooks/{tenant}/{source}"
+        } else {
+            "/webhooks/{source}"
+        };
+        println!("ingest: http://{addr} ({routes})");
+    }
+    if let Some(addr) = admin {
+        let auth = if config.admin.token.is_some() { "bearer token required" } else { "loopback only, no token" };
+        println!("admin: http://{addr} ({auth})");
+    }
+    println!("ready; Ctrl-C to stop");
 }
 
 async fn wait_for_shutdown() -> anyhow::Result<()> {

@@ -125,6 +125,12 @@ impl Dispatcher {
         breakers.get(&(tenant.to_string(), source.to_string(), sink)).copied()
     }
 
+    /// Breakers open or probing now.
+    pub fn breakers_open(&self) -> usize {
+        let breakers = self.breakers.lock().unwrap_or_else(|e| e.into_inner());
+        breakers.values().filter(|s| !matches!(s, BreakerState::Closed { .. })).count()
+    }
+
     /// Stop claiming; deliveries already running finish on their own.
     pub async fn stop(self) {
         self.stop.notify_one();
@@ -217,9 +223,16 @@ impl Scheduler {
             let max_waiting = self.config.max_waiting_per_key;
             let keys = &mut self.keys;
             let breakers = &self.breakers;
+            let directory = self.directory.as_ref();
+            // An erasing tenant's rows stay where they are for the erase.
+            let erasing = queue.erasing_tenants();
             let mut taken: HashMap<Key, usize> = HashMap::new();
             let mut skipped = false;
             let rows = queue.claim_due_with(now, want, want * 4, |row| {
+                if erasing.contains(&row.tenant) {
+                    skipped = true;
+                    return ClaimDecision::Skip;
+                }
                 let key: Key = (row.tenant.clone(), row.source.clone(), row.sink);
                 let state = keys.entry(key.clone()).or_default();
                 let taken = taken.entry(key.clone()).or_default();
@@ -231,6 +244,7 @@ impl Scheduler {
                     Err(until) => return ClaimDecision::Park(until),
                     Ok(Some(Transition::Probing)) => {
                         tracing::info!(tenant = %key.0, source = %key.1, sink = key.2, "circuit breaker half-open: probing");
+                        count_transition(directory, &key, "half_open");
                         publish_breaker(breakers, &key, state.breaker.state());
                     }
                     Ok(_) => {}
@@ -271,11 +285,12 @@ impl Scheduler {
     }
 
     /// The sink bound to the row at ack time, if its source still has it:
-    /// the same index with the same component.
+    /// the same index with the same sink (its component may have been
+    /// reloaded since).
     fn bound_sink(&self, row: &DeliveryRow) -> Option<Arc<Sink>> {
         let source = self.directory.resolve(Some(&row.tenant), &row.source)?;
         let binding = source.sinks.iter().find(|b| b.index == row.sink)?;
-        (binding.sink.sha256() == row.component).then(|| binding.sink.clone())
+        (binding.sink.label().sink == row.component).then(|| binding.sink.clone())
     }
 
     /// Hand free slots round-robin to keys with waiting rows.
@@ -316,6 +331,7 @@ impl Scheduler {
         match transition {
             Some(Transition::Opened { for_ms }) => {
                 tracing::warn!(%tenant, %source, sink, for_ms, "circuit breaker opened: rows of this sink are parked");
+                count_transition(self.directory.as_ref(), &done.key, "open");
                 // Rows already waiting for this key wait out the breaker
                 // in the store, not in the window.
                 let until = now + for_ms;
@@ -328,7 +344,10 @@ impl Scheduler {
                     }
                 }
             }
-            Some(Transition::Closed) => tracing::info!(%tenant, %source, sink, "circuit breaker closed"),
+            Some(Transition::Closed) => {
+                tracing::info!(%tenant, %source, sink, "circuit breaker closed");
+                count_transition(self.directory.as_ref(), &done.key, "closed");
+            }
             Some(Transition::Probing) | None => {}
         }
         publish_breaker(&self.breakers, &done.key, current);
@@ -367,6 +386,18 @@ async fn deliver(
             reason: format!("cannot read the hook: {e}"),
         }),
     };
+    let class = match &outcome {
+        Outcome::Delivered => "ok",
+        Outcome::Failed(f) => f.class.as_str(),
+    };
+    crate::metrics::metrics()
+        .deliveries
+        .get_or_create(&crate::metrics::DeliveryLabels {
+            source: row.source.clone(),
+            sink: sink.label().sink.clone(),
+            class,
+        })
+        .inc();
     let now = now_ms();
     let (written, failure) = match &outcome {
         Outcome::Delivered => (queue.complete(row.seq, row.sink), None),
@@ -386,6 +417,20 @@ async fn deliver(
         tracing::error!(seq = row.seq, sink = row.sink, "cannot record the outcome: {e}");
     }
     let _ = done.send(Done { key, bytes: row.bytes, failure });
+}
+
+/// Count a breaker transition under the sink's name (transitions are
+/// rare, so the name is looked up only then).
+fn count_transition(directory: &dyn Directory, key: &Key, to: &'static str) {
+    let (tenant, source, index) = key;
+    let sink = directory
+        .resolve(Some(tenant), source)
+        .and_then(|s| s.sinks.iter().find(|b| b.index == *index).map(|b| b.sink.label().sink.clone()))
+        .unwrap_or_else(|| index.to_string());
+    crate::metrics::metrics()
+        .breaker_transitions
+        .get_or_create(&crate::metrics::BreakerLabels { source: source.clone(), sink, to })
+        .inc();
 }
 
 /// A jitter draw in [0, 1) that differs per row and attempt.

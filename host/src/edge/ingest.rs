@@ -26,12 +26,25 @@ use super::server::{Edge, Mode};
 use crate::queue::{Entry, EntryOutcome, Envelope, QueueError, Refusal, Verification};
 use crate::source::{OnVerifyFailure, Source, valid_tenant};
 
-fn reply(status: StatusCode, body: Value) -> Response {
-    (status, axum::Json(body)).into_response()
+/// What became of a request, as counted in `ankusa_ingest_requests`.
+#[derive(Clone, Copy, Debug)]
+struct Outcome(&'static str);
+
+fn reply(status: StatusCode, outcome: &'static str, body: Value) -> Response {
+    let mut response = (status, axum::Json(body)).into_response();
+    response.extensions_mut().insert(Outcome(outcome));
+    response
 }
 
-fn error(status: StatusCode, code: &str) -> Response {
-    reply(status, json!({ "error": code }))
+fn error(status: StatusCode, code: &'static str) -> Response {
+    reply(status, code, json!({ "error": code }))
+}
+
+/// Count the answer under its outcome.
+fn counted(response: Response) -> Response {
+    let outcome = response.extensions().get::<Outcome>().map_or("other", |o| o.0);
+    crate::metrics::ingest(outcome);
+    response
 }
 
 fn retry_after(mut response: Response, seconds: u64) -> Response {
@@ -39,12 +52,12 @@ fn retry_after(mut response: Response, seconds: u64) -> Response {
     response
 }
 
-fn unavailable(code: &str) -> Response {
+fn unavailable(code: &'static str) -> Response {
     retry_after(error(StatusCode::SERVICE_UNAVAILABLE, code), 1)
 }
 
 pub async fn health() -> Response {
-    reply(StatusCode::OK, json!({ "status": "ok" }))
+    reply(StatusCode::OK, "health", json!({ "status": "ok" }))
 }
 
 /// Ready unless the store refused a commit in the last five seconds.
@@ -53,12 +66,16 @@ pub async fn ready(State(edge): State<Arc<Edge>>) -> Response {
         .queue()
         .and_then(|q| q.last_commit_failure_ms())
         .is_some_and(|at| crate::queue::now_ms().saturating_sub(at) < 5_000);
-    if failed_recently { unavailable("store_unavailable") } else { reply(StatusCode::OK, json!({ "status": "ready" })) }
+    if failed_recently {
+        unavailable("store_unavailable")
+    } else {
+        reply(StatusCode::OK, "ready", json!({ "status": "ready" }))
+    }
 }
 
 pub async fn ingest(State(edge): State<Arc<Edge>>, Path(source): Path<String>, request: Request) -> Response {
     let resolved = edge.directory.resolve(None, &source);
-    handle(edge, resolved, request).await
+    counted(handle(edge, resolved, request).await)
 }
 
 pub async fn ingest_for_tenant(
@@ -67,7 +84,7 @@ pub async fn ingest_for_tenant(
     request: Request,
 ) -> Response {
     let resolved = valid_tenant(&tenant).then(|| edge.directory.resolve(Some(&tenant), &source)).flatten();
-    handle(edge, resolved, request).await
+    counted(handle(edge, resolved, request).await)
 }
 
 /// Visible ASCII, space and tab: what a header value may hold.
@@ -121,6 +138,7 @@ async fn handle(edge: Arc<Edge>, source: Option<Arc<Source>>, request: Request) 
                     OnVerifyFailure::Reject => {
                         return reply(
                             StatusCode::UNAUTHORIZED,
+                            "invalid_signature",
                             json!({ "error": "invalid_signature", "reason": reason }),
                         );
                     }
@@ -147,7 +165,7 @@ async fn handle(edge: Arc<Edge>, source: Option<Arc<Source>>, request: Request) 
             answer(batcher.submit(entry).await)
         }
         Mode::Direct => match super::direct::publish(&source, &envelope, edge.config.direct_deadline).await {
-            Ok(()) => reply(StatusCode::CREATED, json!({ "status": "accepted", "id": envelope.id })),
+            Ok(()) => reply(StatusCode::CREATED, "accepted", json!({ "status": "accepted", "id": envelope.id })),
             Err(unconfirmed) => {
                 tracing::warn!(source = %source.name, failures = ?unconfirmed.failures, "direct publish not confirmed");
                 unavailable("sink_unavailable")
@@ -181,7 +199,7 @@ fn quarantine(edge: &Edge, source: &Source, envelope: &Envelope, now: Duration) 
         );
     }
     match queue.quarantine(envelope, edge.config.quarantine_max_bytes) {
-        Ok(()) => reply(StatusCode::ACCEPTED, json!({ "status": "quarantined", "id": envelope.id })),
+        Ok(()) => reply(StatusCode::ACCEPTED, "quarantined", json!({ "status": "quarantined", "id": envelope.id })),
         Err(QueueError::QuarantineFull) => unavailable("quarantine_full"),
         Err(e) => {
             tracing::error!("quarantine write failed: {e}");
@@ -194,10 +212,10 @@ fn quarantine(edge: &Edge, source: &Source, envelope: &Envelope, now: Duration) 
 fn answer(outcome: Result<EntryOutcome, SubmitError>) -> Response {
     match outcome {
         Ok(EntryOutcome::Committed(e)) => {
-            reply(StatusCode::CREATED, json!({ "status": "accepted", "id": e.id, "seq": e.seq }))
+            reply(StatusCode::CREATED, "accepted", json!({ "status": "accepted", "id": e.id, "seq": e.seq }))
         }
         Ok(EntryOutcome::Duplicate(e)) => {
-            reply(StatusCode::CREATED, json!({ "status": "accepted", "id": e.id, "duplicate": true }))
+            reply(StatusCode::CREATED, "duplicate", json!({ "status": "accepted", "id": e.id, "duplicate": true }))
         }
         Ok(EntryOutcome::Refused(refusal)) => match refusal {
             Refusal::TenantLimit => error(StatusCode::TOO_MANY_REQUESTS, "tenant_limit"),
@@ -207,7 +225,10 @@ fn answer(outcome: Result<EntryOutcome, SubmitError>) -> Response {
                 unavailable("store_unavailable")
             }
         },
-        Err(SubmitError::Overload) => unavailable("overload"),
+        Err(SubmitError::Overload) => {
+            crate::metrics::metrics().load_shed.inc();
+            unavailable("overload")
+        }
         Err(SubmitError::Queue(e)) => {
             tracing::error!("commit failed: {e}");
             unavailable("store_unavailable")

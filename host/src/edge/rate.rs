@@ -19,20 +19,38 @@ pub struct Rate {
 #[derive(Debug)]
 pub struct Gcra {
     default: Rate,
-    overrides: HashMap<String, Rate>,
+    /// Keys with a rate of their own (set from config or at runtime).
+    overrides: std::sync::RwLock<HashMap<String, Rate>>,
     /// Key → theoretical arrival time (ns on the caller's clock).
     tat: Mutex<HashMap<String, u64>>,
 }
 
 impl Gcra {
     pub fn new(default: Rate, overrides: HashMap<String, Rate>) -> Gcra {
-        Gcra { default, overrides, tat: Mutex::new(HashMap::new()) }
+        Gcra { default, overrides: std::sync::RwLock::new(overrides), tat: Mutex::new(HashMap::new()) }
+    }
+
+    /// The rate `key` is held to, and whether it is its own.
+    pub fn rate_of(&self, key: &str) -> (Rate, bool) {
+        match self.overrides.read().unwrap_or_else(|e| e.into_inner()).get(key) {
+            Some(rate) => (*rate, true),
+            None => (self.default, false),
+        }
+    }
+
+    /// Give `key` a rate of its own, or (`None`) put it back on the default.
+    pub fn set_rate(&self, key: &str, rate: Option<Rate>) {
+        let mut overrides = self.overrides.write().unwrap_or_else(|e| e.into_inner());
+        match rate {
+            Some(rate) => overrides.insert(key.to_string(), rate),
+            None => overrides.remove(key),
+        };
     }
 
     /// Charge one request of `key` at `now_ns`: `Err(wait)` when over the
     /// limit, with how long until one would pass.
     pub fn check(&self, key: &str, now_ns: u64) -> Result<(), Duration> {
-        let rate = self.overrides.get(key).copied().unwrap_or(self.default);
+        let (rate, _) = self.rate_of(key);
         if rate.per_second <= 0.0 {
             return Err(Duration::from_secs(1));
         }

@@ -10,7 +10,7 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use hmac::{Hmac, Mac};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 /// At most this many secrets per source (rotation, newest first).
@@ -18,7 +18,7 @@ pub const MAX_SECRETS: usize = 8;
 /// Default timestamp tolerance, seconds either side of now.
 pub const DEFAULT_TOLERANCE_S: u64 = 300;
 
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum HashAlg {
     Sha1,
@@ -26,7 +26,7 @@ pub enum HashAlg {
     Sha512,
 }
 
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Encoding {
     Hex,
@@ -83,7 +83,7 @@ pub enum SchemeError {
 }
 
 /// The description of a custom `hmac` scheme, as configured.
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct CustomHmac {
     pub header: String,

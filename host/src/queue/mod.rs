@@ -137,7 +137,7 @@ impl From<StoreError> for QueueError {
 #[derive(Clone, Debug)]
 pub struct Entry {
     pub envelope: Envelope,
-    /// (sink index, component sha256).
+    /// (sink index, sink name).
     pub sinks: Vec<(u16, String)>,
 }
 

@@ -13,6 +13,17 @@ use super::{Queue, QueueError, counter_key};
 use crate::store::keys::{KeyBuf, KeyReader, prefix_end};
 use crate::store::{Batch, Cf, Durability, Scan, Store, WriteOp};
 
+/// Held hooks removed per synced batch by a purge.
+const PEN_PURGE_CHUNK: usize = 500;
+
+fn pen_prefix(tenant: Option<&str>, source: Option<&str>) -> Vec<u8> {
+    match (tenant, source) {
+        (Some(t), Some(s)) => KeyBuf::new().tag(b'q').short(t).short(s).build(),
+        (Some(t), None) => KeyBuf::new().tag(b'q').short(t).build(),
+        (None, _) => KeyBuf::new().tag(b'q').build(),
+    }
+}
+
 /// The pen's default byte cap.
 pub const DEFAULT_PEN_BYTES: u64 = 1 << 30;
 const PEN_BYTES: &str = "pen_bytes";
@@ -52,7 +63,19 @@ impl Queue {
         after: Option<&[u8]>,
         limit: usize,
     ) -> Result<Vec<PenEntry>, QueueError> {
-        let prefix = KeyBuf::new().tag(b'q').short(tenant).short(source).build();
+        self.pen_page(Some(tenant), Some(source), after, limit)
+    }
+
+    /// Held hooks of every tenant, one tenant, or one of its sources, in
+    /// key order after `after` (a source without its tenant means all).
+    pub fn pen_page(
+        &self,
+        tenant: Option<&str>,
+        source: Option<&str>,
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<PenEntry>, QueueError> {
+        let prefix = pen_prefix(tenant, source);
         let from = after.map_or_else(|| prefix.clone(), |k| [k, &[0]].concat());
         let rows =
             self.store.scan(&Scan { cf: Cf::Quarantine, from, to: prefix_end(&prefix), reverse: false, limit })?;
@@ -63,6 +86,27 @@ impl Queue {
                 Ok(PenEntry { envelope, key })
             })
             .collect()
+    }
+
+    /// Remove held hooks (as [`Queue::pen_page`] selects them) in synced
+    /// chunks; how many went.
+    pub fn purge_pen(&self, tenant: Option<&str>, source: Option<&str>) -> Result<u64, QueueError> {
+        let mut removed = 0;
+        loop {
+            let _serial = self.pen.lock().unwrap_or_else(|e| e.into_inner());
+            let held = self.pen_page(tenant, source, None, PEN_PURGE_CHUNK)?;
+            if held.is_empty() {
+                return Ok(removed);
+            }
+            let mut batch = Batch::new();
+            for entry in &held {
+                for op in Queue::pen_delete(entry) {
+                    batch.push(op);
+                }
+            }
+            self.store.write(&batch, Durability::Synced)?;
+            removed += held.len() as u64;
+        }
     }
 
     /// The ops that take `entry` out of the pen: for `release`'s extra ops

@@ -38,7 +38,8 @@ pub struct DeliveryRow {
     pub sink: u16,
     pub tenant: String,
     pub source: String,
-    /// The sha256 of the component bound when the hook was acked.
+    /// The name of the sink bound at this index when the hook was acked
+    /// (a reloaded component keeps its name, so its rows still deliver).
     pub component: String,
     /// The hook's stored size (counted once per row).
     pub bytes: u64,

@@ -538,6 +538,15 @@ impl Writer {
     /// store, both synced. The refusal says which copy is missing.
     fn write(&mut self, group: &Group) -> Result<(), Refusal> {
         self.stats.commits.fetch_add(1, Ordering::Relaxed);
+        let started = std::time::Instant::now();
+        let written = self.write_copies(group);
+        let metrics = crate::metrics::metrics();
+        metrics.commit_seconds.observe(started.elapsed().as_secs_f64());
+        metrics.commit_group_hooks.observe(group.hooks as f64);
+        written
+    }
+
+    fn write_copies(&mut self, group: &Group) -> Result<(), Refusal> {
         // Only batches with hooks go to the intake log: it is a copy of what
         // was acked. (A batch of extra ops alone — a cursor, pen deletes —
         // would be replayed again on every boot, with no seq to tell.)

@@ -12,11 +12,13 @@
 //! only while dispatch keeps up (its oldest due row at most `max_lag_ms`
 //! late). A job whose revived rows keep dying pauses itself.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
+use tokio::sync::watch;
 
 use crate::error_class::ErrorClass;
 use crate::queue::{DeadQuery, Entry, Queue, QueueError, now_ms};
@@ -129,39 +131,56 @@ pub fn job(queue: &Queue, id: &str) -> Result<Option<Job>, ReplayError> {
     }
 }
 
+/// Find the job with this id, or create it as a `dlq` job (stored, state
+/// running) unless [`MAX_ACTIVE`] are running.
+pub fn create_dlq(queue: &Queue, id: &str, filter: DlqFilter, config: ReplayConfig) -> Result<Job, ReplayError> {
+    if let Some(job) = job(queue, id)? {
+        return Ok(job);
+    }
+    let running = jobs(queue)?.iter().filter(|j| j.state == JobState::Running).count();
+    if running >= MAX_ACTIVE {
+        return Err(ReplayError::TooMany);
+    }
+    // Every row dead by now (the bound is exclusive).
+    let until = filter.until.unwrap_or_else(|| now_ms() + 1);
+    let job = Job {
+        id: id.to_string(),
+        kind: "dlq".into(),
+        cursor: Some(queue.dead_cursor_before(until)?),
+        filter: DlqFilter { until: Some(until), ..filter },
+        config,
+        state: JobState::Running,
+        moved: 0,
+        throttled_ms: 0,
+        reason: None,
+        pen: None,
+    };
+    queue.job_put(record(&job))?;
+    Ok(job)
+}
+
 /// Create a `dlq` job (or find the one with this id) and run it to its
 /// end, a pause, or a cancel. Running it again resumes it; a finished job
 /// moves nothing more.
 pub async fn run_dlq(queue: Arc<Queue>, id: &str, filter: DlqFilter, config: ReplayConfig) -> Result<Job, ReplayError> {
-    let mut job = match job(&queue, id)? {
-        Some(job) => job,
-        None => {
-            let running = jobs(&queue)?.iter().filter(|j| j.state == JobState::Running).count();
-            if running >= MAX_ACTIVE {
-                return Err(ReplayError::TooMany);
-            }
-            // Every row dead by now (the bound is exclusive).
-            let until = filter.until.unwrap_or_else(|| now_ms() + 1);
-            let job = Job {
-                id: id.to_string(),
-                kind: "dlq".into(),
-                cursor: Some(queue.dead_cursor_before(until)?),
-                filter: DlqFilter { until: Some(until), ..filter },
-                config,
-                state: JobState::Running,
-                moved: 0,
-                throttled_ms: 0,
-                reason: None,
-                pen: None,
-            };
-            queue.job_put(record(&job))?;
-            job
-        }
-    };
+    run_dlq_controlled(queue, id, filter, config, Control::never()).await
+}
+
+async fn run_dlq_controlled(
+    queue: Arc<Queue>,
+    id: &str,
+    filter: DlqFilter,
+    config: ReplayConfig,
+    mut control: watch::Receiver<Control>,
+) -> Result<Job, ReplayError> {
+    let mut job = create_dlq(&queue, id, filter, config)?;
     if job.state == JobState::Paused {
         job.state = JobState::Running;
     }
     while job.state == JobState::Running {
+        if obey(&queue, &mut job, &mut control)? {
+            break;
+        }
         // Only while dispatch keeps up: revived rows join the due index.
         if let Some(due) = queue.next_due_at()? {
             let lag = now_ms().saturating_sub(due);
@@ -227,22 +246,183 @@ pub fn resume_all(
     Ok(running
         .into_iter()
         .map(|job| {
-            let queue = queue.clone();
-            let directory = directory.clone();
-            tokio::spawn(async move {
-                tracing::info!(job = %job.id, kind = %job.kind, moved = job.moved, "resuming replay job");
-                let result = match &job.pen {
-                    Some((tenant, source)) => {
-                        run_quarantine(queue, directory, &job.id, tenant, source, job.config.clone()).await
-                    }
-                    None => run_dlq(queue, &job.id, job.filter.clone(), job.config.clone()).await,
-                };
-                if let Err(e) = result {
-                    tracing::error!(job = %job.id, "replay job failed: {e}");
-                }
-            })
+            tracing::info!(job = %job.id, kind = %job.kind, moved = job.moved, "resuming replay job");
+            spawn_job(queue.clone(), directory.clone(), job, Control::never())
         })
         .collect())
+}
+
+/// Run a stored job in the background until it ends or `control` stops it.
+fn spawn_job(
+    queue: Arc<Queue>,
+    directory: Arc<dyn Directory>,
+    job: Job,
+    control: watch::Receiver<Control>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let result = match &job.pen {
+            Some((tenant, source)) => {
+                run_quarantine_controlled(queue, directory, &job.id, tenant, source, job.config.clone(), control).await
+            }
+            None => run_dlq_controlled(queue, &job.id, job.filter.clone(), job.config.clone(), control).await,
+        };
+        if let Err(e) = result {
+            tracing::error!(job = %job.id, "replay job failed: {e}");
+        }
+    })
+}
+
+/// What an operator asked of a running job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Control {
+    Run,
+    Pause,
+    Cancel,
+}
+
+impl Control {
+    /// A control no one will change (jobs run from code, not the API).
+    fn never() -> watch::Receiver<Control> {
+        watch::channel(Control::Run).1
+    }
+}
+
+/// Stop `job` here if its control says so (recording why); `true` if it
+/// stopped. A running job is the only writer of its record, so the
+/// state written here is never overwritten by a page in flight.
+fn obey(queue: &Queue, job: &mut Job, control: &mut watch::Receiver<Control>) -> Result<bool, ReplayError> {
+    let (state, reason) = match *control.borrow_and_update() {
+        Control::Run => return Ok(false),
+        Control::Pause => (JobState::Paused, "paused by an operator"),
+        Control::Cancel => (JobState::Cancelled, "cancelled by an operator"),
+    };
+    job.state = state;
+    job.reason = Some(reason.into());
+    queue.job_put(record(job))?;
+    Ok(true)
+}
+
+/// What a new job is to do.
+#[derive(Clone, Debug, PartialEq)]
+pub enum JobSpec {
+    /// Revive dead rows matching the filter.
+    Dlq(DlqFilter),
+    /// Re-verify and release the pen entries of one source.
+    Quarantine { tenant: String, source: String },
+}
+
+/// Running jobs: each one's control and task, by id.
+type Running = HashMap<String, (watch::Sender<Control>, tokio::task::JoinHandle<()>)>;
+
+/// The node's replay jobs: started, paused, resumed and cancelled by the
+/// admin API, each running as a task of its own.
+pub struct Replays {
+    queue: Arc<Queue>,
+    directory: Arc<dyn Directory>,
+    running: std::sync::Mutex<Running>,
+}
+
+impl Replays {
+    pub fn new(queue: Arc<Queue>, directory: Arc<dyn Directory>) -> Replays {
+        Replays { queue, directory, running: Default::default() }
+    }
+
+    fn running(&self) -> std::sync::MutexGuard<'_, Running> {
+        let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        running.retain(|_, (_, task)| !task.is_finished());
+        running
+    }
+
+    fn launch(&self, job: Job) {
+        let (control, watch) = watch::channel(Control::Run);
+        let id = job.id.clone();
+        let task = spawn_job(self.queue.clone(), self.directory.clone(), job, watch);
+        self.running().insert(id, (control, task));
+    }
+
+    /// Resume every job that was running when the node stopped.
+    pub fn resume_all(&self) -> Result<usize, ReplayError> {
+        let running: Vec<Job> = jobs(&self.queue)?.into_iter().filter(|j| j.state == JobState::Running).collect();
+        let n = running.len();
+        for job in running {
+            tracing::info!(job = %job.id, kind = %job.kind, moved = job.moved, "resuming replay job");
+            self.launch(job);
+        }
+        Ok(n)
+    }
+
+    /// Store a new job and start it. `Ok(None)` if the id is taken.
+    pub fn start(&self, id: &str, spec: JobSpec, config: ReplayConfig) -> Result<Option<Job>, ReplayError> {
+        if job(&self.queue, id)?.is_some() {
+            return Ok(None);
+        }
+        let job = match spec {
+            JobSpec::Dlq(filter) => create_dlq(&self.queue, id, filter, config)?,
+            JobSpec::Quarantine { tenant, source } => {
+                let running = jobs(&self.queue)?.iter().filter(|j| j.state == JobState::Running).count();
+                if running >= MAX_ACTIVE {
+                    return Err(ReplayError::TooMany);
+                }
+                let job = new_quarantine_job(id, &tenant, &source, config);
+                self.queue.job_put(record(&job))?;
+                job
+            }
+        };
+        self.launch(job.clone());
+        Ok(Some(job))
+    }
+
+    /// Ask a job to run, pause or stop; the job as it stands after.
+    /// `Ok(None)`: no such job.
+    pub async fn control(&self, id: &str, wanted: Control) -> Result<Option<Job>, ReplayError> {
+        let Some(stored) = job(&self.queue, id)? else { return Ok(None) };
+        let is_running = self.running().contains_key(id);
+        if is_running {
+            if wanted == Control::Run {
+                return Ok(Some(stored));
+            }
+            // The task records the new state itself, at its next step.
+            let task = self.running().remove(id).map(|(control, task)| {
+                let _ = control.send(wanted);
+                task
+            });
+            if let Some(task) = task {
+                let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+            }
+            return job(&self.queue, id);
+        }
+        match (wanted, stored.state) {
+            (Control::Run, JobState::Paused) => {
+                self.launch(stored);
+            }
+            (Control::Pause, JobState::Running) => {
+                let paused = Job { state: JobState::Paused, reason: Some("paused by an operator".into()), ..stored };
+                self.queue.job_put(record(&paused))?;
+            }
+            (Control::Cancel, JobState::Running | JobState::Paused) => {
+                cancel(&self.queue, id)?;
+            }
+            _ => {}
+        }
+        job(&self.queue, id)
+    }
+
+    pub fn list(&self) -> Result<Vec<Job>, ReplayError> {
+        jobs(&self.queue)
+    }
+
+    pub fn get(&self, id: &str) -> Result<Option<Job>, ReplayError> {
+        job(&self.queue, id)
+    }
+
+    /// Stop every job's task (their records say where to resume).
+    pub async fn stop(&self) {
+        let tasks: Vec<_> = self.running().drain().map(|(_, (_, task))| task).collect();
+        for task in tasks {
+            task.abort();
+            let _ = task.await;
+        }
+    }
 }
 
 /// Re-verify the hooks `source` of `tenant` holds in the quarantine pen,
@@ -258,22 +438,45 @@ pub async fn run_quarantine(
     source_name: &str,
     config: ReplayConfig,
 ) -> Result<Job, ReplayError> {
+    run_quarantine_controlled(queue, directory, id, tenant, source_name, config, Control::never()).await
+}
+
+/// A `quarantine` job as first stored (not yet written).
+fn new_quarantine_job(id: &str, tenant: &str, source_name: &str, config: ReplayConfig) -> Job {
+    Job {
+        id: id.to_string(),
+        kind: "quarantine".into(),
+        filter: DlqFilter::default(),
+        config,
+        state: JobState::Running,
+        cursor: None,
+        moved: 0,
+        throttled_ms: 0,
+        reason: None,
+        pen: Some((tenant.to_string(), source_name.to_string())),
+    }
+}
+
+async fn run_quarantine_controlled(
+    queue: Arc<Queue>,
+    directory: Arc<dyn Directory>,
+    id: &str,
+    tenant: &str,
+    source_name: &str,
+    config: ReplayConfig,
+    mut control: watch::Receiver<Control>,
+) -> Result<Job, ReplayError> {
     let mut job = match job(&queue, id)? {
         Some(job) => job,
-        None => Job {
-            id: id.to_string(),
-            kind: "quarantine".into(),
-            filter: DlqFilter::default(),
-            config,
-            state: JobState::Running,
-            cursor: None,
-            moved: 0,
-            throttled_ms: 0,
-            reason: None,
-            pen: Some((tenant.to_string(), source_name.to_string())),
-        },
+        None => new_quarantine_job(id, tenant, source_name, config),
     };
+    if job.state == JobState::Paused {
+        job.state = JobState::Running;
+    }
     while job.state == JobState::Running {
+        if obey(&queue, &mut job, &mut control)? {
+            break;
+        }
         let after = job
             .cursor
             .as_deref()

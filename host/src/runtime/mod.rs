@@ -176,6 +176,7 @@ impl Runtime {
             sha256: prepared.compiled.sha256.clone(),
             durable,
             attempt_timeout: limits.attempt_timeout,
+            memory_bytes: limits.memory_bytes,
             pool,
             log,
         })

@@ -104,6 +104,7 @@ pub struct Sink {
     pub(crate) sha256: String,
     pub(crate) durable: bool,
     pub(crate) attempt_timeout: Duration,
+    pub(crate) memory_bytes: usize,
     pub(crate) pool: InstancePool,
     pub(crate) log: Arc<LogChannel>,
 }
@@ -131,6 +132,11 @@ impl Sink {
     /// Deliver with an explicit deadline (dispatch passes its own).
     pub async fn deliver_within(&self, hook: &Hook, attempt: u32, timeout: Duration) -> Outcome {
         self.pool.deliver(hook, attempt, timeout).await
+    }
+
+    /// The linear memory cap of each instance.
+    pub fn memory_bytes(&self) -> usize {
+        self.memory_bytes
     }
 
     pub fn instances(&self) -> PoolSnapshot {

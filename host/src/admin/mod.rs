@@ -1,0 +1,166 @@
+//! The admin API (default `127.0.0.1:4002`): health, metrics, the DLQ,
+//! replays, the quarantine pen, tenants and their sources, and sinks.
+//!
+//! Every route is declared once, with its OpenAPI description, and the
+//! router and `/openapi.json` are both generated from those declarations.
+//! When a token is configured, every route but `/health` and `/ready`
+//! needs `Authorization: Bearer <token>`; a non-loopback bind without one
+//! is refused by the config check.
+
+mod dlq;
+mod error;
+mod quarantine;
+mod replays;
+mod sinks;
+mod sources;
+mod status;
+mod tenants;
+
+use std::future::Future;
+use std::sync::{Arc, OnceLock};
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+use tokio::net::TcpListener;
+use utoipa::OpenApi;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+pub use error::{ApiError, ErrorBody};
+
+use crate::node::Node;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "Ankusa admin API", description = "Operate an Ankusa node: DLQ, replays, quarantine, tenants, sinks."),
+    modifiers(&BearerAuth),
+    security(("bearer" = [])),
+    components(schemas(ErrorBody)),
+)]
+struct ApiDoc;
+
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+/// The document, generated once from the route declarations.
+static DOCUMENT: OnceLock<utoipa::openapi::OpenApi> = OnceLock::new();
+
+/// The routes and their OpenAPI descriptions, one declaration each.
+fn declared() -> OpenApiRouter<Arc<Node>> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(status::health))
+        .routes(routes!(status::ready))
+        .routes(routes!(status::metrics))
+        .routes(routes!(status::openapi))
+        .routes(routes!(status::config))
+        .routes(routes!(status::wal))
+        .routes(routes!(dlq::list))
+        .routes(routes!(replays::list, replays::create))
+        .routes(routes!(replays::get, replays::update))
+        .routes(routes!(quarantine::list, quarantine::purge))
+        .routes(routes!(sources::list, sources::create))
+        .routes(routes!(sources::get, sources::replace, sources::delete))
+        .routes(routes!(tenants::usage))
+        .routes(routes!(tenants::get_rate_limit, tenants::put_rate_limit))
+        .routes(routes!(tenants::status, tenants::erase))
+        .routes(routes!(sinks::list))
+        .routes(routes!(sinks::reload))
+}
+
+/// The OpenAPI document of the admin API.
+pub fn document() -> &'static utoipa::openapi::OpenApi {
+    DOCUMENT.get_or_init(|| declared().into_openapi())
+}
+
+/// The admin router over `node`.
+pub fn router(node: Arc<Node>) -> Router {
+    let (router, _) = declared().split_for_parts();
+    router
+        .fallback(no_route)
+        .layer(axum::middleware::from_fn_with_state(node.clone(), authorize))
+        .layer(axum::middleware::from_fn(request_id))
+        .with_state(node)
+}
+
+/// Serve the admin API until `shutdown` completes.
+pub async fn serve(listener: TcpListener, node: Arc<Node>, shutdown: impl Future<Output = ()> + Send + 'static) {
+    let app = router(node);
+    if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(shutdown).await {
+        tracing::error!("admin API stopped: {e}");
+    }
+}
+
+async fn no_route() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "no_route", "no such admin route (see /openapi.json)")
+}
+
+/// Routes open to anyone who can reach the port: probes need no token.
+const OPEN_ROUTES: [&str; 2] = ["/health", "/ready"];
+
+/// The bearer token, when one is configured, compared in constant time
+/// (both sides hashed first, so neither length leaks either).
+async fn authorize(State(node): State<Arc<Node>>, request: Request, next: Next) -> Response {
+    let Some(token) = &node.config.admin.token else { return next.run(request).await };
+    if OPEN_ROUTES.contains(&request.uri().path()) {
+        return next.run(request).await;
+    }
+    let presented = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    let expected = Sha256::digest(token.0.as_bytes());
+    let given = Sha256::digest(presented.as_bytes());
+    if bool::from(expected.ct_eq(&given)) && !presented.is_empty() {
+        return next.run(request).await;
+    }
+    let mut response =
+        ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "a valid bearer token is required").into_response();
+    response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    response
+}
+
+/// Every request gets an id (the caller's `x-request-id`, or a new one),
+/// echoed in the answer and carried by the request's log lines.
+async fn request_id(mut request: Request, next: Next) -> Response {
+    let id = request
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.len() <= 128)
+        .map(str::to_string)
+        .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+    let span = tracing::info_span!("admin", request_id = %id, method = %request.method(), path = %request.uri().path());
+    request.extensions_mut().insert(RequestId(id.clone()));
+    let mut response = tracing::Instrument::instrument(next.run(request), span.clone()).await;
+    span.in_scope(|| tracing::debug!(status = response.status().as_u16(), "admin request"));
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert("x-request-id", value);
+    }
+    response
+}
+
+/// The id of the request being served.
+#[derive(Clone, Debug)]
+pub struct RequestId(pub String);
+
+/// The node's queue, or the answer for a node that keeps none.
+fn queue_of(node: &Node) -> Result<&Arc<crate::queue::Queue>, ApiError> {
+    node.queue.as_ref().ok_or_else(ApiError::no_store)
+}

@@ -1,0 +1,92 @@
+//! The configuration as it may be shown (`print-config`, `/v1/config`):
+//! secrets replaced by a marker.
+//!
+//! Our own secret fields are typed ([`super::Secret`]); a sink's options
+//! are the component's business, so there any key that sounds like a
+//! credential is hidden, and so is the password of a URL
+//! (`postgres://user:pass@host`).
+
+use serde_json::Value;
+
+use super::Config;
+
+pub const REDACTED: &str = "<redacted>";
+
+/// Option keys hidden wherever they appear inside sink options.
+const SECRET_WORDS: [&str; 7] = ["secret", "token", "password", "passwd", "api_key", "apikey", "credential"];
+
+/// `config` as JSON, secrets hidden.
+pub fn redacted(config: &Config) -> Value {
+    let mut value = serde_json::to_value(config).unwrap_or(Value::Null);
+    if let Some(token) = value.pointer_mut("/admin/token").filter(|t| !t.is_null()) {
+        *token = Value::String(REDACTED.into());
+    }
+    if let Some(Value::Object(sources)) = value.get_mut("sources") {
+        for source in sources.values_mut() {
+            if let Some(secret) = source.pointer_mut("/verify/secret") {
+                *secret = Value::String(REDACTED.into());
+            }
+        }
+    }
+    if let Some(Value::Object(sinks)) = value.get_mut("sinks") {
+        for sink in sinks.values_mut() {
+            if let Some(options) = sink.get_mut("options") {
+                redact_options(options);
+            }
+        }
+    }
+    value
+}
+
+/// Hide credential-like keys and URL passwords in a sink's options.
+pub fn redact_options(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            for (key, item) in map.iter_mut() {
+                let key = key.to_ascii_lowercase();
+                if SECRET_WORDS.iter().any(|w| key.contains(w)) {
+                    *item = Value::String(REDACTED.into());
+                } else {
+                    redact_options(item);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(redact_options),
+        Value::String(s) => {
+            if let Some(hidden) = hide_url_password(s) {
+                *s = hidden;
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `scheme://user:pass@rest` → `scheme://user:<redacted>@rest`.
+fn hide_url_password(s: &str) -> Option<String> {
+    let (scheme, rest) = s.split_once("://")?;
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let at = rest[..authority_end].rfind('@')?;
+    let (user, _password) = rest[..at].split_once(':')?;
+    Some(format!("{scheme}://{user}:{REDACTED}{}", &rest[at..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_in_options_and_urls_are_hidden() {
+        let mut options = serde_json::json!({
+            "url": "postgres://app:hunter2@db:5432/hooks",
+            "headers": {"Authorization-Token": "abc", "x-plain": "visible"},
+            "secret": ["a", "b"],
+            "plain": "https://example.com/x@y",
+        });
+        redact_options(&mut options);
+        assert_eq!(options["url"], "postgres://app:<redacted>@db:5432/hooks");
+        assert_eq!(options["headers"]["Authorization-Token"], REDACTED);
+        assert_eq!(options["headers"]["x-plain"], "visible");
+        assert_eq!(options["secret"], REDACTED);
+        assert_eq!(options["plain"], "https://example.com/x@y");
+    }
+}

@@ -1,0 +1,178 @@
+//! The node's Prometheus metrics: one registry for the process.
+//!
+//! Subsystems record events here as they happen (requests, commits,
+//! deliveries, breaker transitions). Levels that the store already keeps
+//! exactly (pending, inflight, dead, ...) are read from its counters when
+//! scraped, never counted twice. Label values are bounded: outcomes and
+//! classes are fixed sets, sources and sinks are configured names, and a
+//! request for an unknown source is counted under its outcome only.
+
+use std::sync::LazyLock;
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SinkLabels {
+    pub source: String,
+    pub sink: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DeliveryLabels {
+    pub source: String,
+    pub sink: String,
+    /// `ok` or the error class.
+    pub class: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BreakerLabels {
+    pub source: String,
+    pub sink: String,
+    /// `open`, `half_open` or `closed`.
+    pub to: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabels {
+    pub state: &'static str,
+}
+
+pub struct Metrics {
+    pub ingest_requests: Family<OutcomeLabels, Counter>,
+    pub commit_seconds: Histogram,
+    pub commit_group_hooks: Histogram,
+    pub load_shed: Counter,
+    pub queue_rows: Family<StateLabels, Gauge>,
+    pub oldest_due_age_seconds: Gauge<f64, AtomicU64>,
+    pub deliveries: Family<DeliveryLabels, Counter>,
+    pub breaker_transitions: Family<BreakerLabels, Counter>,
+    pub breakers_open: Gauge,
+    pub replay_moved: Gauge,
+    pub replay_throttled_seconds: Gauge<f64, AtomicU64>,
+    pub replay_jobs: Family<StateLabels, Gauge>,
+    pub sink_instances: Family<SinkLabels, Gauge>,
+    pub sink_memory_cap_bytes: Family<SinkLabels, Gauge>,
+    pub sink_traps: Family<SinkLabels, Gauge>,
+    pub sink_timeouts: Family<SinkLabels, Gauge>,
+    pub sink_memory_faults: Family<SinkLabels, Gauge>,
+    registry: Registry,
+}
+
+impl Metrics {
+    fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("ankusa");
+        let ingest_requests = Family::<OutcomeLabels, Counter>::default();
+        registry.register("ingest_requests", "Webhook requests answered, by outcome", ingest_requests.clone());
+        let commit_seconds = Histogram::new(exponential_buckets(0.000_25, 2.0, 16));
+        registry.register(
+            "commit_duration_seconds",
+            "Synced group commits of the queue writer",
+            commit_seconds.clone(),
+        );
+        let commit_group_hooks = Histogram::new(exponential_buckets(1.0, 2.0, 14));
+        registry.register("commit_group_hooks", "Hooks per synced group commit", commit_group_hooks.clone());
+        let load_shed = Counter::default();
+        registry.register("load_shed", "Requests refused with 503 overload by the batcher", load_shed.clone());
+        let queue_rows = Family::<StateLabels, Gauge>::default();
+        registry.register("queue_rows", "Delivery rows by state (from the store's counters)", queue_rows.clone());
+        let oldest_due_age_seconds = Gauge::<f64, AtomicU64>::default();
+        registry.register(
+            "queue_oldest_due_age_seconds",
+            "How late the earliest due row is (0 when none is late)",
+            oldest_due_age_seconds.clone(),
+        );
+        let deliveries = Family::<DeliveryLabels, Counter>::default();
+        registry.register("deliveries", "Delivery attempts by sink and outcome class", deliveries.clone());
+        let breaker_transitions = Family::<BreakerLabels, Counter>::default();
+        registry.register("breaker_transitions", "Circuit breaker state changes", breaker_transitions.clone());
+        let breakers_open = Gauge::default();
+        registry.register("breakers_open", "Sink breakers open now", breakers_open.clone());
+        let replay_moved = Gauge::default();
+        registry.register("replay_moved_rows", "Rows moved by replay jobs, all jobs together", replay_moved.clone());
+        let replay_throttled_seconds = Gauge::<f64, AtomicU64>::default();
+        registry.register(
+            "replay_throttled_seconds",
+            "Time replay jobs waited for dispatch to catch up",
+            replay_throttled_seconds.clone(),
+        );
+        let replay_jobs = Family::<StateLabels, Gauge>::default();
+        registry.register("replay_jobs", "Replay jobs by state", replay_jobs.clone());
+        let sink_instances = Family::<SinkLabels, Gauge>::default();
+        registry.register("sink_instances", "Warm instances of each sink", sink_instances.clone());
+        let sink_memory_cap_bytes = Family::<SinkLabels, Gauge>::default();
+        registry.register(
+            "sink_memory_cap_bytes",
+            "Linear memory each instance of a sink may use",
+            sink_memory_cap_bytes.clone(),
+        );
+        let sink_traps = Family::<SinkLabels, Gauge>::default();
+        registry.register("sink_traps", "Instances of a sink that trapped, since it loaded", sink_traps.clone());
+        let sink_timeouts = Family::<SinkLabels, Gauge>::default();
+        registry.register(
+            "sink_timeouts",
+            "Attempts of a sink cut off at their deadline, since it loaded",
+            sink_timeouts.clone(),
+        );
+        let sink_memory_faults = Family::<SinkLabels, Gauge>::default();
+        registry.register(
+            "sink_memory_faults",
+            "Instances of a sink that hit their memory cap, since it loaded",
+            sink_memory_faults.clone(),
+        );
+        Metrics {
+            ingest_requests,
+            commit_seconds,
+            commit_group_hooks,
+            load_shed,
+            queue_rows,
+            oldest_due_age_seconds,
+            deliveries,
+            breaker_transitions,
+            breakers_open,
+            replay_moved,
+            replay_throttled_seconds,
+            replay_jobs,
+            sink_instances,
+            sink_memory_cap_bytes,
+            sink_traps,
+            sink_timeouts,
+            sink_memory_faults,
+            registry,
+        }
+    }
+
+    /// The exposition text (OpenMetrics, which Prometheus scrapes).
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        text
+    }
+}
+
+static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
+
+/// The process's metrics.
+pub fn metrics() -> &'static Metrics {
+    &METRICS
+}
+
+/// Count one answered ingest request.
+pub fn ingest(outcome: &'static str) {
+    metrics().ingest_requests.get_or_create(&OutcomeLabels { outcome }).inc();
+}
+
+/// The content type of [`Metrics::encode`]'s text.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";

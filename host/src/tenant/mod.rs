@@ -1,0 +1,11 @@
+//! Tenants: the sources they mint at runtime and the rate limits set for
+//! them (both kept in the store), and erasing everything a tenant has on
+//! the node.
+
+mod erase;
+mod limits;
+mod sources;
+
+pub use erase::{Erase, EraseCounts, ErasePhase, Erasures};
+pub use limits::{StoredRate, put_limit, stored_limits};
+pub use sources::{delete_source, put_source, stored_sources};

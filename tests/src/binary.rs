@@ -1,0 +1,199 @@
+//! The real `ankusa run`, started from a config file on free ports, with
+//! its banner and logs collected, and a small HTTP client for its ingest
+//! and admin ports.
+
+use std::io::Read;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use http_body_util::BodyExt;
+use serde_json::Value;
+
+use crate::ankusa_bin;
+
+/// Text a child process wrote, collected as it is written.
+type Output = Arc<Mutex<String>>;
+
+fn collect(mut from: impl Read + Send + 'static) -> Output {
+    let output = Output::default();
+    let sink = output.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 8192];
+        while let Ok(n) = from.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            sink.lock().expect("output").push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    output
+}
+
+pub struct RunningNode {
+    child: Child,
+    pub ingest: SocketAddr,
+    pub admin: SocketAddr,
+    pub data: PathBuf,
+    pub config: PathBuf,
+    stdout: Output,
+    stderr: Output,
+}
+
+impl RunningNode {
+    /// Start `ankusa run --config <config> --data-dir <data>` with the
+    /// ingest and admin ports chosen by the system; waits for `ready`.
+    pub async fn start(config: &Path, data: &Path, env: &[(&str, &str)]) -> RunningNode {
+        RunningNode::start_on(config, data, env, "127.0.0.1:0").await
+    }
+
+    /// [`RunningNode::start`] with the admin API on `admin_listen`.
+    pub async fn start_on(config: &Path, data: &Path, env: &[(&str, &str)], admin_listen: &str) -> RunningNode {
+        let mut command = Command::new(ankusa_bin());
+        command
+            .arg("run")
+            .arg("--config")
+            .arg(config)
+            .arg("--data-dir")
+            .arg(data)
+            .args(["--ingest", "127.0.0.1:0", "--admin", admin_listen])
+            .env("NO_COLOR", "1")
+            .env_remove("ANKUSA_LOG")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let mut child = command.spawn().expect("start ankusa run");
+        let stdout = collect(child.stdout.take().expect("stdout"));
+        let stderr = collect(child.stderr.take().expect("stderr"));
+        let started = Instant::now();
+        loop {
+            let text = stdout.lock().expect("stdout").clone();
+            if text.contains("ready;") {
+                let ingest = banner_addr(&text, "ingest: http://");
+                let admin = banner_addr(&text, "admin: http://");
+                return RunningNode {
+                    child,
+                    ingest,
+                    admin,
+                    data: data.to_path_buf(),
+                    config: config.to_path_buf(),
+                    stdout,
+                    stderr,
+                };
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!(
+                    "ankusa run exited with {status} before it was ready\nstdout:\n{text}\nstderr:\n{}",
+                    stderr.lock().expect("stderr")
+                );
+            }
+            assert!(started.elapsed() < Duration::from_secs(120), "the node did not get ready:\n{text}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub fn banner(&self) -> String {
+        self.stdout.lock().expect("stdout").clone()
+    }
+
+    pub fn log(&self) -> String {
+        self.stderr.lock().expect("stderr").clone()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGKILL, and wait for the process to be gone.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM, and wait for a clean stop: its status and everything it
+    /// logged.
+    pub fn stop(mut self) -> (std::process::ExitStatus, String) {
+        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        let status = self.child.wait().expect("wait for ankusa");
+        // The reader thread sees the end of the pipe just after the exit.
+        std::thread::sleep(Duration::from_millis(200));
+        (status, self.log())
+    }
+
+    /// A request to the admin API; the body parsed as JSON when it is.
+    pub async fn admin(&self, method: &str, path: &str, body: Option<Value>, token: Option<&str>) -> (u16, Value) {
+        let mut headers = Vec::new();
+        if let Some(token) = token {
+            headers.push(("authorization".to_string(), format!("Bearer {token}")));
+        }
+        let (status, bytes) = request(self.admin, method, path, &headers, body.map(|b| b.to_string())).await;
+        (
+            status,
+            serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into())),
+        )
+    }
+
+    /// POST a hook to `/webhooks/{source}`.
+    pub async fn post_hook(&self, source: &str, headers: &[(&str, &str)], body: &str) -> (u16, Value) {
+        let headers: Vec<(String, String)> = headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let (status, bytes) =
+            request(self.ingest, "POST", &format!("/webhooks/{source}"), &headers, Some(body.to_string())).await;
+        (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    }
+}
+
+impl Drop for RunningNode {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn banner_addr(text: &str, prefix: &str) -> SocketAddr {
+    let line = text.lines().find_map(|l| l.strip_prefix(prefix)).unwrap_or_else(|| panic!("no `{prefix}` in:\n{text}"));
+    line.split_whitespace().next().and_then(|a| a.parse().ok()).unwrap_or_else(|| panic!("bad address in {line}"))
+}
+
+/// One HTTP/1.1 request; (status, body).
+pub async fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(String, String)],
+    body: Option<String>,
+) -> (u16, Vec<u8>) {
+    let client =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http::<String>();
+    let mut builder = http::Request::builder().method(method).uri(format!("http://{addr}{path}"));
+    if body.is_some() {
+        builder = builder.header("content-type", "application/json");
+    }
+    for (k, v) in headers {
+        builder = builder.header(k.as_str(), v.as_str());
+    }
+    let request = builder.body(body.unwrap_or_default()).expect("request");
+    let response = client.request(request).await.expect("request sent");
+    let status = response.status().as_u16();
+    let bytes = response.into_body().collect().await.expect("body").to_bytes().to_vec();
+    (status, bytes)
+}
+
+/// A config file in `dir`, for `RunningNode::start` or `check-config`.
+pub fn write_config(dir: &Path, yaml: &str) -> PathBuf {
+    let path = dir.join("ankusa.yml");
+    std::fs::write(&path, yaml).expect("write config");
+    path
+}
+
+/// Poll `done` until it holds or `within` passes.
+pub async fn eventually(what: &str, within: Duration, mut done: impl AsyncFnMut() -> bool) {
+    let started = Instant::now();
+    while !done().await {
+        assert!(started.elapsed() < within, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -1,0 +1,425 @@
+//! The admin API of the real binary: every endpoint, its bad input, paging
+//! through a DLQ larger than a page, and the OpenAPI document against the
+//! routes actually served.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use ankusa_tests::binary::{RunningNode, eventually, request, write_config};
+use ankusa_tests::receiver::{Receiver, Reply};
+use serde_json::{Value, json};
+
+/// Every admin route: (method, path). The document must list exactly
+/// these, and each must be served.
+const ROUTES: [(&str, &str); 25] = [
+    ("get", "/health"),
+    ("get", "/ready"),
+    ("get", "/metrics"),
+    ("get", "/openapi.json"),
+    ("get", "/v1/config"),
+    ("get", "/v1/wal"),
+    ("get", "/v1/dlq"),
+    ("get", "/v1/replays"),
+    ("post", "/v1/replays"),
+    ("get", "/v1/replays/{id}"),
+    ("patch", "/v1/replays/{id}"),
+    ("get", "/v1/quarantine"),
+    ("delete", "/v1/quarantine"),
+    ("get", "/v1/tenants/{tenant}/sources"),
+    ("post", "/v1/tenants/{tenant}/sources"),
+    ("get", "/v1/tenants/{tenant}/sources/{name}"),
+    ("put", "/v1/tenants/{tenant}/sources/{name}"),
+    ("delete", "/v1/tenants/{tenant}/sources/{name}"),
+    ("get", "/v1/tenants/{tenant}/usage"),
+    ("get", "/v1/tenants/{tenant}/rate-limit"),
+    ("put", "/v1/tenants/{tenant}/rate-limit"),
+    ("get", "/v1/tenants/{tenant}"),
+    ("delete", "/v1/tenants/{tenant}"),
+    ("get", "/v1/sinks"),
+    ("post", "/v1/sinks/reload"),
+];
+
+fn config(receiver: &Receiver, failing: &Receiver) -> String {
+    format!(
+        r#"
+dispatch:
+  retry: {{initial_ms: 50, max_ms: 200}}
+  # The flaky sink's rows keep cycling instead of waiting out a breaker.
+  breaker: {{failures: 100000}}
+sinks:
+  hook:
+    component: http
+    options: {{url: "{url}"}}
+    allow: ["{origin}"]
+  flaky:
+    component: http
+    options: {{url: "{failing_url}"}}
+    allow: ["{failing_origin}"]
+  log: {{component: log}}
+sources:
+  orders:
+    tenant: acme
+    sinks: [hook]
+  signed:
+    tenant: acme
+    sinks: [hook]
+    verify: {{preset: github, secret: "s3cret-value"}}
+    on_verify_failure: quarantine
+"#,
+        url = receiver.url("/in"),
+        origin = receiver.origin(),
+        failing_url = failing.url("/in"),
+        failing_origin = failing.origin(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_endpoint_answers_and_refuses_bad_input() {
+    let accept = Arc::new(AtomicBool::new(false));
+    let flag = accept.clone();
+    // 410 (dead at once) until the test flips it, then 200.
+    let receiver =
+        Receiver::scripted(move |_| Reply::status(if flag.load(Ordering::SeqCst) { 200 } else { 410 })).await;
+    let failing = Receiver::start(Reply::status(503)).await;
+    let dir = tempfile::tempdir().expect("dir");
+    let path = write_config(dir.path(), &config(&receiver, &failing));
+    let node = RunningNode::start(&path, &dir.path().join("data"), &[]).await;
+
+    probes_and_status(&node).await;
+    dlq_paging_and_cursors(&node).await;
+    replays(&node, &accept, &receiver).await;
+    quarantine(&node).await;
+    sources(&node).await;
+    rate_limits(&node).await;
+    sinks_and_reload(&node).await;
+    metrics(&node).await;
+    document_covers_every_route(&node).await;
+}
+
+async fn probes_and_status(node: &RunningNode) {
+    assert_eq!(node.admin("GET", "/health", None, None).await, (200, json!({"status": "ok"})));
+    assert_eq!(node.admin("GET", "/ready", None, None).await.0, 200);
+    let (status, config) = node.admin("GET", "/v1/config", None, None).await;
+    assert_eq!(status, 200);
+    assert_eq!(config["sources"]["signed"]["verify"]["secret"], "<redacted>");
+    assert!(!config.to_string().contains("s3cret-value"));
+    let (status, wal) = node.admin("GET", "/v1/wal", None, None).await;
+    assert_eq!((status, wal["mode"].as_str()), (200, Some("disk")));
+    assert!(wal["durability"].as_str().is_some_and(|d| d.contains("THIS host")));
+    let (status, body) = node.admin("GET", "/v1/nothing-here", None, None).await;
+    assert_eq!((status, body["error"].as_str()), (404, Some("no_route")));
+    let (status, body) = node.admin("GET", "/v1/tenants/zeta", None, None).await;
+    assert_eq!((status, body["error"].as_str()), (404, Some("not_found")), "never erased");
+    let (status, body) = node.admin("GET", "/v1/tenants/bad!id/usage", None, None).await;
+    assert_eq!((status, body["error"].as_str()), (400, Some("invalid_tenant")));
+}
+
+async fn dead_count(node: &RunningNode, tenant: &str) -> i64 {
+    node.admin("GET", &format!("/v1/tenants/{tenant}/usage"), None, None).await.1["dead"].as_i64().unwrap_or(-1)
+}
+
+async fn dlq_paging_and_cursors(node: &RunningNode) {
+    let mut posted = BTreeSet::new();
+    for n in 0..7 {
+        let (status, body) = node.post_hook("orders", &[], &format!("{{\"n\":{n}}}")).await;
+        assert_eq!(status, 201, "{body}");
+        posted.insert(body["id"].as_str().expect("id").to_string());
+    }
+    eventually("7 dead rows", Duration::from_secs(15), async || dead_count(node, "acme").await == 7).await;
+
+    let mut seen = BTreeSet::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    let mut a_cursor = String::new();
+    loop {
+        let path = match &cursor {
+            Some(c) => format!("/v1/dlq?limit=3&cursor={c}"),
+            None => "/v1/dlq?limit=3".to_string(),
+        };
+        let (status, page) = node.admin("GET", &path, None, None).await;
+        assert_eq!(status, 200, "{page}");
+        pages += 1;
+        for entry in page["entries"].as_array().expect("entries") {
+            assert_eq!(entry["error_class"], "permanent");
+            assert!(entry["reason"].as_str().is_some_and(|r| r.contains("410")), "{entry}");
+            seen.insert(entry["id"].as_str().expect("id").to_string());
+        }
+        match page["next_cursor"].as_str() {
+            Some(next) => {
+                a_cursor = next.to_string();
+                cursor = Some(next.to_string());
+            }
+            None => break,
+        }
+    }
+    assert_eq!(pages, 3, "7 rows in pages of 3");
+    assert_eq!(seen, posted, "every dead row once, across pages");
+
+    // A cursor altered by one character, or made up, is refused.
+    let mut forged = a_cursor.into_bytes();
+    forged[4] = if forged[4] == b'A' { b'B' } else { b'A' };
+    let forged = String::from_utf8(forged).expect("ascii");
+    for bad in [forged.as_str(), "not-a-cursor"] {
+        let (status, body) = node.admin("GET", &format!("/v1/dlq?cursor={bad}"), None, None).await;
+        assert_eq!((status, body["error"].as_str()), (400, Some("invalid_cursor")), "{bad}");
+    }
+    for bad in ["limit=0", "limit=5000", "error_class=nope", "unknown=1", "since=yesterday", "tenant=bad!"] {
+        let (status, body) = node.admin("GET", &format!("/v1/dlq?{bad}"), None, None).await;
+        assert_eq!((status, body["error"].as_str()), (400, Some("invalid_query")), "{bad}: {body}");
+    }
+    let (_, filtered) = node.admin("GET", "/v1/dlq?source=signed", None, None).await;
+    assert_eq!(filtered["entries"].as_array().map(Vec::len), Some(0));
+    let (_, filtered) = node.admin("GET", "/v1/dlq?error_class=permanent&tenant=acme&limit=100", None, None).await;
+    assert_eq!(filtered["entries"].as_array().map(Vec::len), Some(7));
+}
+
+async fn replays(node: &RunningNode, accept: &AtomicBool, receiver: &Receiver) {
+    accept.store(true, Ordering::SeqCst);
+    let before = receiver.received().len();
+    let (status, job) = node.admin("POST", "/v1/replays", Some(json!({"id": "r1", "kind": "dlq"})), None).await;
+    assert_eq!(status, 201, "{job}");
+    assert_eq!(job["id"], "r1");
+    eventually("the replay to finish", Duration::from_secs(15), async || {
+        node.admin("GET", "/v1/replays/r1", None, None).await.1["state"] == "done"
+    })
+    .await;
+    eventually("revived rows delivered", Duration::from_secs(15), async || receiver.received().len() - before >= 7)
+        .await;
+    eventually("nothing left undelivered", Duration::from_secs(15), async || {
+        let usage = node.admin("GET", "/v1/tenants/acme/usage", None, None).await.1;
+        usage["dead"] == 0 && usage["pending"] == 0 && usage["inflight"] == 0
+    })
+    .await;
+    assert_eq!(receiver.received().len() - before, 7, "each revived row delivered once");
+    let (_, job) = node.admin("GET", "/v1/replays/r1", None, None).await;
+    assert_eq!(job["moved"], 7);
+
+    let (status, list) = node.admin("GET", "/v1/replays", None, None).await;
+    assert_eq!(status, 200);
+    assert!(list.as_array().expect("list").iter().any(|j| j["id"] == "r1"));
+    let again = node.admin("POST", "/v1/replays", Some(json!({"id": "r1", "kind": "dlq"})), None).await;
+    assert_eq!((again.0, again.1["error"].as_str()), (409, Some("replay_exists")));
+    let missing = node.admin("GET", "/v1/replays/none-such", None, None).await;
+    assert_eq!((missing.0, missing.1["error"].as_str()), (404, Some("not_found")));
+    let missing = node.admin("PATCH", "/v1/replays/none-such", Some(json!({"state": "paused"})), None).await;
+    assert_eq!(missing.0, 404);
+    for (body, code) in [
+        (json!({"state": "sideways"}), "invalid_body"),
+        (json!({"state": "paused", "extra": 1}), "invalid_body"),
+        (json!({}), "invalid_body"),
+    ] {
+        let (status, answer) = node.admin("PATCH", "/v1/replays/r1", Some(body.clone()), None).await;
+        assert_eq!((status, answer["error"].as_str()), (400, Some(code)), "{body}");
+    }
+    let (status, done) = node.admin("PATCH", "/v1/replays/r1", Some(json!({"state": "paused"})), None).await;
+    assert_eq!((status, done["state"].as_str()), (200, Some("done")), "a finished job stays finished");
+    for (body, code) in [
+        (json!({"kind": "dlq", "surprise": true}), "invalid_body"),
+        (json!({"kind": "everything"}), "invalid_body"),
+        (json!({"kind": "archive"}), "unsupported_kind"),
+        (json!({"kind": "dlq", "error_class": "weird"}), "invalid_body"),
+        (json!({"kind": "dlq", "rate": -1.0}), "invalid_body"),
+        (json!({"kind": "dlq", "id": "has spaces"}), "invalid_body"),
+    ] {
+        let (status, answer) = node.admin("POST", "/v1/replays", Some(body.clone()), None).await;
+        assert_eq!((status, answer["error"].as_str()), (400, Some(code)), "{body}: {answer}");
+    }
+    let (status, _) = request(node.admin, "POST", "/v1/replays", &[], Some("{not json".into())).await;
+    assert_eq!(status, 400);
+    let quarantine_job =
+        node.admin("POST", "/v1/replays", Some(json!({"kind": "quarantine", "source": "nope"})), None).await;
+    assert_eq!(quarantine_job.0, 404);
+}
+
+async fn quarantine(node: &RunningNode) {
+    let (status, body) = node.post_hook("signed", &[("x-hub-signature-256", "sha256=00")], "{\"forged\":true}").await;
+    assert_eq!(status, 202, "{body}");
+    let (status, page) = node.admin("GET", "/v1/quarantine?tenant=acme", None, None).await;
+    assert_eq!(status, 200, "{page}");
+    let entries = page["entries"].as_array().expect("entries");
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0]["reason"], "signature_mismatch");
+    assert_eq!(entries[0]["source"], "signed");
+    assert!(page["held_bytes"].as_u64().is_some_and(|b| b > 0));
+    for bad in ["source=signed", "cursor=zz", "cursor=00", "tenant=a%20b", "limit=0"] {
+        let (status, body) = node.admin("GET", &format!("/v1/quarantine?{bad}"), None, None).await;
+        assert_eq!(status, 400, "{bad}: {body}");
+    }
+    let (status, body) = node.admin("DELETE", "/v1/quarantine", None, None).await;
+    assert_eq!((status, body["error"].as_str()), (400, Some("invalid_query")), "a tenant or all=true");
+    let (status, body) = node.admin("DELETE", "/v1/quarantine?tenant=acme&source=signed", None, None).await;
+    assert_eq!((status, body["purged"].as_u64()), (200, Some(1)));
+    let (_, page) = node.admin("GET", "/v1/quarantine", None, None).await;
+    assert_eq!(page["entries"].as_array().map(Vec::len), Some(0));
+    assert_eq!(page["held_bytes"], 0);
+}
+
+async fn sources(node: &RunningNode) {
+    let (status, created) =
+        node.admin("POST", "/v1/tenants/beta/sources", Some(json!({"name": "beta-in", "sinks": ["log"]})), None).await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!((created["origin"].as_str(), created["tenant"].as_str()), (Some("runtime"), Some("beta")));
+    let (status, body) = node.post_hook("beta-in", &[], "{}").await;
+    assert_eq!(status, 201, "a runtime source takes hooks at once: {body}");
+
+    let (_, list) = node.admin("GET", "/v1/tenants/beta/sources", None, None).await;
+    assert_eq!(list.as_array().map(Vec::len), Some(1));
+    let (_, list) = node.admin("GET", "/v1/tenants/acme/sources", None, None).await;
+    assert_eq!(list.as_array().map(Vec::len), Some(2), "the config's sources of acme");
+    assert_eq!(node.admin("GET", "/v1/tenants/beta/sources/beta-in", None, None).await.0, 200);
+    assert_eq!(node.admin("GET", "/v1/tenants/acme/sources/beta-in", None, None).await.0, 404, "another tenant's");
+
+    let dup =
+        node.admin("POST", "/v1/tenants/beta/sources", Some(json!({"name": "orders", "sinks": ["log"]})), None).await;
+    assert_eq!((dup.0, dup.1["error"].as_str()), (409, Some("source_exists")));
+    let (status, bad) = node
+        .admin(
+            "POST",
+            "/v1/tenants/beta/sources",
+            Some(json!({"name": "bad", "sinks": ["nope"], "verify": {"preset": "nah", "secret": "x"}})),
+            None,
+        )
+        .await;
+    assert_eq!((status, bad["error"].as_str()), (400, Some("invalid_source")), "{bad}");
+    let keys: Vec<&str> =
+        bad["details"]["problems"].as_array().expect("problems").iter().filter_map(|p| p["key"].as_str()).collect();
+    assert!(keys.contains(&"sources.bad.sinks[0]") && keys.contains(&"sources.bad.verify.preset"), "{keys:?}");
+    for body in [json!({"name": "x", "sinks": ["log"], "colour": "red"}), json!({"sinks": ["log"]}), json!([1, 2])] {
+        let (status, answer) = node.admin("POST", "/v1/tenants/beta/sources", Some(body.clone()), None).await;
+        assert_eq!(status, 400, "{body}: {answer}");
+    }
+
+    let (status, replaced) = node
+        .admin(
+            "PUT",
+            "/v1/tenants/beta/sources/beta-in",
+            Some(json!({"sinks": ["log"], "dedupe": {"header": "idempotency-key"}})),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{replaced}");
+    let (first, second) = (
+        node.post_hook("beta-in", &[("idempotency-key", "k1")], "{}").await,
+        node.post_hook("beta-in", &[("idempotency-key", "k1")], "{}").await,
+    );
+    assert_eq!(second.1["duplicate"], true, "the replaced source dedupes");
+    assert_eq!(first.1["id"], second.1["id"]);
+    let config_source =
+        node.admin("PUT", "/v1/tenants/acme/sources/orders", Some(json!({"sinks": ["log"]})), None).await;
+    assert_eq!((config_source.0, config_source.1["error"].as_str()), (409, Some("source_from_config")));
+
+    // A source whose rows are still being retried is not deleted silently.
+    let (status, _) = node
+        .admin("POST", "/v1/tenants/beta/sources", Some(json!({"name": "retrying", "sinks": ["flaky"]})), None)
+        .await;
+    assert_eq!(status, 201);
+    for _ in 0..2 {
+        assert_eq!(node.post_hook("retrying", &[], "{}").await.0, 201);
+    }
+    let (status, refused) = node.admin("DELETE", "/v1/tenants/beta/sources/retrying", None, None).await;
+    assert_eq!((status, refused["error"].as_str()), (409, Some("source_has_rows")), "{refused}");
+    let held =
+        refused["details"]["pending"].as_u64().unwrap_or(0) + refused["details"]["inflight"].as_u64().unwrap_or(0);
+    assert_eq!(held, 2, "{refused}");
+    let (status, deleted) =
+        node.admin("DELETE", "/v1/tenants/beta/sources/retrying?dead_letter=true", None, None).await;
+    assert_eq!(status, 200, "{deleted}");
+    eventually("its rows dead as gone", Duration::from_secs(15), async || {
+        let (_, page) = node.admin("GET", "/v1/dlq?source=retrying&error_class=gone", None, None).await;
+        page["entries"].as_array().map(Vec::len) == Some(2)
+    })
+    .await;
+    assert_eq!(node.post_hook("retrying", &[], "{}").await.0, 404, "a deleted source takes no hooks");
+    assert_eq!(node.admin("DELETE", "/v1/tenants/beta/sources/retrying", None, None).await.0, 404);
+
+    let (status, usage) = node.admin("GET", "/v1/tenants/beta/usage", None, None).await;
+    assert_eq!(status, 200);
+    assert_eq!((usage["sources"].as_u64(), usage["dead"].as_i64()), (Some(1), Some(2)), "{usage}");
+}
+
+async fn rate_limits(node: &RunningNode) {
+    let (status, limit) = node.admin("GET", "/v1/tenants/acme/rate-limit", None, None).await;
+    assert_eq!((status, limit["own"].as_bool(), limit["rate"].as_f64()), (200, Some(false), Some(5000.0)));
+    for body in [json!({"rate": 0, "burst": 1}), json!({"rate": 1, "burst": 0}), json!({"rate": "fast", "burst": 1})] {
+        let (status, _) = node.admin("PUT", "/v1/tenants/acme/rate-limit", Some(body.clone()), None).await;
+        assert_eq!(status, 400, "{body}");
+    }
+    let (status, limit) =
+        node.admin("PUT", "/v1/tenants/acme/rate-limit", Some(json!({"rate": 0.5, "burst": 1})), None).await;
+    assert_eq!((status, limit["own"].as_bool()), (200, Some(true)));
+    assert_eq!(node.post_hook("orders", &[], "{}").await.0, 201);
+    assert_eq!(node.post_hook("orders", &[], "{}").await.0, 429, "over the tenant's new limit");
+    let (_, limit) = node.admin("GET", "/v1/tenants/acme/rate-limit", None, None).await;
+    assert_eq!(limit["rate"].as_f64(), Some(0.5));
+}
+
+async fn sinks_and_reload(node: &RunningNode) {
+    let (status, sinks) = node.admin("GET", "/v1/sinks", None, None).await;
+    assert_eq!(status, 200);
+    let hook = sinks
+        .as_array()
+        .expect("list")
+        .iter()
+        .find(|s| s["source"] == "orders" && s["name"] == "hook")
+        .expect("orders' hook sink");
+    assert_eq!(hook["sha256"].as_str().map(str::len), Some(64));
+    assert_eq!((hook["durable"].as_bool(), hook["component"].as_str()), (Some(true), Some("http")));
+    assert!(hook["breaker"].is_string() && hook["instances"]["live"].is_u64(), "{hook}");
+    let (status, report) = node.admin("POST", "/v1/sinks/reload", None, None).await;
+    assert_eq!(status, 200);
+    assert_eq!(report["swapped"].as_array().map(Vec::len), Some(0), "nothing changed");
+    assert!(report["unchanged"].as_u64().is_some_and(|n| n >= 3), "{report}");
+}
+
+async fn metrics(node: &RunningNode) {
+    assert_eq!(node.post_hook("zzz-unknown-source", &[], "{}").await.0, 404);
+    let (status, text) = node.admin("GET", "/metrics", None, None).await;
+    assert_eq!(status, 200);
+    let text = text.as_str().expect("text").to_string();
+    for expected in [
+        "ankusa_ingest_requests_total{outcome=\"accepted\"}",
+        "ankusa_ingest_requests_total{outcome=\"unknown_source\"} 2",
+        "ankusa_ingest_requests_total{outcome=\"quarantined\"} 1",
+        "ankusa_deliveries_total{source=\"orders\",sink=\"hook\",class=\"permanent\"} 7",
+        "ankusa_deliveries_total{source=\"orders\",sink=\"hook\",class=\"ok\"}",
+        "ankusa_queue_rows{state=\"dead\"}",
+        "ankusa_commit_duration_seconds_bucket",
+        "ankusa_commit_group_hooks_count",
+        "ankusa_sink_instances{source=\"orders\",sink=\"hook\"}",
+        "ankusa_replay_moved_rows 7",
+        "ankusa_load_shed_total 0",
+    ] {
+        assert!(text.contains(expected), "`{expected}` in the metrics:\n{text}");
+    }
+    assert!(!text.contains("zzz-unknown-source"), "unknown sources never become labels");
+}
+
+async fn document_covers_every_route(node: &RunningNode) {
+    let (status, doc) = node.admin("GET", "/openapi.json", None, None).await;
+    assert_eq!(status, 200);
+    assert!(doc["openapi"].as_str().is_some_and(|v| v.starts_with("3.")), "an OpenAPI 3 document");
+    assert!(doc["components"]["securitySchemes"]["bearer"].is_object());
+    let mut documented = BTreeSet::new();
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for method in item.as_object().expect("path item").keys() {
+            if ["get", "post", "put", "patch", "delete"].contains(&method.as_str()) {
+                let operation = &item[method];
+                assert!(operation["responses"].as_object().is_some_and(|r| !r.is_empty()), "{method} {path}");
+                documented.insert((method.clone(), path.clone()));
+            }
+        }
+    }
+    let expected: BTreeSet<(String, String)> = ROUTES.iter().map(|(m, p)| (m.to_string(), p.to_string())).collect();
+    assert_eq!(documented, expected, "the document lists exactly the admin routes");
+    // And every documented route is served (whatever it answers to a
+    // made-up id, it is not "no such route").
+    for (method, path) in &expected {
+        let concrete = path.replace("{tenant}", "gamma").replace("{name}", "x").replace("{id}", "x");
+        let body = matches!(method.as_str(), "post" | "put" | "patch").then(|| "{}".to_string());
+        let (status, answer) = request(node.admin, &method.to_uppercase(), &concrete, &[], body).await;
+        let answer: Value = serde_json::from_slice(&answer).unwrap_or(Value::Null);
+        assert!(status != 405 && answer["error"] != "no_route", "{method} {path} is served ({status} {answer})");
+    }
+}

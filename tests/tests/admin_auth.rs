@@ -1,0 +1,70 @@
+//! The admin API beyond loopback needs its bearer token; without one
+//! configured, such a bind is refused. Logs in JSON are JSON.
+
+use std::process::Command;
+
+use ankusa_tests::ankusa_bin;
+use ankusa_tests::binary::{RunningNode, request, write_config};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_loopback_admin_requires_the_token() {
+    let dir = tempfile::tempdir().expect("dir");
+    let config = write_config(
+        dir.path(),
+        "admin:\n  token: ${ADMIN_TOKEN}\nsinks:\n  log: {component: log}\nsources:\n  demo: {sinks: [log]}\n",
+    );
+    let token = "t0ken-for-this-test";
+    let node = RunningNode::start_on(&config, &dir.path().join("data"), &[("ADMIN_TOKEN", token)], "0.0.0.0:0").await;
+    assert!(node.banner().contains("bearer token required"), "{}", node.banner());
+
+    for path in ["/v1/config", "/metrics", "/v1/dlq", "/openapi.json"] {
+        let (status, body) = node.admin("GET", path, None, None).await;
+        assert_eq!((status, body["error"].as_str()), (401, Some("unauthorized")), "{path} without a token");
+        let (status, _) = node.admin("GET", path, None, Some("wrong")).await;
+        assert_eq!(status, 401, "{path} with a wrong token");
+        let (status, _) = node.admin("GET", path, None, Some(token)).await;
+        assert_eq!(status, 200, "{path} with the token");
+    }
+    let (status, _) =
+        request(node.admin, "GET", "/v1/config", &[("authorization".into(), format!("Basic {token}"))], None).await;
+    assert_eq!(status, 401, "only a bearer token");
+    for path in ["/health", "/ready"] {
+        assert_eq!(node.admin("GET", path, None, None).await.0, 200, "{path} is open to probes");
+    }
+    let (_, config) = node.admin("GET", "/v1/config", None, Some(token)).await;
+    assert_eq!(config["admin"]["token"], "<redacted>");
+    assert!(!config.to_string().contains(token));
+}
+
+#[test]
+fn a_non_loopback_admin_without_a_token_is_refused() {
+    let dir = tempfile::tempdir().expect("dir");
+    let data = dir.path().join("data");
+    let out = Command::new(ankusa_bin())
+        .args(["run", "--admin", "0.0.0.0:0", "--ingest", "127.0.0.1:0", "--data-dir"])
+        .arg(&data)
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(78));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("admin.token") && stderr.contains("0.0.0.0:0"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_logs_are_one_object_per_line() {
+    let dir = tempfile::tempdir().expect("dir");
+    let config = write_config(
+        dir.path(),
+        "log: {format: json, level: info}\nsinks:\n  log: {component: log}\nsources:\n  demo: {sinks: [log]}\n",
+    );
+    let node = RunningNode::start(&config, &dir.path().join("data"), &[]).await;
+    assert_eq!(node.post_hook("demo", &[], "{\"hello\":1}").await.0, 201);
+    let (status, log) = node.stop();
+    assert!(status.success(), "a clean stop");
+    let lines: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(!lines.is_empty(), "the delivery was logged");
+    for line in lines {
+        let event: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert!(event["level"].is_string() && event["fields"].is_object(), "{line}");
+    }
+}

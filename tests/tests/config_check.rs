@@ -1,0 +1,179 @@
+//! `ankusa check-config`, `print-config` and `run` on bad and good
+//! configurations: every bad one exits 78 with a message naming its key.
+
+use std::process::{Command, Output};
+
+use ankusa_tests::ankusa_bin;
+use ankusa_tests::binary::write_config;
+
+fn ankusa(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(ankusa_bin());
+    command.args(args).env("NO_COLOR", "1");
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    command.output().expect("run ankusa")
+}
+
+fn check(yaml: &str, env: &[(&str, &str)]) -> Output {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = write_config(dir.path(), yaml);
+    ankusa(&["check-config", "--config", path.to_str().expect("utf-8 path")], env)
+}
+
+const HTTP_SINK: &str = "sinks:\n  hook:\n    component: http\n    options: {url: \"https://example.com/in\"}\n    allow: [\"https://example.com\"]\n";
+
+/// (what, yaml, env, the key the message must name, words it must hold)
+type Case = (&'static str, String, Vec<(&'static str, &'static str)>, &'static str, &'static str);
+
+#[test]
+fn bad_configs_exit_78_naming_the_key() {
+    let cases: Vec<Case> = vec![
+        ("unknown key", "dispatch:\n  concurency: 4\n".into(), vec![], "dispatch.concurency", "unknown field"),
+        ("unknown section", "dispatcher: {}\n".into(), vec![], "dispatcher", "unknown field"),
+        ("wrong type", "dispatch:\n  concurrency: lots\n".into(), vec![], "dispatch.concurrency", "invalid"),
+        ("bad range", "dispatch:\n  concurrency: 0\n".into(), vec![], "dispatch.concurrency", "out of range"),
+        (
+            "bad jitter",
+            "dispatch:\n  retry:\n    jitter: 1.5\n".into(),
+            vec![],
+            "dispatch.retry.jitter",
+            "out of range",
+        ),
+        ("bad enum", "wal:\n  mode: tape\n".into(), vec![], "wal.mode", "unknown variant"),
+        (
+            "unresolved variable",
+            "admin:\n  token: ${ANKUSA_TEST_UNSET_TOKEN}\n".into(),
+            vec![],
+            "admin.token",
+            "ANKUSA_TEST_UNSET_TOKEN",
+        ),
+        (
+            "source naming a missing sink",
+            format!("{HTTP_SINK}sources:\n  gh:\n    sinks: [hook, nope]\n"),
+            vec![],
+            "sources.gh.sinks[1]",
+            "no sink named `nope`",
+        ),
+        (
+            "component failing its options check",
+            "sinks:\n  hook:\n    component: http\n    options: {}\nsources:\n  gh:\n    sinks: [hook]\n".into(),
+            vec![],
+            "sinks.hook.options",
+            "url",
+        ),
+        (
+            "component that does not exist",
+            "sinks:\n  mine:\n    component: /nonexistent/sink.wasm\nsources:\n  gh:\n    sinks: [mine]\n".into(),
+            vec![],
+            "sinks.mine.component",
+            "/nonexistent/sink.wasm",
+        ),
+        (
+            "unknown verification preset",
+            format!("{HTTP_SINK}sources:\n  gh:\n    sinks: [hook]\n    verify: {{preset: githob, secret: s}}\n"),
+            vec![],
+            "sources.gh.verify.preset",
+            "githob",
+        ),
+        (
+            "admin beyond loopback without a token",
+            "admin:\n  listen: 0.0.0.0:4002\n".into(),
+            vec![],
+            "admin.token",
+            "required",
+        ),
+        (
+            "wal none with no durable sink",
+            "wal:\n  mode: none\nsinks:\n  log: {component: log}\nsources:\n  demo:\n    sinks: [log]\n".into(),
+            vec![],
+            "sources.demo.sinks",
+            "no durable sink",
+        ),
+        (
+            "environment override of the wrong type",
+            "{}\n".into(),
+            vec![("ANKUSA_DISPATCH__CONCURRENCY", "many")],
+            "dispatch.concurrency",
+            "invalid",
+        ),
+        ("not YAML", "sources: [unclosed\n".into(), vec![], "", "line"),
+    ];
+    for (what, yaml, env, key, words) in cases {
+        let out = check(&yaml, &env);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(78), "{what}: exit 78\n{stderr}");
+        let line =
+            stderr.lines().find(|l| l.contains(words)).unwrap_or_else(|| panic!("{what}: `{words}` in\n{stderr}"));
+        assert!(line.contains(key), "{what}: the message names `{key}`: {line}");
+    }
+}
+
+#[test]
+fn every_problem_is_listed_at_once() {
+    let out = check("dispatch:\n  concurrency: 0\n  claim_batch: 0\nbatcher:\n  partitions: 0\n", &[]);
+    assert_eq!(out.status.code(), Some(78));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for key in ["dispatch.concurrency", "dispatch.claim_batch", "batcher.partitions"] {
+        assert!(stderr.contains(key), "{key} listed:\n{stderr}");
+    }
+    assert!(stderr.contains("3 problem(s)") || stderr.contains("4 problem(s)"), "{stderr}");
+}
+
+#[test]
+fn json_output_lists_problems_for_scripts() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = write_config(dir.path(), "dispatch:\n  concurrency: 0\n");
+    let out = ankusa(&["check-config", "--json", "--config", path.to_str().expect("path")], &[]);
+    assert_eq!(out.status.code(), Some(78));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(report["ok"], false);
+    assert_eq!(report["problems"][0]["key"], "dispatch.concurrency");
+}
+
+#[test]
+fn a_good_config_passes_with_interpolation_and_overrides() {
+    let yaml = format!(
+        "{HTTP_SINK}sources:\n  gh:\n    tenant: acme\n    sinks: [hook]\n    verify: {{preset: github, secret: \"${{GH_SECRET}}\"}}\n    dedupe: {{preset: github}}\ndispatch:\n  concurrency: ${{CONC:-16}}\n"
+    );
+    let env = [("GH_SECRET", "12345"), ("ANKUSA_DISPATCH__SINK_CONCURRENCY", "4")];
+    let out = check(&yaml, &env);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("1 source(s), 1 sink(s)"));
+
+    let dir = tempfile::tempdir().expect("dir");
+    let path = write_config(dir.path(), &yaml);
+    let out = ankusa(&["print-config", "--json", "--config", path.to_str().expect("path")], &env);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let printed: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(printed["dispatch"]["concurrency"], 16, "the default of ${{CONC:-16}}");
+    assert_eq!(printed["dispatch"]["sink_concurrency"], 4, "the ANKUSA_ override");
+    assert_eq!(printed["sources"]["gh"]["verify"]["secret"], "<redacted>");
+    assert_eq!(printed["batcher"]["max_batch"], 256, "defaults are filled in");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("12345"), "the secret never prints");
+}
+
+#[test]
+fn run_refuses_a_bad_config_with_78() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = write_config(dir.path(), "sources:\n  gh:\n    sinks: [missing]\n");
+    let data = dir.path().join("data");
+    let out =
+        ankusa(&["run", "--config", path.to_str().expect("path"), "--data-dir", data.to_str().expect("path")], &[]);
+    assert_eq!(out.status.code(), Some(78));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("sources.gh.sinks[0]"));
+    assert!(!data.join("store").exists(), "nothing was opened or written");
+}
+
+#[test]
+fn the_default_configuration_is_the_demo() {
+    let yaml = ankusa(&["print-config"], &[]);
+    assert!(yaml.status.success());
+    let text = String::from_utf8_lossy(&yaml.stdout);
+    assert!(text.contains("demo:") && text.contains("component: log"), "{text}");
+    let json = ankusa(&["print-config", "--json"], &[]);
+    let printed: serde_json::Value = serde_json::from_slice(&json.stdout).expect("JSON");
+    assert_eq!(printed["sources"]["demo"]["sinks"][0], "log");
+    assert_eq!(printed["node"]["data_dir"], "./data");
+    assert_eq!(printed["wal"]["mode"], "disk");
+}
