@@ -1,7 +1,9 @@
 //! The `ankusa` command line. This is the binary's edge: errors from the
 //! library are typed; here they become messages and exit codes.
 
+mod client;
 mod config;
+mod operate;
 mod run;
 mod sink;
 mod store;
@@ -28,10 +30,20 @@ enum Command {
     /// redacted.
     PrintConfig(config::PrintArgs),
     /// Print the version.
-    Version,
+    Version {
+        /// As JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the dead-letter queue of a running node.
+    Dlq(operate::DlqArgs),
+    /// Start and follow replay jobs on a running node.
+    Replay(operate::ReplayArgs),
+    /// A running node's tenants: usage and erase.
+    Tenant(operate::TenantArgs),
     /// Inspect and test sink components.
     Sink(sink::SinkArgs),
-    /// Rebuild or recount a stopped node's store.
+    /// Inspect, rebuild or recount a stopped node's store.
     Store(store::StoreArgs),
 }
 
@@ -54,10 +66,18 @@ pub fn main() -> ExitCode {
             Command::Run(args) => run::run(args).await,
             Command::CheckConfig(args) => config::check(args).await,
             Command::PrintConfig(args) => config::print(args),
-            Command::Version => {
-                println!("ankusa {} (ankusa:sink@{})", env!("CARGO_PKG_VERSION"), crate::runtime::WIT_VERSION);
+            Command::Version { json } => {
+                let (version, wit) = (env!("CARGO_PKG_VERSION"), crate::runtime::WIT_VERSION);
+                if json {
+                    println!("{}", serde_json::json!({"version": version, "wit": format!("ankusa:sink@{wit}")}));
+                } else {
+                    println!("ankusa {version} (ankusa:sink@{wit})");
+                }
                 Ok(ExitCode::SUCCESS)
             }
+            Command::Dlq(args) => operate::dlq(args).await,
+            Command::Replay(args) => operate::replay(args).await,
+            Command::Tenant(args) => operate::tenant(args).await,
             Command::Sink(command) => sink::execute(command).await,
             Command::Store(command) => store::execute(command).await,
         }

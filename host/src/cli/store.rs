@@ -1,5 +1,5 @@
-//! `ankusa store rebuild|recount`: offline work on a node's store. Both
-//! open the store exclusively, so the node must be stopped.
+//! `ankusa store stats|rebuild|recount`: offline work on a node's store.
+//! Each opens the store exclusively, so the node must be stopped.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -17,6 +17,15 @@ pub struct StoreArgs {
 
 #[derive(Debug, Subcommand)]
 enum StoreCommand {
+    /// What the store holds: hooks, rows by state, bytes, tenants, jobs.
+    Stats {
+        /// The store's directory.
+        #[arg(long, default_value = "data/store")]
+        store: PathBuf,
+        /// As JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Build a new store from the intake log (`wal.mode: dual`).
     Rebuild {
         /// The intake log's directory.
@@ -39,19 +48,25 @@ enum StoreCommand {
 
 pub async fn execute(args: StoreArgs) -> anyhow::Result<ExitCode> {
     match args.command {
+        StoreCommand::Stats { store, json } => stats(&store, json).await,
         StoreCommand::Rebuild { intake, store } => {
-            eprintln!("rebuilding {} from the intake log at {} ...", store.display(), intake.display());
+            let bar = super::client::spinner(&format!(
+                "rebuilding {} from the intake log at {}",
+                store.display(),
+                intake.display()
+            ));
             let (batches, hooks) = tokio::task::spawn_blocking(move || crate::queue::rebuild(&intake, &store))
                 .await
                 .context("the rebuild stopped")??;
+            bar.finish_and_clear();
             println!("rebuilt: {batches} batches replayed, {hooks} hooks restored");
             Ok(ExitCode::SUCCESS)
         }
         StoreCommand::Recount { store, check } => {
-            let queue = Queue::open(&store, QueueConfig::default())
-                .with_context(|| format!("cannot open the store at {}", store.display()))?;
-            eprintln!("recounting {} ...", store.display());
+            let queue = open(&store)?;
+            let bar = super::client::spinner(&format!("recounting {}", store.display()));
             let report = queue.recount(!check)?;
+            bar.finish_and_clear();
             queue.close().await;
             println!("{} delivery rows, {} dedupe keys examined", report.rows, report.dedupe_keys);
             for drift in &report.drifts {
@@ -66,4 +81,45 @@ pub async fn execute(args: StoreArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// Open a stopped node's store (a running node holds it locked).
+fn open(store: &std::path::Path) -> anyhow::Result<Queue> {
+    if !store.join("CURRENT").exists() {
+        anyhow::bail!("no store at {}", store.display());
+    }
+    Queue::open(store, QueueConfig::default())
+        .with_context(|| format!("cannot open the store at {} (is its node still running?)", store.display()))
+}
+
+async fn stats(store: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {
+    let queue = open(store)?;
+    let stats = queue.stats()?;
+    let mut counters = serde_json::Map::new();
+    for kind in crate::queue::COUNTER_KINDS {
+        counters.insert(kind.to_string(), queue.counter(None, kind)?.into());
+    }
+    let jobs = crate::replay::jobs(&queue)?;
+    let report = serde_json::json!({
+        "store": store.display().to_string(),
+        "disk_bytes": stats.disk_bytes,
+        "next_seq": stats.next_seq,
+        "hooks": stats.hooks,
+        "deliveries": stats.deliveries,
+        "rows": counters,
+        "quarantine_bytes": queue.pen_bytes()?,
+        "tenants_holding_data": queue.tenants_holding(),
+        "tenants_erasing": queue.erasing_tenants(),
+        "replay_jobs": jobs.len(),
+        "runtime_sources": crate::tenant::stored_sources(&queue)?.len(),
+    });
+    queue.close().await;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        for (key, value) in report.as_object().into_iter().flatten() {
+            println!("{key}: {value}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }

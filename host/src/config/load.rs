@@ -96,7 +96,9 @@ fn typing_problem(e: &serde_path_to_error::Error<serde_norway::Error>) -> Proble
     let message = e.inner().to_string();
     let unknown = message.strip_prefix("unknown field `").and_then(|rest| rest.split('`').next()).map(str::to_string);
     match unknown {
-        Some(field) if path.is_empty() => Problem::new(field, message),
+        // The path may or may not end at the unknown key itself.
+        Some(field) if path.is_empty() || path == field => Problem::new(field, message),
+        Some(field) if path.ends_with(&format!(".{field}")) => Problem::new(path, message),
         Some(field) => Problem::new(format!("{path}.{field}"), message),
         None => Problem::new(path, message),
     }

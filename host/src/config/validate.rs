@@ -32,7 +32,16 @@ pub fn check(config: &Config) -> Vec<Problem> {
 
     let d = &config.dispatch;
     p.within("dispatch.concurrency", d.concurrency as u64, 1, 65_536);
-    p.within("dispatch.sink_concurrency", d.sink_concurrency as u64, 1, d.concurrency.max(1) as u64);
+    p.at_least("dispatch.sink_concurrency", d.sink_concurrency as u64, 1);
+    if d.concurrency >= 1 && d.sink_concurrency > d.concurrency {
+        p.add(
+            "dispatch.sink_concurrency",
+            format!(
+                "{} is above dispatch.concurrency ({}): one sink cannot use more",
+                d.sink_concurrency, d.concurrency
+            ),
+        );
+    }
     p.within("dispatch.claim_batch", d.claim_batch as u64, 1, 65_536);
     p.at_least("dispatch.max_inflight", d.max_inflight as u64, d.claim_batch as u64);
     p.at_least("dispatch.max_inflight_bytes", d.max_inflight_bytes, config.http.max_body_bytes);

@@ -1,0 +1,116 @@
+//! The commands that operate a running node do it through its admin API,
+//! like any other client: the node holds its store exclusively.
+
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use http_body_util::BodyExt;
+use serde_json::Value;
+
+#[derive(Debug, Clone, Args)]
+pub struct AdminArgs {
+    /// The node's admin API.
+    #[arg(long = "admin-url", env = "ANKUSA_ADMIN_URL", default_value = "http://127.0.0.1:4002", global = true)]
+    pub url: String,
+    /// Its bearer token, when it requires one.
+    #[arg(long, env = "ANKUSA_ADMIN_TOKEN", hide_env_values = true, global = true)]
+    pub token: Option<String>,
+    /// Print the API's JSON instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+/// A refusal of the API: its status and typed error.
+#[derive(Debug, thiserror::Error)]
+#[error("{status} {code}: {message}")]
+pub struct Refused {
+    pub status: u16,
+    pub code: String,
+    pub message: String,
+}
+
+pub struct AdminClient {
+    base: String,
+    token: Option<String>,
+    http: hyper_util::client::legacy::Client<hyper_util::client::legacy::connect::HttpConnector, String>,
+}
+
+impl AdminClient {
+    pub fn new(args: &AdminArgs) -> anyhow::Result<AdminClient> {
+        let base = args.url.trim_end_matches('/').to_string();
+        if !base.starts_with("http://") {
+            bail!("--admin-url must be an http:// address (got {base}); put TLS in front of the admin API if needed");
+        }
+        let http = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http();
+        Ok(AdminClient { base, token: args.token.clone(), http })
+    }
+
+    /// One request; the JSON answer of a 2xx, else [`Refused`].
+    pub async fn call(&self, method: &str, path: &str, body: Option<Value>) -> anyhow::Result<Value> {
+        let mut request = http::Request::builder().method(method).uri(format!("{}{path}", self.base));
+        if let Some(token) = &self.token {
+            request = request.header("authorization", format!("Bearer {token}"));
+        }
+        if body.is_some() {
+            request = request.header("content-type", "application/json");
+        }
+        let request = request.body(body.map(|b| b.to_string()).unwrap_or_default()).context("a bad admin URL")?;
+        let response = tokio::time::timeout(Duration::from_secs(60), self.http.request(request))
+            .await
+            .context("the admin API did not answer within 60 s")?
+            .with_context(|| format!("cannot reach the admin API at {} (is the node running?)", self.base))?;
+        let status = response.status().as_u16();
+        let bytes = response.into_body().collect().await.context("reading the answer")?.to_bytes();
+        let value: Value =
+            serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()));
+        if (200..300).contains(&status) {
+            return Ok(value);
+        }
+        Err(Refused {
+            status,
+            code: value["error"].as_str().unwrap_or("error").to_string(),
+            message: value["message"].as_str().map_or_else(|| value.to_string(), str::to_string),
+        }
+        .into())
+    }
+
+    pub async fn get(&self, path: &str) -> anyhow::Result<Value> {
+        self.call("GET", path, None).await
+    }
+}
+
+/// Query text from (name, value) pairs, leaving out absent ones.
+pub fn query(pairs: &[(&str, Option<String>)]) -> String {
+    let parts: Vec<String> =
+        pairs.iter().filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={}", encode(v)))).collect();
+    if parts.is_empty() { String::new() } else { format!("?{}", parts.join("&")) }
+}
+
+/// Percent-encode a query value.
+fn encode(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            other => format!("%{other:02X}"),
+        })
+        .collect()
+}
+
+/// Print `value` as JSON (for `--json`).
+pub fn print_json(value: &Value) {
+    println!("{}", serde_json::to_string_pretty(value).unwrap_or_default());
+}
+
+/// A spinner on stderr for long operations (hidden when not a terminal).
+pub fn spinner(message: &str) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {elapsed} {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+    );
+    bar.set_message(message.to_string());
+    bar.enable_steady_tick(Duration::from_millis(120));
+    bar
+}
