@@ -15,21 +15,26 @@ use serde_json::Value;
 use crate::ankusa_bin;
 
 /// Text a child process wrote, collected as it is written.
-type Output = Arc<Mutex<String>>;
+pub type Output = Arc<Mutex<String>>;
 
-fn collect(mut from: impl Read + Send + 'static) -> Output {
+/// Collect what `from` yields, on a thread of its own.
+pub fn collect(from: impl Read + Send + 'static) -> Output {
     let output = Output::default();
-    let sink = output.clone();
+    collect_into(from, output.clone());
+    output
+}
+
+/// Append what `from` yields to `output` (several processes may share one).
+pub fn collect_into(mut from: impl Read + Send + 'static, output: Output) {
     std::thread::spawn(move || {
         let mut buf = [0u8; 8192];
         while let Ok(n) = from.read(&mut buf) {
             if n == 0 {
                 break;
             }
-            sink.lock().expect("output").push_str(&String::from_utf8_lossy(&buf[..n]));
+            output.lock().expect("output").push_str(&String::from_utf8_lossy(&buf[..n]));
         }
     });
-    output
 }
 
 pub struct RunningNode {

@@ -3,12 +3,12 @@
 //! counting the run that was killed and the run after it.
 
 use std::collections::HashSet;
-use std::io::Read;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ankusa_tests::ankusa_bin;
+use ankusa_tests::binary::collect_into;
 use http_body_util::BodyExt;
 
 /// The node's stderr, collected as it is written.
@@ -24,17 +24,8 @@ fn start(data: &std::path::Path, port: u16, log: &Log) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .expect("start ankusa run");
-    let mut stderr = child.stderr.take().expect("stderr");
-    let log = log.clone();
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 8192];
-        while let Ok(n) = stderr.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            log.lock().expect("log").push_str(&String::from_utf8_lossy(&buf[..n]));
-        }
-    });
+    // Both runs log into one text: a hook delivered by either counts.
+    collect_into(child.stderr.take().expect("stderr"), log.clone());
     child
 }
 

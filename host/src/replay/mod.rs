@@ -131,16 +131,19 @@ pub fn job(queue: &Queue, id: &str) -> Result<Option<Job>, ReplayError> {
     }
 }
 
+/// `TooMany` when [`MAX_ACTIVE`] jobs are running already.
+fn room_for_one_more(queue: &Queue) -> Result<(), ReplayError> {
+    let running = jobs(queue)?.iter().filter(|j| j.state == JobState::Running).count();
+    if running >= MAX_ACTIVE { Err(ReplayError::TooMany) } else { Ok(()) }
+}
+
 /// Find the job with this id, or create it as a `dlq` job (stored, state
 /// running) unless [`MAX_ACTIVE`] are running.
 pub fn create_dlq(queue: &Queue, id: &str, filter: DlqFilter, config: ReplayConfig) -> Result<Job, ReplayError> {
     if let Some(job) = job(queue, id)? {
         return Ok(job);
     }
-    let running = jobs(queue)?.iter().filter(|j| j.state == JobState::Running).count();
-    if running >= MAX_ACTIVE {
-        return Err(ReplayError::TooMany);
-    }
+    room_for_one_more(queue)?;
     // Every row dead by now (the bound is exclusive).
     let until = filter.until.unwrap_or_else(|| now_ms() + 1);
     let job = Job {
@@ -359,10 +362,7 @@ impl Replays {
         let job = match spec {
             JobSpec::Dlq(filter) => create_dlq(&self.queue, id, filter, config)?,
             JobSpec::Quarantine { tenant, source } => {
-                let running = jobs(&self.queue)?.iter().filter(|j| j.state == JobState::Running).count();
-                if running >= MAX_ACTIVE {
-                    return Err(ReplayError::TooMany);
-                }
+                room_for_one_more(&self.queue)?;
                 let job = new_quarantine_job(id, &tenant, &source, config);
                 self.queue.job_put(record(&job))?;
                 job
