@@ -218,7 +218,7 @@ async fn replays(node: &RunningNode, accept: &AtomicBool, receiver: &Receiver) {
     for (body, code) in [
         (json!({"kind": "dlq", "surprise": true}), "invalid_body"),
         (json!({"kind": "everything"}), "invalid_body"),
-        (json!({"kind": "archive"}), "unsupported_kind"),
+        (json!({"kind": "archive"}), "archive_disabled"),
         (json!({"kind": "dlq", "error_class": "weird"}), "invalid_body"),
         (json!({"kind": "dlq", "rate": -1.0}), "invalid_body"),
         (json!({"kind": "dlq", "id": "has spaces"}), "invalid_body"),

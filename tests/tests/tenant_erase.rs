@@ -39,6 +39,7 @@ async fn erase_removes_everything_of_a_tenant_and_survives_a_kill() {
             r#"
 dispatch:
   attempt_timeout_ms: 8000
+archive: {{enabled: true}}
 sinks:
   hang: {{component: http, options: {{url: "{hang_url}"}}, allow: ["{hang_origin}"]}}
   refuse: {{component: http, options: {{url: "{refuse_url}"}}, allow: ["{refuse_origin}"]}}
@@ -138,6 +139,7 @@ sources:
     let (_, record) = node.admin("GET", "/v1/tenants/doomed", None, None).await;
     assert_eq!(record["removed"]["dead"], 3, "{record}");
     assert_eq!(record["removed"]["quarantined"], 1);
+    assert_eq!(record["removed"]["archived"], 25, "every hook it committed was archived");
     assert_eq!(record["removed"]["sources"], 3);
     assert_eq!(record["removed"]["dedupe_keys"], 2);
     assert_eq!(

@@ -22,18 +22,20 @@ use crate::source::valid_tenant;
 pub struct NewReplay {
     /// The job's id (1-64 of `A-Z a-z 0-9 _ -`); a new one when absent.
     pub id: Option<String>,
-    /// `dlq` (revive dead rows) or `quarantine` (re-verify and release
-    /// held hooks of one source).
+    /// `dlq` (revive dead rows), `archive` (redrive archived hooks received
+    /// in `[since, until)`) or `quarantine` (re-verify and release held
+    /// hooks of one source).
     pub kind: String,
-    /// `dlq`: only this source's rows; `quarantine`: the source (required).
+    /// `dlq`, `archive`: only this source's; `quarantine`: the source (required).
     pub source: Option<String>,
-    /// `dlq`: only these tenants' rows.
+    /// `dlq`, `archive`: only these tenants'.
     pub tenants: Option<Vec<String>>,
     /// `quarantine`: the source's tenant (default: the source's owner).
     pub tenant: Option<String>,
-    /// `dlq`: dead at or after (unix ms).
+    /// `dlq`: dead at or after (unix ms); `archive`: received at or after.
     pub since: Option<u64>,
-    /// `dlq`: dead before (unix ms); default: when the job starts.
+    /// `dlq`: dead before (unix ms); `archive`: received before; default:
+    /// when the job starts.
     pub until: Option<u64>,
     /// `dlq`: only this sink index.
     pub sink: Option<u16>,
@@ -135,11 +137,29 @@ fn spec_of(node: &Node, new: NewReplay) -> Result<JobSpec, ApiError> {
             let tenant = new.tenant.unwrap_or_else(|| found.tenant.clone());
             Ok(JobSpec::Quarantine { tenant, source })
         }
-        "archive" => Err(ApiError::bad_request(
-            "unsupported_kind",
-            "kind archive: this node keeps no archive of delivered hooks to redrive",
-        )),
-        other => Err(bad(&format!("kind: `{other}` is not one of dlq, quarantine"))),
+        "archive" => {
+            if !node.config.archive.enabled {
+                return Err(ApiError::bad_request(
+                    "archive_disabled",
+                    "kind archive: this node keeps no archive (set archive.enabled)",
+                ));
+            }
+            if new.sink.is_some() || new.error_class.is_some() || new.tenant.is_some() {
+                return Err(bad("kind archive takes source, tenants, since and until"));
+            }
+            if new.tenants.iter().flatten().any(|t| !valid_tenant(t)) {
+                return Err(bad("tenants: each a tenant id"));
+            }
+            Ok(JobSpec::Archive(DlqFilter {
+                source_id: new.source,
+                tenants: new.tenants,
+                since: new.since,
+                until: new.until,
+                sink: None,
+                error_class: None,
+            }))
+        }
+        other => Err(bad(&format!("kind: `{other}` is not one of dlq, archive, quarantine"))),
     }
 }
 

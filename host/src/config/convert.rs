@@ -47,6 +47,7 @@ impl Config {
             dedupe_max_entries: self.dedupe.max_entries,
             dedupe_max_entries_per_tenant: self.dedupe.max_entries_per_tenant,
             tenants_max: self.tenants.max,
+            archive_retention_ms: self.archive.enabled.then_some(self.archive.retention_ms),
             store_faults: None,
         }
     }

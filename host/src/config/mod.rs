@@ -38,6 +38,7 @@ pub struct Config {
     pub dispatch: DispatchSection,
     pub wal: WalSection,
     pub dedupe: DedupeSection,
+    pub archive: ArchiveSection,
     pub tenants: TenantsSection,
     pub rate_limits: RateLimitsSection,
     pub quarantine: QuarantineSection,
@@ -292,6 +293,22 @@ pub struct DedupeSection {
 impl Default for DedupeSection {
     fn default() -> Self {
         DedupeSection { ttl_ms: crate::queue::DEFAULT_DEDUPE_TTL_MS, max_entries: None, max_entries_per_tenant: None }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ArchiveSection {
+    /// Keep every accepted hook (in the same synced batch as its commit)
+    /// for `archive` replays.
+    pub enabled: bool,
+    /// How long an archived hook is kept.
+    pub retention_ms: u64,
+}
+
+impl Default for ArchiveSection {
+    fn default() -> Self {
+        ArchiveSection { enabled: false, retention_ms: 7 * 24 * 3_600_000 }
     }
 }
 

@@ -13,6 +13,7 @@
 //! Callers: the edge (enqueue), dispatch (row transitions), admin (DLQ,
 //! stats). Depends only on the store.
 
+mod archive;
 pub mod codec;
 pub mod dedupe;
 mod dlq;
@@ -34,6 +35,7 @@ use thiserror::Error;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
+pub use archive::{Archived, archive_key, archive_key_tenant};
 pub use dlq::{DeadEntry, DeadPage, DeadQuery, MAX_EXAMINED};
 pub use durability::{DurabilityError, SinkDurability, SourceDurability, WalMode, check_durable, validate_config};
 pub use envelope::{Envelope, Verification};
@@ -177,6 +179,9 @@ pub struct QueueConfig {
     pub dedupe_max_entries: Option<u64>,
     pub dedupe_max_entries_per_tenant: Option<u64>,
     pub tenants_max: Option<usize>,
+    /// Keep every accepted hook this long for `archive` replays (no archive
+    /// when absent).
+    pub archive_retention_ms: Option<u64>,
     /// Failures to inject into the store (fault tests only).
     pub store_faults: Option<Arc<crate::store::Faults>>,
 }
@@ -192,6 +197,7 @@ impl Default for QueueConfig {
             dedupe_max_entries: None,
             dedupe_max_entries_per_tenant: None,
             tenants_max: None,
+            archive_retention_ms: None,
             store_faults: None,
         }
     }
@@ -255,6 +261,7 @@ impl Queue {
             dedupe_max_entries_per_tenant: config.dedupe_max_entries_per_tenant,
             tenants_max: config.tenants_max,
             intake_max_bytes: config.intake_max_bytes,
+            archive: config.archive_retention_ms.is_some(),
         };
         let due_floor = Arc::new(transitions::DueFloor::default());
         let spawned = writer::spawn(writer::WriterParts {
@@ -410,8 +417,9 @@ impl Queue {
         answer.await.map_err(|_| QueueError::Closed)?
     }
 
-    /// Sweep expired dedupe keys every `every` until the queue closes, in
-    /// batches of 10 000 (each one write through the writer).
+    /// Sweep expired dedupe keys (and archived hooks past their retention)
+    /// every `every` until the queue closes, in batches of 10 000 (each
+    /// one write through the writer).
     pub fn sweep_in_background(queue: Arc<Queue>, every: std::time::Duration) -> tokio::task::JoinHandle<()> {
         const BATCH: usize = 10_000;
         tokio::spawn(async move {
@@ -427,6 +435,16 @@ impl Queue {
                             tracing::warn!("dedupe sweep failed (tried again later): {e}");
                             break;
                         }
+                    }
+                }
+                if let Some(retention) = queue.config.archive_retention_ms {
+                    let sweeping = queue.clone();
+                    let before = now_ms().saturating_sub(retention);
+                    match tokio::task::spawn_blocking(move || sweeping.sweep_archive(before)).await {
+                        Ok(Ok(0)) => {}
+                        Ok(Ok(removed)) => tracing::info!(removed, "archived hooks past their retention dropped"),
+                        Ok(Err(e)) => tracing::warn!("archive sweep failed (tried again later): {e}"),
+                        Err(_) => return,
                     }
                 }
             }

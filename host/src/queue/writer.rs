@@ -107,6 +107,9 @@ pub struct Limits {
     /// `dual`: refuse new hooks (`intake_pending`) while the intake log
     /// holds more than this, waiting for a checkpoint.
     pub intake_max_bytes: u64,
+    /// Keep a copy of every accepted hook (not of redriven ones: they are
+    /// archived already).
+    pub archive: bool,
 }
 
 /// Counters of the writer, for metrics and tests.
@@ -469,6 +472,9 @@ impl Writer {
         group.hooks += 1;
         let batch = &mut group.batch;
         batch.put(Cf::Hooks, KeyBuf::new().u64(seq).build(), entry.encoded.clone());
+        if self.limits.archive && call.kind != Kind::Redrive {
+            batch.put(Cf::Archive, super::archive_key(&env.tenant_id, env.received_at, &env.id), entry.encoded.clone());
+        }
         for (index, component) in &entry.sinks {
             let row = DeliveryRow {
                 seq,

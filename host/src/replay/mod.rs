@@ -1,5 +1,6 @@
 //! Replay jobs: durable, resumable walks that move rows back into
 //! delivery. Kind `dlq` revives dead rows matching a filter; kind
+//! `archive` redrives archived hooks received in a window; kind
 //! `quarantine` re-verifies a source's held hooks with its current
 //! secrets and releases those that pass.
 //!
@@ -21,7 +22,7 @@ use thiserror::Error;
 use tokio::sync::watch;
 
 use crate::error_class::ErrorClass;
-use crate::queue::{DeadQuery, Entry, Queue, QueueError, now_ms};
+use crate::queue::{DeadQuery, Entry, Queue, QueueError, RedriveEntry, now_ms};
 use crate::source::Directory;
 use crate::store::Batch;
 use crate::store::keys::KeyBuf;
@@ -184,14 +185,8 @@ async fn run_dlq_controlled(
         if obey(&queue, &mut job, &mut control)? {
             break;
         }
-        // Only while dispatch keeps up: revived rows join the due index.
-        if let Some(due) = queue.next_due_at()? {
-            let lag = now_ms().saturating_sub(due);
-            if lag > job.config.max_lag_ms && job.moved > 0 {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                job.throttled_ms += 100;
-                continue;
-            }
+        if behind(&queue, &mut job).await? {
+            continue;
         }
         let page = queue.dead(&DeadQuery {
             limit: job.config.page.max(1),
@@ -229,6 +224,107 @@ async fn run_dlq_controlled(
     Ok(job)
 }
 
+/// Wait a moment if dispatch is behind (its oldest due row later than the
+/// job allows): moved rows join the due index, so a job only moves rows
+/// while dispatch keeps up. `true` when it waited.
+async fn behind(queue: &Queue, job: &mut Job) -> Result<bool, ReplayError> {
+    let Some(due) = queue.next_due_at()? else { return Ok(false) };
+    if now_ms().saturating_sub(due) <= job.config.max_lag_ms || job.moved == 0 {
+        return Ok(false);
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    job.throttled_ms += 100;
+    Ok(true)
+}
+
+/// Redrive an `archive` job's window: each page of archived hooks is
+/// committed again (fresh seqs, rows to the source's sinks as they are
+/// now, `replay_id`) in one synced batch with the job's cursor. Hooks of
+/// sources that no longer exist are passed over.
+async fn run_archive(
+    queue: Arc<Queue>,
+    directory: Arc<dyn Directory>,
+    id: &str,
+    mut control: watch::Receiver<Control>,
+) -> Result<Job, ReplayError> {
+    let Some(mut job) = job(&queue, id)? else {
+        return Err(ReplayError::Corrupt(id.into(), "no such archive job".into()));
+    };
+    if job.state == JobState::Paused {
+        job.state = JobState::Running;
+    }
+    while job.state == JobState::Running {
+        if obey(&queue, &mut job, &mut control)? {
+            break;
+        }
+        if behind(&queue, &mut job).await? {
+            continue;
+        }
+        let (page, last) = archive_page(&queue, &job)?;
+        let Some(last) = last else {
+            job.state = JobState::Done;
+            queue.job_put(record(&job))?;
+            break;
+        };
+        job.cursor = Some(hex::encode(&last));
+        let entries: Vec<RedriveEntry> = page
+            .into_iter()
+            .filter_map(|archived| {
+                let envelope = archived.envelope;
+                let source = directory.resolve(Some(&envelope.tenant_id), &envelope.source_id)?;
+                Some(RedriveEntry { sinks: source.bound_sinks(), envelope })
+            })
+            .collect();
+        let wanted = entries.len() as u64;
+        let before = job.moved;
+        let next = Job { moved: before + wanted, ..job.clone() };
+        let moved = if entries.is_empty() {
+            queue.job_put(record(&next))?;
+            0
+        } else {
+            queue.redrive(entries, &job.id, record(&next)).await? as u64
+        };
+        job = Job { moved: before + moved, ..next };
+        if moved != wanted {
+            // A tenant being erased takes none of its hooks back.
+            queue.job_put(record(&job))?;
+        }
+        if moved > 0 && job.config.rate > 0.0 {
+            tokio::time::sleep(Duration::from_secs_f64(moved as f64 / job.config.rate)).await;
+        }
+    }
+    Ok(job)
+}
+
+/// The next page of an archive job: the hooks after its cursor that match
+/// its filter, and the last archive key examined (`None`: nothing left).
+fn archive_page(queue: &Queue, job: &Job) -> Result<(Vec<crate::queue::Archived>, Option<Vec<u8>>), ReplayError> {
+    let after = job
+        .cursor
+        .as_deref()
+        .map(hex::decode)
+        .transpose()
+        .map_err(|e| ReplayError::Corrupt(job.id.clone(), e.to_string()))?;
+    let from_tenant = after.as_deref().and_then(crate::queue::archive_key_tenant);
+    let mut tenants = match &job.filter.tenants {
+        Some(list) => list.clone(),
+        None => queue.archive_tenants()?,
+    };
+    tenants.sort();
+    let (since, until) = (job.filter.since.unwrap_or(0), job.filter.until.unwrap_or(u64::MAX));
+    for tenant in tenants.into_iter().filter(|t| from_tenant.as_ref().is_none_or(|from| t >= from)) {
+        let resume = after.as_deref().filter(|_| from_tenant.as_deref() == Some(tenant.as_str()));
+        let page = queue.archived(&tenant, since, until, resume, job.config.page.max(1))?;
+        let Some(last) = page.last().map(|a| a.key.clone()) else { continue };
+        let matching = page
+            .into_iter()
+            .filter(|a| job.filter.source_id.as_ref().is_none_or(|s| *s == a.envelope.source_id))
+            .collect();
+        return Ok((matching, Some(last)));
+    }
+    Ok((Vec::new(), None))
+}
+
 /// Stop a job where it stands; running it again does nothing.
 pub fn cancel(queue: &Queue, id: &str) -> Result<Option<Job>, ReplayError> {
     let Some(mut job) = job(queue, id)? else { return Ok(None) };
@@ -263,11 +359,12 @@ fn spawn_job(
     control: watch::Receiver<Control>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let result = match &job.pen {
-            Some((tenant, source)) => {
+        let result = match (&job.pen, job.kind.as_str()) {
+            (Some((tenant, source)), _) => {
                 run_quarantine_controlled(queue, directory, &job.id, tenant, source, job.config.clone(), control).await
             }
-            None => run_dlq_controlled(queue, &job.id, job.filter.clone(), job.config.clone(), control).await,
+            (None, "archive") => run_archive(queue, directory, &job.id, control).await,
+            (None, _) => run_dlq_controlled(queue, &job.id, job.filter.clone(), job.config.clone(), control).await,
         };
         if let Err(e) = result {
             tracing::error!(job = %job.id, "replay job failed: {e}");
@@ -310,6 +407,9 @@ fn obey(queue: &Queue, job: &mut Job, control: &mut watch::Receiver<Control>) ->
 pub enum JobSpec {
     /// Revive dead rows matching the filter.
     Dlq(DlqFilter),
+    /// Redrive archived hooks received in `[since, until)` (of the
+    /// filter's source and tenants, when given).
+    Archive(DlqFilter),
     /// Re-verify and release the pen entries of one source.
     Quarantine { tenant: String, source: String },
 }
@@ -361,6 +461,24 @@ impl Replays {
         }
         let job = match spec {
             JobSpec::Dlq(filter) => create_dlq(&self.queue, id, filter, config)?,
+            JobSpec::Archive(filter) => {
+                room_for_one_more(&self.queue)?;
+                let until = filter.until.unwrap_or_else(|| now_ms() + 1);
+                let job = Job {
+                    id: id.to_string(),
+                    kind: "archive".into(),
+                    filter: DlqFilter { until: Some(until), since: Some(filter.since.unwrap_or(0)), ..filter },
+                    config,
+                    state: JobState::Running,
+                    cursor: None,
+                    moved: 0,
+                    throttled_ms: 0,
+                    reason: None,
+                    pen: None,
+                };
+                self.queue.job_put(record(&job))?;
+                job
+            }
             JobSpec::Quarantine { tenant, source } => {
                 room_for_one_more(&self.queue)?;
                 let job = new_quarantine_job(id, &tenant, &source, config);

@@ -41,11 +41,23 @@ pub enum Cf {
     Quarantine,
     /// Durable job state (replays, tenant erases) and their cursors.
     Jobs,
+    /// Accepted hooks kept for their retention, for `archive` replays.
+    Archive,
 }
 
 impl Cf {
-    pub const ALL: [Cf; 8] =
-        [Cf::Meta, Cf::Hooks, Cf::Deliveries, Cf::Index, Cf::Dedupe, Cf::Counters, Cf::Quarantine, Cf::Jobs];
+    /// Every family; a family's id is its place here, so new ones go last.
+    pub const ALL: [Cf; 9] = [
+        Cf::Meta,
+        Cf::Hooks,
+        Cf::Deliveries,
+        Cf::Index,
+        Cf::Dedupe,
+        Cf::Counters,
+        Cf::Quarantine,
+        Cf::Jobs,
+        Cf::Archive,
+    ];
 
     /// A stable one-byte id, for encoded batches.
     pub fn id(self) -> u8 {
@@ -66,6 +78,7 @@ impl Cf {
             Cf::Counters => "counters",
             Cf::Quarantine => "quarantine",
             Cf::Jobs => "jobs",
+            Cf::Archive => "archive",
         }
     }
 }

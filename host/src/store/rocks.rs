@@ -75,7 +75,7 @@ fn family_options(cf: Cf, config: &StoreOptions) -> Options {
     opts.set_block_based_table_factory(&table);
     opts.set_compression_type(DBCompressionType::Lz4);
     match cf {
-        Cf::Hooks => {
+        Cf::Hooks | Cf::Archive => {
             opts.set_enable_blob_files(true);
             opts.set_min_blob_size(config.min_blob_size);
             opts.set_blob_compression_type(DBCompressionType::Zstd);

@@ -8,7 +8,7 @@
 //!    they leave unreferenced;
 //! 3. once its running deliveries have finished (or their deadline has
 //!    passed), its inflight rows are purged too;
-//! 4. its quarantined hooks, then its runtime sources;
+//! 4. its quarantined and archived hooks, then its runtime sources;
 //! 5. its dedupe keys and counters (`forget_tenant`), and the mark is
 //!    lifted.
 //!
@@ -46,6 +46,8 @@ pub struct EraseCounts {
     pub inflight: u64,
     pub dead: u64,
     pub quarantined: u64,
+    #[serde(default)]
+    pub archived: u64,
     pub sources: u64,
     pub dedupe_keys: u64,
 }
@@ -208,6 +210,7 @@ async fn run(queue: &Queue, sources: &LiveDirectory, grace: Duration, mut erase:
     }
     if erase.phase == ErasePhase::Quarantine {
         erase.removed.quarantined += queue.purge_pen(Some(&tenant), None)?;
+        erase.removed.archived += queue.purge_archive(&tenant)?;
         erase.phase = ErasePhase::Sources;
         save(queue, &erase)?;
     }

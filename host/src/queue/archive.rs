@@ -1,0 +1,129 @@
+//! The archive: with `archive` on, every accepted hook is also kept, in
+//! the same synced batch as its commit, for its retention. An `archive`
+//! replay job redrives a received_at window of it (`redrive`).
+//!
+//! | family | key | value |
+//! |---|---|---|
+//! | archive | `a` · len · tenant · received_at (u64 BE) · id | the envelope, as stored |
+//!
+//! Tenant first, so an erase removes a tenant's archive with one range and
+//! a window of one tenant is one range; a window across tenants walks
+//! tenant by tenant.
+
+use super::envelope::Envelope;
+use super::{Queue, QueueError};
+use crate::store::keys::{KeyBuf, KeyReader, prefix_end};
+use crate::store::{Batch, Cf, Durability, Scan, Store};
+
+/// Entries removed per synced batch by a sweep or a purge.
+const ARCHIVE_CHUNK: usize = 500;
+
+pub fn archive_key(tenant: &str, received_at: u64, id: &str) -> Vec<u8> {
+    KeyBuf::new().tag(b'a').short(tenant).u64(received_at).tail(id.as_bytes()).build()
+}
+
+fn tenant_prefix(tenant: &str) -> Vec<u8> {
+    KeyBuf::new().tag(b'a').short(tenant).build()
+}
+
+fn window_start(tenant: &str, at: u64) -> Vec<u8> {
+    KeyBuf::new().tag(b'a').short(tenant).u64(at).build()
+}
+
+/// The tenant of an archive key.
+pub fn archive_key_tenant(key: &[u8]) -> Option<String> {
+    let mut r = KeyReader::new(key);
+    (r.tag()? == b'a').then_some(())?;
+    r.short().map(str::to_string)
+}
+
+/// An archived hook, with its key (a replay's cursor).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Archived {
+    pub envelope: Envelope,
+    pub key: Vec<u8>,
+}
+
+impl Queue {
+    /// Tenants with archived hooks, in key order.
+    pub fn archive_tenants(&self) -> Result<Vec<String>, QueueError> {
+        let mut tenants = Vec::new();
+        let mut from = vec![b'a'];
+        loop {
+            let next =
+                self.store.scan(&Scan { cf: Cf::Archive, from, to: prefix_end(b"a"), reverse: false, limit: 1 })?;
+            let Some((key, _)) = next.first() else { return Ok(tenants) };
+            let tenant = archive_key_tenant(key).ok_or_else(|| QueueError::Corrupt("archive key".into()))?;
+            from = prefix_end(&tenant_prefix(&tenant)).unwrap_or_default();
+            tenants.push(tenant);
+            if from.is_empty() {
+                return Ok(tenants);
+            }
+        }
+    }
+
+    /// One tenant's hooks received in `[since, until)`, after the key
+    /// `after`, in receive order.
+    pub fn archived(
+        &self,
+        tenant: &str,
+        since: u64,
+        until: u64,
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<Archived>, QueueError> {
+        let start = window_start(tenant, since);
+        let from = match after {
+            Some(key) if key >= start.as_slice() => [key, &[0]].concat(),
+            _ => start,
+        };
+        let to = Some(window_start(tenant, until));
+        let rows = self.store.scan(&Scan { cf: Cf::Archive, from, to, reverse: false, limit })?;
+        rows.into_iter()
+            .map(|(key, value)| {
+                let envelope =
+                    Envelope::decode(0, &value).map_err(|e| QueueError::Corrupt(format!("archived hook: {e}")))?;
+                Ok(Archived { envelope, key })
+            })
+            .collect()
+    }
+
+    /// Drop archived hooks received before `before` (their retention is
+    /// over), in synced chunks; how many went.
+    pub fn sweep_archive(&self, before: u64) -> Result<u64, QueueError> {
+        let mut removed = 0;
+        for tenant in self.archive_tenants()? {
+            removed += self.delete_range(tenant_prefix(&tenant), window_start(&tenant, before))?;
+        }
+        Ok(removed)
+    }
+
+    /// Drop a tenant's whole archive (an erase); how many went.
+    pub fn purge_archive(&self, tenant: &str) -> Result<u64, QueueError> {
+        let prefix = tenant_prefix(tenant);
+        let end = prefix_end(&prefix).unwrap_or_default();
+        self.delete_range(prefix, end)
+    }
+
+    fn delete_range(&self, from: Vec<u8>, to: Vec<u8>) -> Result<u64, QueueError> {
+        let mut removed = 0;
+        loop {
+            let keys = self.store.scan(&Scan {
+                cf: Cf::Archive,
+                from: from.clone(),
+                to: Some(to.clone()),
+                reverse: false,
+                limit: ARCHIVE_CHUNK,
+            })?;
+            if keys.is_empty() {
+                return Ok(removed);
+            }
+            let mut batch = Batch::new();
+            for (key, _) in &keys {
+                batch.delete(Cf::Archive, key.clone());
+            }
+            self.store.write(&batch, Durability::Synced)?;
+            removed += keys.len() as u64;
+        }
+    }
+}
