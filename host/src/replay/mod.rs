@@ -177,48 +177,81 @@ async fn run_dlq_controlled(
     config: ReplayConfig,
     mut control: watch::Receiver<Control>,
 ) -> Result<Job, ReplayError> {
-    let mut job = create_dlq(&queue, id, filter, config)?;
+    let job = create_dlq(&queue, id, filter, config)?;
+    drive(&queue, job, &mut control, Walk::Dlq).await
+}
+
+/// Revive one page of dead rows, in one synced batch with the job record.
+/// A job whose revived rows keep dying pauses itself.
+fn dlq_step(queue: &Queue, job: &mut Job) -> Result<u64, ReplayError> {
+    let page = queue.dead(&DeadQuery {
+        limit: job.config.page.max(1),
+        cursor: job.cursor.clone(),
+        source_id: job.filter.source_id.clone(),
+        since: job.filter.since,
+        sink: job.filter.sink,
+        error_class: job.filter.error_class,
+        tenants: job.filter.tenants.clone(),
+    })?;
+    let rows: Vec<(u64, u16)> = page.entries.iter().map(|e| (e.envelope.seq, e.sink)).collect();
+    job.cursor = page.next_cursor.clone();
+    if job.cursor.is_none() {
+        job.state = JobState::Done;
+    }
+    let before = job.clone();
+    // The record is written with the rows; its count is fixed after.
+    let revived =
+        queue.revive(&rows, &job.id, now_ms(), record(&Job { moved: job.moved + rows.len() as u64, ..before }))?;
+    job.moved += revived as u64;
+    if revived != rows.len() {
+        queue.job_put(record(job))?;
+    }
+    let died = queue.replay_died(&job.id)?.max(0) as u64;
+    if job.state == JobState::Running && died >= job.config.pause_after_died && died * 2 > job.moved {
+        job.state = JobState::Paused;
+        job.reason = Some(format!("{died} of {} revived rows died again", job.moved));
+        tracing::warn!(job = %job.id, died, moved = job.moved, "replay paused: its rows keep dying");
+        queue.job_put(record(job))?;
+    }
+    Ok(revived as u64)
+}
+
+/// What a job walks, page by page.
+enum Walk<'a> {
+    Dlq,
+    Archive(&'a dyn Directory),
+    /// The pen of (tenant, source).
+    Quarantine(&'a dyn Directory, (&'a str, &'a str)),
+}
+
+/// Run a job step by step until it is no longer running. Before each step
+/// the job obeys its operator and, when it moves rows straight into the
+/// due index, waits while dispatch is behind; after a step that moved rows
+/// it sleeps to keep to its rate.
+async fn drive(
+    queue: &Queue,
+    mut job: Job,
+    control: &mut watch::Receiver<Control>,
+    walk: Walk<'_>,
+) -> Result<Job, ReplayError> {
     if job.state == JobState::Paused {
         job.state = JobState::Running;
     }
+    let wait_for_dispatch = !matches!(walk, Walk::Quarantine(..));
     while job.state == JobState::Running {
-        if obey(&queue, &mut job, &mut control)? {
+        if obey(queue, &mut job, control)? {
             break;
         }
-        if behind(&queue, &mut job).await? {
+        if wait_for_dispatch && behind(queue, &mut job).await? {
             continue;
         }
-        let page = queue.dead(&DeadQuery {
-            limit: job.config.page.max(1),
-            cursor: job.cursor.clone(),
-            source_id: job.filter.source_id.clone(),
-            since: job.filter.since,
-            sink: job.filter.sink,
-            error_class: job.filter.error_class,
-            tenants: job.filter.tenants.clone(),
-        })?;
-        let rows: Vec<(u64, u16)> = page.entries.iter().map(|e| (e.envelope.seq, e.sink)).collect();
-        job.cursor = page.next_cursor.clone();
-        if job.cursor.is_none() {
-            job.state = JobState::Done;
-        }
-        let before = job.clone();
-        // The record is written with the rows; its count is fixed after.
-        let revived =
-            queue.revive(&rows, &job.id, now_ms(), record(&Job { moved: job.moved + rows.len() as u64, ..before }))?;
-        job.moved += revived as u64;
-        if revived != rows.len() {
-            queue.job_put(record(&job))?;
-        }
-        let died = queue.replay_died(&job.id)?.max(0) as u64;
-        if job.state == JobState::Running && died >= job.config.pause_after_died && died * 2 > job.moved {
-            job.state = JobState::Paused;
-            job.reason = Some(format!("{died} of {} revived rows died again", job.moved));
-            tracing::warn!(job = %job.id, died, moved = job.moved, "replay paused: its rows keep dying");
-            queue.job_put(record(&job))?;
-        }
-        if revived > 0 && job.config.rate > 0.0 {
-            tokio::time::sleep(Duration::from_secs_f64(revived as f64 / job.config.rate)).await;
+        let moved = match &walk {
+            Walk::Dlq => dlq_step(queue, &mut job)?,
+            Walk::Archive(directory) => archive_step(queue, *directory, &mut job).await?,
+            Walk::Quarantine(directory, pen) => quarantine_step(queue, *directory, *pen, &mut job).await?,
+        };
+        if moved > 0 && job.config.rate > 0.0 {
+            tokio::time::sleep(Duration::from_secs_f64(moved as f64 / job.config.rate)).await;
         }
     }
     Ok(job)
@@ -247,53 +280,44 @@ async fn run_archive(
     id: &str,
     mut control: watch::Receiver<Control>,
 ) -> Result<Job, ReplayError> {
-    let Some(mut job) = job(&queue, id)? else {
+    let Some(job) = job(&queue, id)? else {
         return Err(ReplayError::Corrupt(id.into(), "no such archive job".into()));
     };
-    if job.state == JobState::Paused {
-        job.state = JobState::Running;
+    drive(&queue, job, &mut control, Walk::Archive(directory.as_ref())).await
+}
+
+/// Redrive one page of the window, in one synced batch with the job record.
+async fn archive_step(queue: &Queue, directory: &dyn Directory, job: &mut Job) -> Result<u64, ReplayError> {
+    let (page, last) = archive_page(queue, job)?;
+    let Some(last) = last else {
+        job.state = JobState::Done;
+        queue.job_put(record(job))?;
+        return Ok(0);
+    };
+    job.cursor = Some(hex::encode(&last));
+    let entries: Vec<RedriveEntry> = page
+        .into_iter()
+        .filter_map(|archived| {
+            let envelope = archived.envelope;
+            let source = directory.resolve(Some(&envelope.tenant_id), &envelope.source_id)?;
+            Some(RedriveEntry { sinks: source.bound_sinks(), envelope })
+        })
+        .collect();
+    let wanted = entries.len() as u64;
+    let before = job.moved;
+    let next = Job { moved: before + wanted, ..job.clone() };
+    let moved = if entries.is_empty() {
+        queue.job_put(record(&next))?;
+        0
+    } else {
+        queue.redrive(entries, &job.id, record(&next)).await? as u64
+    };
+    *job = Job { moved: before + moved, ..next };
+    if moved != wanted {
+        // A tenant being erased takes none of its hooks back.
+        queue.job_put(record(job))?;
     }
-    while job.state == JobState::Running {
-        if obey(&queue, &mut job, &mut control)? {
-            break;
-        }
-        if behind(&queue, &mut job).await? {
-            continue;
-        }
-        let (page, last) = archive_page(&queue, &job)?;
-        let Some(last) = last else {
-            job.state = JobState::Done;
-            queue.job_put(record(&job))?;
-            break;
-        };
-        job.cursor = Some(hex::encode(&last));
-        let entries: Vec<RedriveEntry> = page
-            .into_iter()
-            .filter_map(|archived| {
-                let envelope = archived.envelope;
-                let source = directory.resolve(Some(&envelope.tenant_id), &envelope.source_id)?;
-                Some(RedriveEntry { sinks: source.bound_sinks(), envelope })
-            })
-            .collect();
-        let wanted = entries.len() as u64;
-        let before = job.moved;
-        let next = Job { moved: before + wanted, ..job.clone() };
-        let moved = if entries.is_empty() {
-            queue.job_put(record(&next))?;
-            0
-        } else {
-            queue.redrive(entries, &job.id, record(&next)).await? as u64
-        };
-        job = Job { moved: before + moved, ..next };
-        if moved != wanted {
-            // A tenant being erased takes none of its hooks back.
-            queue.job_put(record(&job))?;
-        }
-        if moved > 0 && job.config.rate > 0.0 {
-            tokio::time::sleep(Duration::from_secs_f64(moved as f64 / job.config.rate)).await;
-        }
-    }
-    Ok(job)
+    Ok(moved)
 }
 
 /// The next page of an archive job: the hooks after its cursor that match
@@ -584,73 +608,73 @@ async fn run_quarantine_controlled(
     config: ReplayConfig,
     mut control: watch::Receiver<Control>,
 ) -> Result<Job, ReplayError> {
-    let mut job = match job(&queue, id)? {
+    let job = match job(&queue, id)? {
         Some(job) => job,
         None => new_quarantine_job(id, tenant, source_name, config),
     };
-    if job.state == JobState::Paused {
-        job.state = JobState::Running;
-    }
-    while job.state == JobState::Running {
-        if obey(&queue, &mut job, &mut control)? {
-            break;
-        }
-        let after = job
-            .cursor
-            .as_deref()
-            .map(hex::decode)
-            .transpose()
-            .map_err(|e| ReplayError::Corrupt(job.id.clone(), e.to_string()))?;
-        let held = queue.quarantined(tenant, source_name, after.as_deref(), job.config.page.max(1))?;
-        let Some(last) = held.last() else {
-            job.state = JobState::Done;
-            queue.job_put(record(&job))?;
-            break;
+    drive(&queue, job, &mut control, Walk::Quarantine(directory.as_ref(), (tenant, source_name))).await
+}
+
+/// Re-verify one page of held hooks and release those that pass, with
+/// their pen deletes and the job record in the same synced batch.
+async fn quarantine_step(
+    queue: &Queue,
+    directory: &dyn Directory,
+    (tenant, source_name): (&str, &str),
+    job: &mut Job,
+) -> Result<u64, ReplayError> {
+    let after = job
+        .cursor
+        .as_deref()
+        .map(hex::decode)
+        .transpose()
+        .map_err(|e| ReplayError::Corrupt(job.id.clone(), e.to_string()))?;
+    let held = queue.quarantined(tenant, source_name, after.as_deref(), job.config.page.max(1))?;
+    let Some(last) = held.last() else {
+        job.state = JobState::Done;
+        queue.job_put(record(job))?;
+        return Ok(0);
+    };
+    let Some(source) = directory.resolve(Some(tenant), source_name) else {
+        job.state = JobState::Failed;
+        job.reason = Some(format!("source `{source_name}` of tenant `{tenant}` no longer exists"));
+        queue.job_put(record(job))?;
+        return Ok(0);
+    };
+    job.cursor = Some(hex::encode(&last.key));
+    let mut entries = Vec::new();
+    let mut extra = Batch::new();
+    for held in &held {
+        let mut envelope = held.envelope.clone();
+        let verified = match &source.verifier {
+            Some(verifier) => verifier.verify(&envelope.headers, &envelope.body, envelope.received_at / 1000).is_ok(),
+            None => true,
         };
-        let Some(source) = directory.resolve(Some(tenant), source_name) else {
-            job.state = JobState::Failed;
-            job.reason = Some(format!("source `{source_name}` of tenant `{tenant}` no longer exists"));
-            queue.job_put(record(&job))?;
-            break;
-        };
-        job.cursor = Some(hex::encode(&last.key));
-        let mut entries = Vec::new();
-        let mut extra = Batch::new();
-        for held in &held {
-            let mut envelope = held.envelope.clone();
-            let verified = match &source.verifier {
-                Some(verifier) => {
-                    verifier.verify(&envelope.headers, &envelope.body, envelope.received_at / 1000).is_ok()
-                }
-                None => true,
-            };
-            if !verified {
-                continue;
-            }
-            envelope.verification.status = "verified".into();
-            envelope.verification.reason = None;
-            envelope.dedupe_key =
-                source.dedupe.as_ref().and_then(|rule| rule.extract(&envelope.headers, &envelope.body));
-            for op in Queue::pen_delete(held) {
-                extra.push(op);
-            }
-            entries.push(Entry { envelope, sinks: source.bound_sinks() });
+        if !verified {
+            continue;
         }
-        let released = entries.len() as u64;
-        let next = Job { moved: job.moved + released, ..job.clone() };
-        extra.extend(record(&next));
-        match queue.release(entries, &job.id, extra).await {
-            Ok(_) => job = next,
-            Err(QueueError::Refused(refusal)) => {
-                job.state = JobState::Paused;
-                job.reason = Some(format!("release refused: {refusal}"));
-                queue.job_put(record(&job))?;
-            }
-            Err(e) => return Err(e.into()),
+        envelope.verification.status = "verified".into();
+        envelope.verification.reason = None;
+        envelope.dedupe_key = source.dedupe.as_ref().and_then(|rule| rule.extract(&envelope.headers, &envelope.body));
+        for op in Queue::pen_delete(held) {
+            extra.push(op);
         }
-        if released > 0 && job.config.rate > 0.0 {
-            tokio::time::sleep(Duration::from_secs_f64(released as f64 / job.config.rate)).await;
-        }
+        entries.push(Entry { envelope, sinks: source.bound_sinks() });
     }
-    Ok(job)
+    let released = entries.len() as u64;
+    let next = Job { moved: job.moved + released, ..job.clone() };
+    extra.extend(record(&next));
+    match queue.release(entries, &job.id, extra).await {
+        Ok(_) => {
+            *job = next;
+            Ok(released)
+        }
+        Err(QueueError::Refused(refusal)) => {
+            job.state = JobState::Paused;
+            job.reason = Some(format!("release refused: {refusal}"));
+            queue.job_put(record(job))?;
+            Ok(0)
+        }
+        Err(e) => Err(e.into()),
+    }
 }
