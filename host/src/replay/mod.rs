@@ -320,15 +320,15 @@ async fn archive_step(queue: &Queue, directory: &dyn Directory, job: &mut Job) -
     Ok(moved)
 }
 
+/// A job's cursor, when it is a store key (hex).
+fn key_cursor(job: &Job) -> Result<Option<Vec<u8>>, ReplayError> {
+    job.cursor.as_deref().map(hex::decode).transpose().map_err(|e| ReplayError::Corrupt(job.id.clone(), e.to_string()))
+}
+
 /// The next page of an archive job: the hooks after its cursor that match
 /// its filter, and the last archive key examined (`None`: nothing left).
 fn archive_page(queue: &Queue, job: &Job) -> Result<(Vec<crate::queue::Archived>, Option<Vec<u8>>), ReplayError> {
-    let after = job
-        .cursor
-        .as_deref()
-        .map(hex::decode)
-        .transpose()
-        .map_err(|e| ReplayError::Corrupt(job.id.clone(), e.to_string()))?;
+    let after = key_cursor(job)?;
     let from_tenant = after.as_deref().and_then(crate::queue::archive_key_tenant);
     let mut tenants = match &job.filter.tenants {
         Some(list) => list.clone(),
@@ -623,12 +623,7 @@ async fn quarantine_step(
     (tenant, source_name): (&str, &str),
     job: &mut Job,
 ) -> Result<u64, ReplayError> {
-    let after = job
-        .cursor
-        .as_deref()
-        .map(hex::decode)
-        .transpose()
-        .map_err(|e| ReplayError::Corrupt(job.id.clone(), e.to_string()))?;
+    let after = key_cursor(job)?;
     let held = queue.quarantined(tenant, source_name, after.as_deref(), job.config.page.max(1))?;
     let Some(last) = held.last() else {
         job.state = JobState::Done;
