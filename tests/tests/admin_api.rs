@@ -399,6 +399,12 @@ async fn metrics(node: &RunningNode) {
 async fn document_covers_every_route(node: &RunningNode) {
     let (status, doc) = node.admin("GET", "/openapi.json", None, None).await;
     assert_eq!(status, 200);
+    let spec = oas3::from_json(doc.to_string()).expect("a well-formed OpenAPI 3.1 document");
+    for (path, method, operation) in spec.operations() {
+        for (code, response) in operation.responses(&spec) {
+            assert!(!response.description.as_deref().unwrap_or("").is_empty(), "{method} {path} {code}");
+        }
+    }
     assert!(doc["openapi"].as_str().is_some_and(|v| v.starts_with("3.")), "an OpenAPI 3 document");
     assert!(doc["components"]["securitySchemes"]["bearer"].is_object());
     let mut documented = BTreeSet::new();
