@@ -196,3 +196,28 @@ async fn a_dlq_replay_through_the_api_delivers_once_and_never_twice() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(receiver.received().len(), 20, "nothing delivered twice");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stuck_sinks_backlog_does_not_starve_the_rows_behind_it() {
+    let healthy = Receiver::start(Reply::status(200)).await;
+    let dir = tempfile::tempdir().expect("dir");
+    // Hung attempts last 30 s and the breaker never opens: only the
+    // scheduler's own fairness can reach the healthy rows.
+    let yaml = format!(
+        "dispatch:\n  sink_concurrency: 4\n  attempt_timeout_ms: 30000\n  breaker: {{failures: 1000000}}\nsinks:\n{}  misbehave:\n    component: {}\nsources:\n  stuck: {{sinks: [misbehave]}}\n  orders: {{sinks: [healthy]}}\n",
+        http_sink("healthy", &healthy),
+        guest_wasm("misbehave").display(),
+    );
+    let node = RunningNode::start(&write_config(dir.path(), &yaml), &dir.path().join("data"), &[]).await;
+    // Far more stuck rows due ahead than one claim looks at.
+    for _ in 0..1500 {
+        assert_eq!(node.post_hook("stuck", &[], "block").await.0, 201);
+    }
+    let started = Instant::now();
+    for n in 0..50 {
+        assert_eq!(node.post_hook("orders", &[], &format!("{{\"n\":{n}}}")).await.0, 201);
+    }
+    eventually("the healthy rows behind the backlog", Duration::from_secs(5), async || healthy.received().len() >= 50)
+        .await;
+    println!("50 deliveries behind 1 500 stuck rows in {:?}", started.elapsed());
+}

@@ -105,6 +105,7 @@ impl Dispatcher {
         let scheduler = Scheduler {
             breakers: breakers.clone(),
             saturated: None,
+            starved_since: None,
             queue,
             directory,
             config,
@@ -157,7 +158,21 @@ struct Scheduler {
     /// started (or a moment has passed), so the same skipped rows are not
     /// read again after every single delivery.
     saturated: Option<(usize, std::time::Instant)>,
+    /// Since when claims have found only rows of full keys: past
+    /// [`DEEP_SCAN_AFTER`], a claim looks much further down the due index,
+    /// so rows of other keys behind a stuck key's backlog are reached.
+    starved_since: Option<std::time::Instant>,
 }
+
+/// Due entries a claim examines per row it wants.
+const EXAMINE_PER_ROW: usize = 4;
+/// Once claims have found nothing but rows of full keys for
+/// [`DEEP_SCAN_AFTER`], a claim examines this many entries, and wants as
+/// many rows as the windows allow; while such deep claims find rows, the
+/// next comes after [`DEEP_SCAN_AGAIN`].
+const DEEP_EXAMINE: usize = 16_384;
+const DEEP_SCAN_AFTER: Duration = Duration::from_secs(1);
+const DEEP_SCAN_AGAIN: Duration = Duration::from_millis(250);
 
 /// Make a key's breaker state visible to [`Dispatcher::breaker`].
 fn publish_breaker(breakers: &Breakers, key: &Key, state: BreakerState) {
@@ -218,7 +233,15 @@ impl Scheduler {
         }
         let queue = self.queue.clone();
         while self.has_room() {
-            let want = self.config.claim_batch.min(self.config.max_inflight - self.claimed);
+            let room = self.config.max_inflight - self.claimed;
+            let deep = self.starved_since.is_some_and(|since| since.elapsed() >= DEEP_SCAN_AFTER);
+            let (want, examine) = match deep {
+                true => (room, DEEP_EXAMINE.max(room)),
+                false => {
+                    let want = self.config.claim_batch.min(room);
+                    (want, want * EXAMINE_PER_ROW)
+                }
+            };
             let now = now_ms();
             let max_waiting = self.config.max_waiting_per_key;
             let keys = &mut self.keys;
@@ -228,7 +251,7 @@ impl Scheduler {
             let erasing = queue.erasing_tenants();
             let mut taken: HashMap<Key, usize> = HashMap::new();
             let mut skipped = false;
-            let rows = queue.claim_due_with(now, want, want * 4, |row| {
+            let rows = queue.claim_due_with(now, want, examine, |row| {
                 if erasing.contains(&row.tenant) {
                     skipped = true;
                     return ClaimDecision::Skip;
@@ -256,6 +279,15 @@ impl Scheduler {
             for row in rows {
                 self.route(row, now)?;
             }
+            let at = std::time::Instant::now();
+            self.starved_since = match (skipped && got == 0, deep) {
+                (false, false) => None,
+                (true, false) => self.starved_since.or(Some(at)),
+                // A deep claim that found nothing waits its full turn again.
+                (true, true) => Some(at),
+                // One that found rows comes round again soon.
+                (false, true) => Some(at.checked_sub(DEEP_SCAN_AFTER - DEEP_SCAN_AGAIN).unwrap_or(at)),
+            };
             if skipped {
                 self.saturated = Some((self.claimed - self.running, std::time::Instant::now()));
                 break;
