@@ -15,7 +15,7 @@ use crate::queue::{Queue, QueueError, SinkDurability, SourceDurability, WalMode,
 use crate::replay::{ReplayError, Replays};
 use crate::runtime::{LoadError, Runtime, RuntimeError};
 use crate::source::{LiveDirectory, Origin, SinkBinding, Source};
-use crate::tenant::Erasures;
+use crate::tenant::{Erasures, SourceRecords};
 use sha2::Digest;
 
 #[derive(Debug, Error)]
@@ -59,6 +59,8 @@ pub struct Node {
     pub replays: Option<Replays>,
     /// Tenant erase jobs (with a queue).
     pub erasures: Option<Erasures>,
+    /// Where sources created through the admin API are kept.
+    pub source_records: SourceRecords,
     pub edge: Option<Arc<Edge>>,
     pub boot: BootReport,
     /// Serialises changes to sources (admin writes, sink reloads).
@@ -121,9 +123,11 @@ impl Node {
                 Some(Arc::new(queue))
             }
         };
-        if let Some(q) = &queue {
-            boot.runtime_sources = load_runtime_sources(&config, &runtime, q, &sources).await;
-        }
+        let source_records = match &queue {
+            Some(q) => SourceRecords::Store(q.clone()),
+            None => SourceRecords::File(config.node.data_dir.join("sources.json")),
+        };
+        boot.runtime_sources = load_runtime_sources(&config, &runtime, &source_records, &sources).await;
         let dispatching = config.node.roles.contains(&Role::Dispatch);
         let (dispatcher, replays) = match &queue {
             Some(queue) if dispatching => {
@@ -164,6 +168,7 @@ impl Node {
             dispatcher,
             replays,
             erasures,
+            source_records,
             edge,
             boot,
             source_writes: tokio::sync::Mutex::new(()),
@@ -347,8 +352,13 @@ pub async fn load_source(
 /// Load the sources the admin API created. One that no longer loads (its
 /// sink was removed from the config, say) is reported and left out: its
 /// hooks are refused and its rows dead-lettered as `gone`.
-async fn load_runtime_sources(config: &Config, runtime: &Runtime, queue: &Queue, sources: &LiveDirectory) -> usize {
-    let stored = match crate::tenant::stored_sources(queue) {
+async fn load_runtime_sources(
+    config: &Config,
+    runtime: &Runtime,
+    records: &SourceRecords,
+    sources: &LiveDirectory,
+) -> usize {
+    let stored = match records.all() {
         Ok(stored) => stored,
         Err(e) => {
             tracing::error!("cannot read the stored sources: {e}");

@@ -210,8 +210,10 @@ pub async fn delete(
     if origin == Origin::Config {
         return Err(from_config(&name));
     }
-    let queue = super::queue_of(&node)?;
-    let undelivered = queue.pending_for_source(&name, Some(&tenant))?;
+    let undelivered = match &node.queue {
+        Some(queue) => queue.pending_for_source(&name, Some(&tenant))?,
+        None => Default::default(),
+    };
     if undelivered.pending + undelivered.inflight > 0 && !params.dead_letter {
         return Err(ApiError::conflict(
             "source_has_rows",
@@ -219,7 +221,7 @@ pub async fn delete(
         )
         .with_details(json!({"pending": undelivered.pending, "inflight": undelivered.inflight})));
     }
-    crate::tenant::delete_source(queue, &tenant, &name)?;
+    node.source_records.delete(&tenant, &name)?;
     node.sources.remove(&name);
     tracing::info!(%tenant, source = %name, "source deleted");
     Ok(Json(json!({
@@ -234,8 +236,7 @@ fn from_config(name: &str) -> ApiError {
 
 /// Check, load, store and publish a runtime source.
 async fn write(node: &Node, tenant: &str, name: &str, body: SourceBody) -> Result<Arc<Source>, ApiError> {
-    let queue = super::queue_of(node)?;
-    if queue.erasing_tenants().iter().any(|t| t == tenant) {
+    if node.queue.as_ref().is_some_and(|q| q.erasing_tenants().iter().any(|t| t == tenant)) {
         return Err(ApiError::conflict("tenant_erasing", format!("tenant `{tenant}` is being erased")));
     }
     let section = SourceSection {
@@ -255,7 +256,7 @@ async fn write(node: &Node, tenant: &str, name: &str, body: SourceBody) -> Resul
         let first = problems.first().map(|p| p.to_string()).unwrap_or_default();
         ApiError::bad_request("invalid_source", first).with_details(json!({ "problems": details }))
     })?;
-    crate::tenant::put_source(queue, name, &section)?;
+    node.source_records.put(name, &section)?;
     node.sources.insert(source, Origin::Runtime);
     tracing::info!(%tenant, source = %name, "source written");
     node.sources.get(name).map(|(s, _)| s).ok_or_else(|| ApiError::not_found(name.to_string()))

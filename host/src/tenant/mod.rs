@@ -8,4 +8,4 @@ mod sources;
 
 pub use erase::{Erase, EraseCounts, ErasePhase, Erasures};
 pub use limits::{StoredRate, put_limit, stored_limits};
-pub use sources::{delete_source, put_source, stored_sources};
+pub use sources::{SourceRecords, delete_source, put_source, stored_sources};
