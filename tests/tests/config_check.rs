@@ -83,6 +83,7 @@ fn bad_configs_exit_78_naming_the_key() {
             "admin.token",
             "required",
         ),
+        ("an empty admin token", "admin:\n  token: \"\"\n".into(), vec![], "admin.token", "empty"),
         (
             "wal none with no durable sink",
             "wal:\n  mode: none\nsinks:\n  log: {component: log}\nsources:\n  demo:\n    sinks: [log]\n".into(),

@@ -16,7 +16,9 @@ pub fn check(config: &Config) -> Vec<Problem> {
     p.at_least("http.max_body_bytes", config.http.max_body_bytes, 1);
     p.at_least("http.header_timeout_ms", config.http.header_timeout_ms, 1);
     p.at_least("http.body_timeout_ms", config.http.body_timeout_ms, 1);
-    if !config.admin.listen.ip().is_loopback() && config.admin.token.as_ref().is_none_or(|t| t.0.is_empty()) {
+    if config.admin.token.as_ref().is_some_and(|t| t.0.is_empty()) {
+        p.add("admin.token", "empty: give a token, or leave the key out");
+    } else if !config.admin.listen.ip().is_loopback() && config.admin.token.is_none() {
         p.add("admin.token", format!("required: admin.listen {} is reachable beyond this host", config.admin.listen));
     }
     if config.log.level.parse::<tracing_subscriber::EnvFilter>().is_err() {
