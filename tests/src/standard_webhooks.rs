@@ -34,3 +34,12 @@ pub fn verify(secret: &str, msg_id: &str, timestamp: &str, body: &[u8], header: 
         mac.verify_slice(&sig).is_ok()
     })
 }
+
+/// Does a request the receiver got carry a `webhook-signature` that
+/// verifies under `secret`, over its own id, timestamp and body?
+pub fn verify_received(secret: &str, request: &crate::receiver::Received) -> bool {
+    match (request.header("webhook-id"), request.header("webhook-timestamp"), request.header("webhook-signature")) {
+        (Some(id), Some(ts), Some(signature)) => verify(secret, id, ts, &request.body, signature),
+        _ => false,
+    }
+}

@@ -90,6 +90,24 @@ pub struct Job {
     pub pen: Option<(String, String)>,
 }
 
+impl Job {
+    /// A job as first stored: running, nothing moved.
+    fn new(id: &str, kind: &str, filter: DlqFilter, config: ReplayConfig) -> Job {
+        Job {
+            id: id.to_string(),
+            kind: kind.into(),
+            filter,
+            config,
+            state: JobState::Running,
+            cursor: None,
+            moved: 0,
+            throttled_ms: 0,
+            reason: None,
+            pen: None,
+        }
+    }
+}
+
 #[derive(Debug, Error)]
 pub enum ReplayError {
     #[error(transparent)]
@@ -148,16 +166,8 @@ pub fn create_dlq(queue: &Queue, id: &str, filter: DlqFilter, config: ReplayConf
     // Every row dead by now (the bound is exclusive).
     let until = filter.until.unwrap_or_else(|| now_ms() + 1);
     let job = Job {
-        id: id.to_string(),
-        kind: "dlq".into(),
         cursor: Some(queue.dead_cursor_before(until)?),
-        filter: DlqFilter { until: Some(until), ..filter },
-        config,
-        state: JobState::Running,
-        moved: 0,
-        throttled_ms: 0,
-        reason: None,
-        pen: None,
+        ..Job::new(id, "dlq", DlqFilter { until: Some(until), ..filter }, config)
     };
     queue.job_put(record(&job))?;
     Ok(job)
@@ -488,18 +498,8 @@ impl Replays {
             JobSpec::Archive(filter) => {
                 room_for_one_more(&self.queue)?;
                 let until = filter.until.unwrap_or_else(|| now_ms() + 1);
-                let job = Job {
-                    id: id.to_string(),
-                    kind: "archive".into(),
-                    filter: DlqFilter { until: Some(until), since: Some(filter.since.unwrap_or(0)), ..filter },
-                    config,
-                    state: JobState::Running,
-                    cursor: None,
-                    moved: 0,
-                    throttled_ms: 0,
-                    reason: None,
-                    pen: None,
-                };
+                let window = DlqFilter { until: Some(until), since: Some(filter.since.unwrap_or(0)), ..filter };
+                let job = Job::new(id, "archive", window, config);
                 self.queue.job_put(record(&job))?;
                 job
             }
@@ -586,16 +586,8 @@ pub async fn run_quarantine(
 /// A `quarantine` job as first stored (not yet written).
 fn new_quarantine_job(id: &str, tenant: &str, source_name: &str, config: ReplayConfig) -> Job {
     Job {
-        id: id.to_string(),
-        kind: "quarantine".into(),
-        filter: DlqFilter::default(),
-        config,
-        state: JobState::Running,
-        cursor: None,
-        moved: 0,
-        throttled_ms: 0,
-        reason: None,
         pen: Some((tenant.to_string(), source_name.to_string())),
+        ..Job::new(id, "quarantine", DlqFilter::default(), config)
     }
 }
 
