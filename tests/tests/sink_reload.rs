@@ -106,4 +106,21 @@ async fn replacing_a_component_under_load_loses_nothing() {
     );
     let (_, sinks) = node.admin("GET", "/v1/sinks", None, None).await;
     assert_eq!(sinks[0]["sha256"], new_sha.as_str(), "the new component is the one loaded");
+
+    // SIGHUP does the same as the API.
+    let mut third = rebuilt(&original);
+    third.extend_from_slice(&rebuilt(&[])[..]);
+    std::fs::write(&staged, &third).expect("write a third version");
+    std::fs::rename(&staged, &component).expect("swap the file");
+    let hup = std::process::Command::new("kill").args(["-HUP", &node.pid().to_string()]).status().expect("kill -HUP");
+    assert!(hup.success());
+    eventually("SIGHUP to swap the component", Duration::from_secs(10), async || {
+        let (_, sinks) = node.admin("GET", "/v1/sinks", None, None).await;
+        sinks[0]["sha256"].as_str().is_some_and(|sha| sha != new_sha && sha != old_sha)
+    })
+    .await;
+    let (status, _) = node.post_hook("load", &[], "{\"after\":\"sighup\"}").await;
+    assert_eq!(status, 201);
+    eventually("delivery by the third version", Duration::from_secs(5), async || receiver.received().len() > HOOKS)
+        .await;
 }
