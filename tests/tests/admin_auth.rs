@@ -1,5 +1,6 @@
 //! The admin API beyond loopback needs its bearer token; without one
-//! configured, such a bind is refused. Logs in JSON are JSON.
+//! configured, such a bind is refused. Logs in JSON are JSON. A node runs
+//! only the roles it is given.
 
 use std::process::Command;
 
@@ -67,4 +68,35 @@ async fn json_logs_are_one_object_per_line() {
         let event: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
         assert!(event["level"].is_string() && event["fields"].is_object(), "{line}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_without_the_dispatch_role_stores_but_does_not_deliver() {
+    let dir = tempfile::tempdir().expect("dir");
+    let data = dir.path().join("data");
+    let ingest_only = write_config(
+        dir.path(),
+        "node: {roles: [ingest, admin]}\nsinks:\n  log: {component: log}\nsources:\n  demo: {sinks: [log], dedupe: {header: idempotency-key}}\n",
+    );
+    let node = RunningNode::start(&ingest_only, &data, &[]).await;
+    assert!(node.banner().contains("roles: ingest, admin"), "{}", node.banner());
+    assert_eq!(node.post_hook("demo", &[("idempotency-key", "k1")], "{}").await.0, 201);
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let (_, usage) = node.admin("GET", "/v1/tenants/default/usage", None, None).await;
+    assert_eq!(usage["pending"], 1, "stored, not delivered: {usage}");
+    let (status, body) = node.admin("GET", "/v1/replays", None, None).await;
+    assert_eq!((status, body["error"].as_str()), (409, Some("no_dispatch")));
+    node.kill();
+
+    // The same store under a node that dispatches: the row is delivered.
+    let all_roles = write_config(
+        dir.path(),
+        "sinks:\n  log: {component: log}\nsources:\n  demo: {sinks: [log], dedupe: {header: idempotency-key}}\n",
+    );
+    let node = RunningNode::start(&all_roles, &data, &[]).await;
+    ankusa_tests::binary::eventually("the stored row delivered", std::time::Duration::from_secs(5), async || {
+        node.admin("GET", "/v1/tenants/default/usage", None, None).await.1["pending"] == 0
+    })
+    .await;
+    assert_eq!(node.post_hook("demo", &[("idempotency-key", "k1")], "{}").await.1["duplicate"], true);
 }
