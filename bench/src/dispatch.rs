@@ -44,6 +44,7 @@ fn directory(name: &str, sink: Arc<Sink>) -> Arc<StaticDirectory> {
         on_verify_failure: Default::default(),
         dedupe: None,
         sinks: vec![SinkBinding { index: 0, sink }],
+        forward_headers: Default::default(),
     });
     Arc::new(directory)
 }

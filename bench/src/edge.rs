@@ -98,6 +98,7 @@ fn main() -> anyhow::Result<()> {
             on_verify_failure: Default::default(),
             dedupe: None,
             sinks: vec![SinkBinding { index: 0, sink: sink.clone() }, SinkBinding { index: 1, sink }],
+            forward_headers: Default::default(),
         });
         let edge_config = EdgeConfig {
             tenant_rate: ankusa::edge::rate::Rate { per_second: 1e9, burst: u32::MAX },

@@ -3,9 +3,11 @@
 
 use crate::queue::Envelope;
 use crate::runtime::Hook;
+use crate::source::ForwardHeaders;
 
-/// The hook a sink receives for `envelope`.
-pub fn hook_of(envelope: &Envelope, sink: u16, replay_id: Option<String>) -> Hook {
+/// The hook a sink receives for `envelope`, with the headers `forward`
+/// lets through.
+pub fn hook_of(envelope: &Envelope, sink: u16, replay_id: Option<String>, forward: &ForwardHeaders) -> Hook {
     Hook {
         id: envelope.id.clone(),
         idempotency_key: format!("{}:{sink}", envelope.id),
@@ -14,7 +16,7 @@ pub fn hook_of(envelope: &Envelope, sink: u16, replay_id: Option<String>) -> Hoo
         tenant: envelope.tenant_id.clone(),
         received_at: envelope.received_at,
         content_type: envelope.content_type.clone(),
-        headers: envelope.headers.clone(),
+        headers: forward.filter(&envelope.headers),
         body: envelope.body.clone(),
         sha256: envelope.sha256.clone(),
         dedupe_key: envelope.dedupe_key.clone(),

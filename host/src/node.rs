@@ -346,6 +346,10 @@ pub async fn load_source(
         on_verify_failure: crate::config::on_verify_failure(section.on_verify_failure),
         dedupe,
         sinks,
+        forward_headers: Arc::new(match &section.forward_headers {
+            Some(names) => crate::source::ForwardHeaders::Only(names.iter().map(|n| n.to_ascii_lowercase()).collect()),
+            None => crate::source::ForwardHeaders::Safe,
+        }),
     })
 }
 

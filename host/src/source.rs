@@ -39,6 +39,55 @@ pub struct Source {
     pub on_verify_failure: OnVerifyFailure,
     pub dedupe: Option<DedupeRule>,
     pub sinks: Vec<SinkBinding>,
+    /// Which of a hook's headers its sinks receive.
+    pub forward_headers: Arc<ForwardHeaders>,
+}
+
+/// Which of a hook's request headers are handed to its sinks. The stored
+/// hook keeps them all (verification may need any of them); sinks never
+/// see credentials, hop-by-hop headers or `x-ankusa-*`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum ForwardHeaders {
+    /// Every header but those.
+    #[default]
+    Safe,
+    /// Only these (lower-case names), and still never those.
+    Only(Vec<String>),
+}
+
+/// Headers that carry credentials of the caller, never forwarded.
+const CREDENTIALS: [&str; 6] = ["authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key", "api-key"];
+/// Headers about one connection, meaningless past it.
+const HOP_BY_HOP: [&str; 9] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "upgrade",
+    "te",
+    "trailer",
+    "host",
+    "http2-settings",
+];
+
+impl ForwardHeaders {
+    /// Whether a header of this (any-case) name goes to the sinks.
+    pub fn keeps(&self, name: &str) -> bool {
+        let name = name.to_ascii_lowercase();
+        if CREDENTIALS.contains(&name.as_str()) || HOP_BY_HOP.contains(&name.as_str()) || name.starts_with("x-ankusa-")
+        {
+            return false;
+        }
+        match self {
+            ForwardHeaders::Safe => true,
+            ForwardHeaders::Only(names) => names.contains(&name),
+        }
+    }
+
+    /// The headers a sink receives, in their order.
+    pub fn filter(&self, headers: &[(String, Vec<u8>)]) -> Vec<(String, Vec<u8>)> {
+        headers.iter().filter(|(name, _)| self.keeps(name)).cloned().collect()
+    }
 }
 
 impl Source {
@@ -129,5 +178,37 @@ impl Directory for LiveDirectory {
             Some(t) if t != found.tenant => None,
             _ => Some(found),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(names: &[&str]) -> Vec<(String, Vec<u8>)> {
+        names.iter().map(|n| (n.to_string(), b"v".to_vec())).collect()
+    }
+
+    fn names(headers: Vec<(String, Vec<u8>)>) -> Vec<String> {
+        headers.into_iter().map(|(n, _)| n).collect()
+    }
+
+    #[test]
+    fn credentials_hop_by_hop_and_our_own_headers_never_reach_sinks() {
+        let incoming = headers(&[
+            "Content-Type",
+            "Authorization",
+            "cookie",
+            "Connection",
+            "x-ankusa-id",
+            "X-Hub-Signature-256",
+            "x-github-event",
+        ]);
+        assert_eq!(
+            names(ForwardHeaders::Safe.filter(&incoming)),
+            ["Content-Type", "X-Hub-Signature-256", "x-github-event"]
+        );
+        let only = ForwardHeaders::Only(vec!["x-github-event".into(), "authorization".into()]);
+        assert_eq!(names(only.filter(&incoming)), ["x-github-event"], "a list never lets credentials through");
     }
 }

@@ -71,5 +71,6 @@ pub fn plain_source(name: &str, sinks: Vec<std::sync::Arc<ankusa::runtime::Sink>
             .enumerate()
             .map(|(i, sink)| ankusa::source::SinkBinding { index: i as u16, sink })
             .collect(),
+        forward_headers: Default::default(),
     }
 }

@@ -216,3 +216,27 @@ async fn a_stuck_sinks_backlog_does_not_starve_the_rows_behind_it() {
         .await;
     println!("50 deliveries behind 1 500 stuck rows in {:?}", started.elapsed());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sinks_get_the_headers_their_source_forwards_and_never_credentials() {
+    let receiver = Receiver::start(Reply::status(200)).await;
+    let dir = tempfile::tempdir().expect("dir");
+    let yaml = format!(
+        "sinks:\n{}sources:\n  open: {{sinks: [http]}}\n  narrow: {{sinks: [http], forward_headers: [x-keep]}}\n",
+        http_sink("http", &receiver),
+    );
+    let node = RunningNode::start(&write_config(dir.path(), &yaml), &dir.path().join("data"), &[]).await;
+    let sent = [("authorization", "Bearer provider-token"), ("cookie", "s=1"), ("x-keep", "yes"), ("x-drop", "no")];
+    assert_eq!(node.post_hook("open", &sent, "{}").await.0, 201);
+    eventually("the first delivery", Duration::from_secs(5), async || receiver.received().len() == 1).await;
+    assert_eq!(node.post_hook("narrow", &sent, "{}").await.0, 201);
+    eventually("the second delivery", Duration::from_secs(5), async || receiver.received().len() == 2).await;
+    let (open, narrow) = (&receiver.received()[0], &receiver.received()[1]);
+    assert_eq!((open.header("x-keep"), open.header("x-drop")), (Some("yes"), Some("no")));
+    assert_eq!((narrow.header("x-keep"), narrow.header("x-drop")), (Some("yes"), None), "only the listed header");
+    for request in [open, narrow] {
+        assert_eq!(request.header("authorization"), None, "the provider's credentials stay here");
+        assert_eq!(request.header("cookie"), None);
+        assert!(standard_webhooks::verify_received(SECRET, request), "the sink's own headers are still there");
+    }
+}

@@ -35,6 +35,9 @@ pub struct SourceBody {
     pub dedupe: Option<DedupeKeySection>,
     /// Names of sinks configured under `sinks`.
     pub sinks: Vec<String>,
+    /// Only these request headers reach the sinks (default: all but
+    /// credentials, hop-by-hop headers and `x-ankusa-*`).
+    pub forward_headers: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -245,6 +248,7 @@ async fn write(node: &Node, tenant: &str, name: &str, body: SourceBody) -> Resul
         on_verify_failure: body.on_verify_failure,
         dedupe: body.dedupe,
         sinks: body.sinks,
+        forward_headers: body.forward_headers,
     };
     let problems = crate::config::source_problems(&format!("sources.{name}"), name, &section, &node.config.sinks);
     let source = match problems.is_empty() {

@@ -430,6 +430,9 @@ pub struct SourceSection {
     pub dedupe: Option<DedupeKeySection>,
     /// Names of entries under `sinks`, delivered in this order of index.
     pub sinks: Vec<String>,
+    /// Only these request headers reach the sinks (default: all but
+    /// credentials, hop-by-hop headers and `x-ankusa-*`, which never do).
+    pub forward_headers: Option<Vec<String>>,
 }
 
 impl Default for SourceSection {
@@ -440,6 +443,7 @@ impl Default for SourceSection {
             on_verify_failure: OnVerifyFailureName::Reject,
             dedupe: None,
             sinks: Vec::new(),
+            forward_headers: None,
         }
     }
 }

@@ -166,6 +166,11 @@ pub fn source_problems(
         }
         None => {}
     }
+    for (i, name) in source.forward_headers.iter().flatten().enumerate() {
+        if http::HeaderName::try_from(name.as_str()).is_err() {
+            p.add(format!("{key}.forward_headers[{i}]"), format!("{name:?} is not a header name"));
+        }
+    }
     if let Some(dedupe) = &source.dedupe
         && let Err(problem) = convert::dedupe_rule(&format!("{key}.dedupe"), dedupe)
     {

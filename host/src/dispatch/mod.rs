@@ -67,12 +67,19 @@ impl Default for DispatchConfig {
     }
 }
 
+/// Where a claimed row goes: its sink, and the headers its source lets
+/// through.
+struct Target {
+    sink: Arc<Sink>,
+    forward: Arc<crate::source::ForwardHeaders>,
+}
+
 /// A sink key: deliveries to one sink of one source.
 type Key = (String, String, u16);
 
 #[derive(Default)]
 struct KeyState {
-    waiting: VecDeque<(DeliveryRow, Arc<Sink>)>,
+    waiting: VecDeque<(DeliveryRow, Target)>,
     running: usize,
     breaker: Breaker,
 }
@@ -301,7 +308,7 @@ impl Scheduler {
 
     /// Queue a claimed row under its key, or bury it if its sink is gone.
     fn route(&mut self, row: DeliveryRow, now: u64) -> Result<(), QueueError> {
-        let Some(sink) = self.bound_sink(&row) else {
+        let Some(target) = self.bound_sink(&row) else {
             let reason = format!("sink {} of source `{}` is no longer configured", row.sink, row.source);
             return self.queue.bury(row.seq, row.sink, now, &reason, ErrorClass::Gone);
         };
@@ -312,17 +319,18 @@ impl Scheduler {
         if state.waiting.is_empty() {
             self.ring.push_back(key);
         }
-        state.waiting.push_back((row, sink));
+        state.waiting.push_back((row, target));
         Ok(())
     }
 
     /// The sink bound to the row at ack time, if its source still has it:
     /// the same index with the same sink (its component may have been
     /// reloaded since).
-    fn bound_sink(&self, row: &DeliveryRow) -> Option<Arc<Sink>> {
+    fn bound_sink(&self, row: &DeliveryRow) -> Option<Target> {
         let source = self.directory.resolve(Some(&row.tenant), &row.source)?;
         let binding = source.sinks.iter().find(|b| b.index == row.sink)?;
-        (binding.sink.label().sink == row.component).then(|| binding.sink.clone())
+        (binding.sink.label().sink == row.component)
+            .then(|| Target { sink: binding.sink.clone(), forward: source.forward_headers.clone() })
     }
 
     /// Hand free slots round-robin to keys with waiting rows.
@@ -336,14 +344,14 @@ impl Scheduler {
                 self.ring.push_back(key);
                 continue;
             }
-            let Some((row, sink)) = state.waiting.pop_front() else { continue };
+            let Some((row, target)) = state.waiting.pop_front() else { continue };
             state.running += 1;
             self.running += 1;
             if !state.waiting.is_empty() {
                 self.ring.push_back(key.clone());
                 passes += 1;
             }
-            tokio::spawn(deliver(self.queue.clone(), sink, row, key, self.config.clone(), self.done_tx.clone()));
+            tokio::spawn(deliver(self.queue.clone(), target, row, key, self.config.clone(), self.done_tx.clone()));
         }
     }
 
@@ -367,7 +375,7 @@ impl Scheduler {
                 // Rows already waiting for this key wait out the breaker
                 // in the store, not in the window.
                 let until = now + for_ms;
-                let parked: Vec<(DeliveryRow, Arc<Sink>)> = state.waiting.drain(..).collect();
+                let parked: Vec<(DeliveryRow, Target)> = state.waiting.drain(..).collect();
                 for (row, _) in parked {
                     self.claimed -= 1;
                     self.claimed_bytes -= row.bytes;
@@ -395,7 +403,7 @@ impl Scheduler {
 /// One attempt: read the hook, call the sink, write the outcome.
 async fn deliver(
     queue: Arc<Queue>,
-    sink: Arc<Sink>,
+    Target { sink, forward }: Target,
     row: DeliveryRow,
     key: Key,
     config: DispatchConfig,
@@ -404,7 +412,7 @@ async fn deliver(
     let attempt = row.attempts + 1;
     let outcome = match queue.hook(row.seq) {
         Ok(Some(envelope)) => {
-            let hook = crate::hook::hook_of(&envelope, row.sink, row.replay_id.clone());
+            let hook = crate::hook::hook_of(&envelope, row.sink, row.replay_id.clone(), &forward);
             sink.deliver_within(&hook, attempt, config.attempt_timeout).await
         }
         Ok(None) => Outcome::Failed(crate::runtime::Failure {

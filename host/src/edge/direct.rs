@@ -25,7 +25,7 @@ pub struct Unconfirmed {
 /// `deadline`; `Ok` only when all delivered.
 pub async fn publish(source: &Source, envelope: &Envelope, deadline: Duration) -> Result<(), Unconfirmed> {
     let attempts = source.sinks.iter().map(|binding| async move {
-        let hook = hook_of(envelope, binding.index, None);
+        let hook = hook_of(envelope, binding.index, None, &source.forward_headers);
         (binding.index, binding.sink.deliver_within(&hook, 1, deadline).await)
     });
     let outcomes = futures_util::future::join_all(attempts).await;
