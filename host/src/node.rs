@@ -245,7 +245,7 @@ impl Node {
     /// Stop dispatch and background work, then close the store once
     /// nothing else holds it (the edge's connections let go as they end).
     pub async fn shutdown(self) {
-        let Node { dispatcher, tasks, queue, edge, sources, replays, erasures, .. } = self;
+        let Node { dispatcher, tasks, queue, edge, sources, replays, erasures, source_records, .. } = self;
         if let Some(replays) = &replays {
             replays.stop().await;
         }
@@ -260,8 +260,7 @@ impl Node {
             task.abort();
             let _ = task.await;
         }
-        drop(edge);
-        drop(sources);
+        drop((edge, sources, source_records));
         let Some(mut queue) = queue else { return };
         for _ in 0..50 {
             match Arc::try_unwrap(queue) {

@@ -51,6 +51,7 @@ fn a_non_loopback_admin_without_a_token_is_refused() {
     assert!(stderr.contains("admin.token") && stderr.contains("0.0.0.0:0"), "{stderr}");
 }
 
+/// Also: SIGTERM stops the node cleanly, its store closed at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_logs_are_one_object_per_line() {
     let dir = tempfile::tempdir().expect("dir");
@@ -60,8 +61,15 @@ async fn json_logs_are_one_object_per_line() {
     );
     let node = RunningNode::start(&config, &dir.path().join("data"), &[]).await;
     assert_eq!(node.post_hook("demo", &[], "{\"hello\":1}").await.0, 201);
+    let stopping = std::time::Instant::now();
     let (status, log) = node.stop();
     assert!(status.success(), "a clean stop");
+    assert!(
+        stopping.elapsed() < std::time::Duration::from_secs(3),
+        "the store closes at once: {:?}",
+        stopping.elapsed()
+    );
+    assert!(!log.contains("still in use"), "nothing holds the store at shutdown:\n{log}");
     let lines: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
     assert!(!lines.is_empty(), "the delivery was logged");
     for line in lines {
