@@ -14,10 +14,6 @@ use crate::error_class::ErrorClass;
 use crate::node::Node;
 use crate::queue::{DeadEntry, DeadQuery};
 
-/// Entries per page unless asked otherwise, and at most.
-const DEFAULT_LIMIT: usize = 50;
-const MAX_LIMIT: usize = 1000;
-
 #[derive(Debug, Default, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
@@ -105,10 +101,7 @@ pub async fn list(State(node): State<Arc<Node>>, Params(params): Params<DlqParam
 
 /// The queue's query for `params`, every value checked.
 pub fn dead_query(params: DlqParams) -> Result<DeadQuery, ApiError> {
-    let limit = params.limit.unwrap_or(DEFAULT_LIMIT);
-    if !(1..=MAX_LIMIT).contains(&limit) {
-        return Err(ApiError::bad_request("invalid_query", format!("limit: between 1 and {MAX_LIMIT}")));
-    }
+    let limit = super::page_limit(params.limit)?;
     let error_class = params
         .error_class
         .as_deref()

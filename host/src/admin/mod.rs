@@ -160,6 +160,27 @@ async fn request_id(mut request: Request, next: Next) -> Response {
 #[derive(Clone, Debug)]
 pub struct RequestId(pub String);
 
+/// `400 invalid_tenant` unless `tenant` is a tenant id.
+fn tenant_checked(tenant: &str) -> Result<(), ApiError> {
+    if crate::source::valid_tenant(tenant) {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request("invalid_tenant", "a tenant id is 1-64 of A-Z a-z 0-9 _ -"))
+    }
+}
+
+/// Entries per page of a listing: 50 unless asked, 1 to 1 000.
+fn page_limit(asked: Option<usize>) -> Result<usize, ApiError> {
+    const DEFAULT: usize = 50;
+    const MAX: usize = 1000;
+    let limit = asked.unwrap_or(DEFAULT);
+    if (1..=MAX).contains(&limit) {
+        Ok(limit)
+    } else {
+        Err(ApiError::bad_request("invalid_query", format!("limit: between 1 and {MAX}")))
+    }
+}
+
 /// The node's queue, or the answer for a node that keeps none.
 fn queue_of(node: &Node) -> Result<&Arc<crate::queue::Queue>, ApiError> {
     node.queue.as_ref().ok_or_else(ApiError::no_store)

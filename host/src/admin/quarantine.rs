@@ -13,9 +13,6 @@ use super::{ApiError, queue_of};
 use crate::node::Node;
 use crate::source::valid_tenant;
 
-const DEFAULT_LIMIT: usize = 50;
-const MAX_LIMIT: usize = 1000;
-
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
@@ -88,10 +85,7 @@ fn scope(tenant: &Option<String>, source: &Option<String>) -> Result<(), ApiErro
 pub async fn list(State(node): State<Arc<Node>>, Params(params): Params<PenParams>) -> Result<Json<PenPage>, ApiError> {
     let queue = queue_of(&node)?;
     scope(&params.tenant, &params.source)?;
-    let limit = params.limit.unwrap_or(DEFAULT_LIMIT);
-    if !(1..=MAX_LIMIT).contains(&limit) {
-        return Err(ApiError::bad_request("invalid_query", format!("limit: between 1 and {MAX_LIMIT}")));
-    }
+    let limit = super::page_limit(params.limit)?;
     let after = match &params.cursor {
         None => None,
         Some(cursor) => {

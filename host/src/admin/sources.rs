@@ -11,11 +11,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use utoipa::{IntoParams, ToSchema};
 
-use super::ApiError;
 use super::error::{Body, Params};
+use super::{ApiError, tenant_checked};
 use crate::config::{DedupeKeySection, OnVerifyFailureName, SourceSection, VerifySection};
 use crate::node::Node;
-use crate::source::{Origin, Source, valid_tenant};
+use crate::source::{Origin, Source};
 
 /// A source as written through the API (its tenant is the path's).
 #[derive(Debug, Deserialize, ToSchema)]
@@ -97,14 +97,6 @@ fn view(source: &Source, origin: Origin) -> SourceView {
                 durable: b.sink.durable(),
             })
             .collect(),
-    }
-}
-
-fn tenant_checked(tenant: &str) -> Result<(), ApiError> {
-    if valid_tenant(tenant) {
-        Ok(())
-    } else {
-        Err(ApiError::bad_request("invalid_tenant", "a tenant id is 1-64 of A-Z a-z 0-9 _ -"))
     }
 }
 

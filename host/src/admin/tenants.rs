@@ -11,19 +11,10 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use super::error::Body;
-use super::{ApiError, queue_of};
+use super::{ApiError, queue_of, tenant_checked};
 use crate::edge::rate::Rate;
 use crate::node::Node;
-use crate::source::valid_tenant;
 use crate::tenant::StoredRate;
-
-fn checked(tenant: &str) -> Result<(), ApiError> {
-    if valid_tenant(tenant) {
-        Ok(())
-    } else {
-        Err(ApiError::bad_request("invalid_tenant", "a tenant id is 1-64 of A-Z a-z 0-9 _ -"))
-    }
-}
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Usage {
@@ -46,7 +37,7 @@ pub struct Usage {
     params(("tenant" = String, Path, description = "The tenant id")),
     responses((status = 200, description = "Its usage", body = Usage), (status = 400, description = "A bad tenant id", body = super::ErrorBody)))]
 pub async fn usage(State(node): State<Arc<Node>>, Path(tenant): Path<String>) -> Result<Json<Usage>, ApiError> {
-    checked(&tenant)?;
+    tenant_checked(&tenant)?;
     let queue = queue_of(&node)?;
     let count = |kind| queue.counter(Some(&tenant), kind);
     Ok(Json(Usage {
@@ -92,7 +83,7 @@ pub async fn get_rate_limit(
     State(node): State<Arc<Node>>,
     Path(tenant): Path<String>,
 ) -> Result<Json<RateLimitView>, ApiError> {
-    checked(&tenant)?;
+    tenant_checked(&tenant)?;
     let (rate, own) = edge_of(&node)?.tenant_limits.rate_of(&tenant);
     Ok(Json(RateLimitView { tenant, rate: rate.per_second, burst: rate.burst, own }))
 }
@@ -106,7 +97,7 @@ pub async fn put_rate_limit(
     Path(tenant): Path<String>,
     Body(limit): Body<RateLimit>,
 ) -> Result<Json<RateLimitView>, ApiError> {
-    checked(&tenant)?;
+    tenant_checked(&tenant)?;
     if !(limit.rate.is_finite() && limit.rate > 0.0) {
         return Err(ApiError::bad_request("invalid_body", "rate: above 0"));
     }
@@ -124,7 +115,7 @@ pub async fn put_rate_limit(
     params(("tenant" = String, Path, description = "The tenant id")),
     responses((status = 200, description = "The erase's progress", body = Object), (status = 404, description = "Never erased", body = super::ErrorBody)))]
 pub async fn status(State(node): State<Arc<Node>>, Path(tenant): Path<String>) -> Result<Json<Value>, ApiError> {
-    checked(&tenant)?;
+    tenant_checked(&tenant)?;
     let erasures = node.erasures.as_ref().ok_or_else(ApiError::no_store)?;
     match erasures.status(&tenant)? {
         Some(erase) => Ok(Json(serde_json::to_value(erase).unwrap_or(Value::Null))),
@@ -142,7 +133,7 @@ pub async fn erase(
     State(node): State<Arc<Node>>,
     Path(tenant): Path<String>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    checked(&tenant)?;
+    tenant_checked(&tenant)?;
     let erasures = node.erasures.as_ref().ok_or_else(ApiError::no_store)?;
     let erase = erasures.start(&tenant).await?;
     tracing::warn!(%tenant, "tenant erase started");

@@ -25,7 +25,6 @@ use serde::{Deserialize, Serialize};
 use crate::queue::{PurgeKinds, Queue, QueueError, now_ms};
 use crate::source::{LiveDirectory, Origin};
 use crate::store::keys::KeyBuf;
-use crate::store::{Batch, Cf};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -68,10 +67,7 @@ fn erase_key(tenant: &str) -> Vec<u8> {
 }
 
 fn save(queue: &Queue, erase: &Erase) -> Result<(), QueueError> {
-    let bytes = serde_json::to_vec(erase).map_err(|e| QueueError::Corrupt(e.to_string()))?;
-    let mut batch = Batch::new();
-    batch.put(Cf::Jobs, erase_key(&erase.tenant), bytes);
-    queue.job_put(batch)
+    super::put_json(queue, erase_key(&erase.tenant), erase)
 }
 
 /// The tenant's erase job, if one was ever started.

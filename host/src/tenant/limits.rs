@@ -39,15 +39,12 @@ pub fn stored_limits(queue: &Queue) -> Result<Vec<(String, StoredRate)>, QueueEr
 
 /// Store a tenant's limit, or (`None`) drop it.
 pub fn put_limit(queue: &Queue, tenant: &str, rate: Option<StoredRate>) -> Result<(), QueueError> {
-    let mut batch = Batch::new();
     match rate {
-        Some(rate) => {
-            let bytes = serde_json::to_vec(&rate).map_err(|e| QueueError::Corrupt(e.to_string()))?;
-            batch.put(Cf::Jobs, limit_key(tenant), bytes);
-        }
+        Some(rate) => super::put_json(queue, limit_key(tenant), &rate),
         None => {
+            let mut batch = Batch::new();
             batch.delete(Cf::Jobs, limit_key(tenant));
+            queue.job_put(batch)
         }
     }
-    queue.job_put(batch)
 }

@@ -35,10 +35,7 @@ pub fn stored_sources(queue: &Queue) -> Result<Vec<(String, SourceSection)>, Que
 
 /// Store (or replace) a source, synced.
 pub fn put_source(queue: &Queue, name: &str, section: &SourceSection) -> Result<(), QueueError> {
-    let bytes = serde_json::to_vec(section).map_err(|e| QueueError::Corrupt(e.to_string()))?;
-    let mut batch = Batch::new();
-    batch.put(Cf::Jobs, source_key(&section.tenant, name), bytes);
-    queue.job_put(batch)
+    super::put_json(queue, source_key(&section.tenant, name), section)
 }
 
 pub fn delete_source(queue: &Queue, tenant: &str, name: &str) -> Result<(), QueueError> {
