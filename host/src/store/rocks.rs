@@ -171,12 +171,19 @@ impl Store for RocksStore {
         if self.faults.as_ref().is_some_and(|f| f.fail_writes.load(Ordering::Relaxed)) {
             return Err(StoreError::Io { what: "write", reason: "injected I/O error".into() });
         }
+        // Each family's handle is looked up by name once per write, not once
+        // per op: a group commit carries several ops for every hook.
+        let mut handles = Vec::with_capacity(Cf::ALL.len());
+        for cf in Cf::ALL {
+            handles.push(self.cf(cf)?);
+        }
+        let handle = |cf: Cf| handles.get(usize::from(cf.id())).copied().ok_or(StoreError::MissingCf(cf.name()));
         let mut wb = WriteBatch::default();
         for op in batch.ops() {
             match op {
-                WriteOp::Put { cf, key, value } => wb.put_cf(self.cf(*cf)?, key, value),
-                WriteOp::Delete { cf, key } => wb.delete_cf(self.cf(*cf)?, key),
-                WriteOp::AddCounter { key, delta } => wb.merge_cf(self.cf(Cf::Counters)?, key, delta.to_be_bytes()),
+                WriteOp::Put { cf, key, value } => wb.put_cf(handle(*cf)?, key, value),
+                WriteOp::Delete { cf, key } => wb.delete_cf(handle(*cf)?, key),
+                WriteOp::AddCounter { key, delta } => wb.merge_cf(handle(Cf::Counters)?, key, delta.to_be_bytes()),
             }
         }
         let mut opts = WriteOptions::default();

@@ -143,11 +143,39 @@ pub struct PooledBody {
     release: Option<Release>,
 }
 
+/// Read what `body` already holds without waiting: `Some(true)` if it ended,
+/// `Some(false)` if more is still to come, `None` if it failed or exceeded
+/// `limit` bytes.
+fn drain_buffered(body: &mut Incoming, limit: usize) -> Option<bool> {
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    let mut read = 0usize;
+    loop {
+        match Pin::new(&mut *body).poll_frame(&mut cx) {
+            Poll::Ready(None) => return Some(true),
+            Poll::Ready(Some(Ok(frame))) => {
+                read += frame.data_ref().map_or(0, Bytes::len);
+                if read > limit {
+                    return None;
+                }
+            }
+            Poll::Ready(Some(Err(_))) => return None,
+            Poll::Pending => return Some(false),
+        }
+    }
+}
+
 impl Drop for PooledBody {
     fn drop(&mut self) {
-        let (Some(body), Some(back)) = (self.inner.take(), self.release.take()) else {
+        let (Some(mut body), Some(back)) = (self.inner.take(), self.release.take()) else {
             return;
         };
+        // A short answer is usually in already: give its connection back
+        // now rather than through a task and a timer.
+        match drain_buffered(&mut body, DRAIN_BYTES) {
+            Some(true) => return release(back),
+            Some(false) => {}
+            None => return,
+        }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
