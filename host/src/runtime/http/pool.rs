@@ -143,23 +143,31 @@ pub struct PooledBody {
     release: Option<Release>,
 }
 
-/// Read what `body` already holds without waiting: `Some(true)` if it ended,
-/// `Some(false)` if more is still to come, `None` if it failed or exceeded
-/// `limit` bytes.
-fn drain_buffered(body: &mut Incoming, limit: usize) -> Option<bool> {
+/// What a body held without waiting.
+enum Buffered {
+    /// It ended: the connection is free.
+    Ended,
+    /// More is still to come; this many bytes were read so far.
+    More(usize),
+    /// It failed, or held more than the drain allows.
+    Unusable,
+}
+
+/// Read what `body` already holds, up to `limit` bytes, without waiting.
+fn drain_buffered(body: &mut Incoming, limit: usize) -> Buffered {
     let mut cx = Context::from_waker(std::task::Waker::noop());
     let mut read = 0usize;
     loop {
         match Pin::new(&mut *body).poll_frame(&mut cx) {
-            Poll::Ready(None) => return Some(true),
+            Poll::Ready(None) => return Buffered::Ended,
             Poll::Ready(Some(Ok(frame))) => {
                 read += frame.data_ref().map_or(0, Bytes::len);
                 if read > limit {
-                    return None;
+                    return Buffered::Unusable;
                 }
             }
-            Poll::Ready(Some(Err(_))) => return None,
-            Poll::Pending => return Some(false),
+            Poll::Ready(Some(Err(_))) => return Buffered::Unusable,
+            Poll::Pending => return Buffered::More(read),
         }
     }
 }
@@ -171,17 +179,16 @@ impl Drop for PooledBody {
         };
         // A short answer is usually in already: give its connection back
         // now rather than through a task and a timer.
-        match drain_buffered(&mut body, DRAIN_BYTES) {
-            Some(true) => return release(back),
-            Some(false) => {}
-            None => return,
-        }
+        let budget = match drain_buffered(&mut body, DRAIN_BYTES) {
+            Buffered::Ended => return release(back),
+            Buffered::More(read) => DRAIN_BYTES - read,
+            Buffered::Unusable => return,
+        };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
         runtime.spawn(async move {
-            let drained =
-                tokio::time::timeout(DRAIN_TIME, http_body_util::Limited::new(body, DRAIN_BYTES).collect()).await;
+            let drained = tokio::time::timeout(DRAIN_TIME, http_body_util::Limited::new(body, budget).collect()).await;
             if matches!(drained, Ok(Ok(_))) {
                 release(back);
             }
