@@ -19,21 +19,12 @@ use ankusa::runtime::{ComponentSource, EngineConfig, Runtime, Sink, SinkLabel, S
 use ankusa::sinktest::TestHook;
 use ankusa::source::{SinkBinding, Source, StaticDirectory};
 use ankusa_bench::load::{LoadConfig, run};
-use ankusa_bench::{Receiver, ratio, report};
+use ankusa_bench::{Receiver, cpu, ratio, report};
 
 const BACKLOG: usize = 100_000;
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-/// User + system CPU of this process so far.
-fn cpu() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
-    let ticks: u64 = fields.get(11).and_then(|u| u.parse().ok()).unwrap_or(0)
-        + fields.get(12).and_then(|s| s.parse().ok()).unwrap_or(0);
-    Duration::from_millis(ticks * 10)
-}
 
 fn directory(name: &str, sink: Arc<Sink>) -> Arc<StaticDirectory> {
     let mut directory = StaticDirectory::default();

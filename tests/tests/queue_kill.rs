@@ -2,7 +2,9 @@
 //! every ack; the parent SIGKILLs it mid-stream (group commits are running
 //! all the time), reopens the store, and checks that every acked hook is
 //! there byte for byte and that no seq is ever handed out twice, over
-//! several rounds on the same store, in `disk` and `dual` mode.
+//! several rounds on the same store, in `disk` and `dual` mode, and with a
+//! store log budget small enough that the store reuses retired WAL files
+//! during the rounds (so recovery reads recycled files with stale tails).
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::{BufRead, BufReader};
@@ -23,12 +25,12 @@ struct Round {
 
 /// Run the child until it has printed `acks` acks, then SIGKILL it and
 /// collect every ack it printed.
-fn run_child(store: &Path, mode: &str, intake: &Path, prefix: &str, acks: usize) -> Round {
+fn run_child(store: &Path, mode: &str, intake: &Path, prefix: &str, acks: usize, log_bytes: u64) -> Round {
     let mut child = Command::new(CHILD)
         .arg(store)
         .arg(mode)
         .arg(intake)
-        .args(["64", prefix])
+        .args(["64", prefix, &log_bytes.to_string()])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -60,17 +62,34 @@ fn run_child(store: &Path, mode: &str, intake: &Path, prefix: &str, acks: usize)
     Round { acked }
 }
 
-async fn rounds(mode: WalMode) {
+/// RocksDB's info log notes each WAL file it takes from its recycle list.
+fn wal_files_reused(store: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(store) else { return 0 };
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with("LOG"))
+        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+        .map(|log| log.matches("from recycle list").count())
+        .sum()
+}
+
+/// The rounds; returns the directory so a caller can look at the store.
+async fn rounds(mode: WalMode, log_bytes: u64) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("dir");
     let store = dir.path().join("store");
     let intake = dir.path().join("intake");
-    let config = QueueConfig { wal: mode, intake_dir: Some(intake.clone()), ..QueueConfig::default() };
+    let config = QueueConfig {
+        wal: mode,
+        intake_dir: Some(intake.clone()),
+        wal_budget_bytes: log_bytes,
+        ..QueueConfig::default()
+    };
     let mut every_seq: HashSet<u64> = HashSet::new();
     let mut highest = 0u64;
     let mut examined = 0usize;
     for (round, acks) in KILL_AFTER.iter().enumerate() {
         let prefix = format!("r{round}");
-        let result = run_child(&store, mode.label(), &intake, &prefix, *acks);
+        let result = run_child(&store, mode.label(), &intake, &prefix, *acks, log_bytes);
         assert!(!result.acked.is_empty(), "round {round} acked nothing: the check would examine nothing");
 
         let queue = Queue::open(&store, config.clone()).expect("reopen after SIGKILL");
@@ -99,14 +118,25 @@ async fn rounds(mode: WalMode) {
     }
     println!("kill -9 {}: {} rounds, {examined} acked hooks examined", mode.label(), KILL_AFTER.len());
     assert!(examined >= KILL_AFTER.iter().sum::<usize>(), "every round reached its ack count: {examined}");
+    dir
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_ack_survives_sigkill_in_disk_mode() {
-    rounds(WalMode::Disk).await;
+    rounds(WalMode::Disk, ankusa::store::DEFAULT_WAL_BUDGET_BYTES).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_ack_survives_sigkill_in_dual_mode() {
-    rounds(WalMode::Dual).await;
+    rounds(WalMode::Dual, ankusa::store::DEFAULT_WAL_BUDGET_BYTES).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_ack_survives_sigkill_while_wal_files_are_reused() {
+    // 256 KiB of live WAL: the store retires and reuses files every few
+    // hundred hooks, so kills land in recycled files.
+    let dir = rounds(WalMode::Disk, 256 << 10).await;
+    let reused = wal_files_reused(&dir.path().join("store"));
+    println!("WAL files reused during the rounds: {reused}");
+    assert!(reused > 0, "the rounds never wrote into a reused WAL file: the check proved nothing about recycling");
 }

@@ -182,6 +182,8 @@ pub struct QueueConfig {
     /// Keep every accepted hook this long for `archive` replays (no archive
     /// when absent).
     pub archive_retention_ms: Option<u64>,
+    /// The store's live WAL at most (see [`StoreOptions::wal_budget_bytes`]).
+    pub wal_budget_bytes: u64,
     /// Failures to inject into the store (fault tests only).
     pub store_faults: Option<Arc<crate::store::Faults>>,
 }
@@ -198,6 +200,7 @@ impl Default for QueueConfig {
             dedupe_max_entries_per_tenant: None,
             tenants_max: None,
             archive_retention_ms: None,
+            wal_budget_bytes: crate::store::DEFAULT_WAL_BUDGET_BYTES,
             store_faults: None,
         }
     }
@@ -247,7 +250,11 @@ impl Queue {
     /// mode the intake log is replayed first: batches it has that the
     /// store lacks (a half commit before a crash) are written to the store.
     pub fn open(path: &Path, config: QueueConfig) -> Result<Queue, QueueError> {
-        let options = StoreOptions { faults: config.store_faults.clone(), ..StoreOptions::new(path) };
+        let options = StoreOptions {
+            faults: config.store_faults.clone(),
+            wal_budget_bytes: config.wal_budget_bytes,
+            ..StoreOptions::new(path)
+        };
         let store = Arc::new(RocksStore::open(&options)?);
         let intake = match config.wal {
             WalMode::Dual => Some(open_intake(&store, &config)?),
