@@ -31,7 +31,7 @@ impl ScriptedUpstream for InstantPeer {
         })
     }
 }
-use ankusa_bench::{Receiver, ratio, report};
+use ankusa_bench::{Receiver, cpu, ratio, report};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
@@ -41,8 +41,17 @@ const CONCURRENCY: usize = 32;
 const BODY_BYTES: usize = 1024;
 const ROUNDS: usize = 3;
 
-async fn wasm_round(sink: Arc<Sink>) -> anyhow::Result<f64> {
-    let started = Instant::now();
+/// A round's rate, and the CPU of the whole process (client, runtime and
+/// receiver) per request, in µs.
+type Round = (f64, f64);
+
+fn round_figures(started: Instant, cpu_before: Duration) -> Round {
+    let n = requests() as f64;
+    (n / started.elapsed().as_secs_f64(), (cpu() - cpu_before).as_secs_f64() * 1e6 / n)
+}
+
+async fn wasm_round(sink: Arc<Sink>) -> anyhow::Result<Round> {
+    let (started, cpu_before) = (Instant::now(), cpu());
     let mut tasks = Vec::new();
     for _ in 0..CONCURRENCY {
         let sink = sink.clone();
@@ -59,16 +68,16 @@ async fn wasm_round(sink: Arc<Sink>) -> anyhow::Result<f64> {
     for task in tasks {
         task.await??;
     }
-    Ok(requests() as f64 / started.elapsed().as_secs_f64())
+    Ok(round_figures(started, cpu_before))
 }
 
-async fn native_round(url: &str) -> anyhow::Result<f64> {
+async fn native_round(url: &str) -> anyhow::Result<Round> {
     let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new())
         .pool_max_idle_per_host(CONCURRENCY)
         .pool_idle_timeout(Duration::from_secs(60))
         .build_http();
     let hook = TestHook::new().body(vec![b'x'; BODY_BYTES]).build();
-    let started = Instant::now();
+    let (started, cpu_before) = (Instant::now(), cpu());
     let mut tasks = Vec::new();
     for _ in 0..CONCURRENCY {
         let (client, url, hook) = (client.clone(), url.to_string(), hook.clone());
@@ -94,7 +103,7 @@ async fn native_round(url: &str) -> anyhow::Result<f64> {
     for task in tasks {
         task.await??;
     }
-    Ok(requests() as f64 / started.elapsed().as_secs_f64())
+    Ok(round_figures(started, cpu_before))
 }
 
 #[global_allocator]
@@ -116,7 +125,7 @@ fn main() -> anyhow::Result<()> {
         let only = std::env::var("ANKUSA_BENCH_ONLY").unwrap_or_default();
         let (run_native, run_wasm) = (only.is_empty() || only == "native", only.is_empty() || only == "wasm");
         // Warm both paths (connections, instances) before measuring.
-        let (mut native, mut wasm) = (vec![f64::NAN], vec![f64::NAN]);
+        let (mut native, mut wasm) = (vec![(f64::NAN, f64::NAN)], vec![(f64::NAN, f64::NAN)]);
         if run_native {
             native_round(&url).await?;
             native = Vec::new();
@@ -133,8 +142,11 @@ fn main() -> anyhow::Result<()> {
                 wasm.push(wasm_round(sink.clone()).await?);
             }
         }
-        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
-        let (native, wasm) = (mean(&native), mean(&wasm));
+        let mean = |v: &[Round]| {
+            let n = v.len() as f64;
+            (v.iter().map(|r| r.0).sum::<f64>() / n, v.iter().map(|r| r.1).sum::<f64>() / n)
+        };
+        let ((native, native_cpu), (wasm, wasm_cpu)) = (mean(&native), mean(&wasm));
         // The same sink against a peer that answers instantly in memory:
         // what the guest and the wasi:http layer cost without any network.
         let mut spec = SinkSpec::new(SinkLabel::new("bench", "http-null"), ComponentSource::Builtin("http".into()));
@@ -144,12 +156,17 @@ fn main() -> anyhow::Result<()> {
         spec.upstream = Upstream::Scripted(Arc::new(InstantPeer));
         let null = Arc::new(runtime.load(spec).await?);
         wasm_round(null.clone()).await?;
-        let null_rate = wasm_round(null).await?;
+        let (null_rate, null_cpu) = wasm_round(null).await?;
         report("http_sink.wasm_http_sink_instant_peer", null_rate, "deliveries/s");
-        report("http_sink.wasm_http_sink_instant_peer_cpu", 2e6 / null_rate, "us/delivery");
+        report("http_sink.wasm_http_sink_instant_peer_cpu", null_cpu, "us/delivery");
         report("http_sink.native_hyper_client", native, "requests/s");
+        report("http_sink.native_hyper_client_cpu", native_cpu, "us/request");
         report("http_sink.wasm_http_sink", wasm, "deliveries/s");
+        report("http_sink.wasm_http_sink_cpu", wasm_cpu, "us/delivery");
         ratio("http_sink.wasm_vs_native", wasm, native);
+        // The same comparison in CPU per request (native over wasm), which
+        // the machine's other tenants disturb less than rates.
+        ratio("http_sink.wasm_vs_native_cpu", native_cpu, wasm_cpu);
         report(
             "http_sink.receiver_total",
             receiver.received.load(std::sync::atomic::Ordering::Relaxed) as f64,

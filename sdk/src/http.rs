@@ -249,9 +249,6 @@ impl Request {
     }
 }
 
-/// Write the request body and finish it. Errors are not reported here: if
-/// the host dropped the request (denied, refused), the response future
-/// carries the real reason.
 /// Write `bytes` in a single write and finish the body, if the stream takes
 /// that much at once; otherwise hand body and stream back for streaming.
 /// Write errors are not reported here: if the host dropped the request

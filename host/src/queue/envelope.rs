@@ -25,7 +25,7 @@ impl Verification {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Envelope {
     /// UUIDv7, assigned at ingest.
     pub id: String,

@@ -226,6 +226,14 @@ struct Deltas {
     dedupe_keys: i64,
 }
 
+/// What planning an entry needs to know of its call.
+struct CallContext<'a> {
+    kind: Kind,
+    now_ms: u64,
+    prefetch_epoch: u64,
+    replay_id: Option<&'a str>,
+}
+
 /// Where a group stood before a call, to roll a refused release back.
 struct Mark {
     batch: usize,
@@ -333,7 +341,7 @@ impl Writer {
     fn commit_group(&mut self, calls: Vec<Call>) {
         // Refuse what cannot start; nothing of it is written.
         let now = Instant::now();
-        let mut started = Vec::with_capacity(calls.len());
+        let mut started: Vec<Call> = Vec::with_capacity(calls.len());
         for call in calls {
             if call.reply.is_closed() {
                 continue;
@@ -348,7 +356,7 @@ impl Writer {
             return;
         }
         let replies = match self.reread(&started) {
-            Ok(reread) => self.plan_and_write(&started, &reread),
+            Ok(reread) => self.plan_and_write(&mut started, &reread),
             Err(e) => started.iter().map(|_| Err(e.clone())).collect(),
         };
         self.stats.calls.fetch_add(started.len() as u64, Ordering::Relaxed);
@@ -378,17 +386,25 @@ impl Writer {
         Ok(keys.into_iter().zip(values).map(|(k, v)| (k, v.and_then(|v| Original::decode(&v).ok()))).collect())
     }
 
+    /// Plan every call into one group and write it. Entries' bodies and
+    /// envelopes move into the batch and the outcomes, not copied.
     fn plan_and_write(
         &mut self,
-        calls: &[Call],
+        calls: &mut [Call],
         reread: &HashMap<Vec<u8>, Option<Original>>,
     ) -> Vec<Result<Vec<EntryOutcome>, QueueError>> {
         let mut group = Group { next_seq: self.next_seq, first_seq: self.next_seq, ..Group::default() };
         let mut replies = Vec::with_capacity(calls.len());
-        for call in calls {
+        for call in calls.iter_mut() {
             let mark = group.mark(call.kind == Kind::Release);
+            let context = CallContext {
+                kind: call.kind,
+                now_ms: call.now_ms,
+                prefetch_epoch: call.prefetch_epoch,
+                replay_id: call.replay_id.as_deref(),
+            };
             let planned: Result<Vec<EntryOutcome>, QueueError> =
-                call.entries.iter().map(|entry| self.plan_entry(call, entry, reread, &mut group)).collect();
+                call.entries.iter_mut().map(|entry| self.plan_entry(&context, entry, reread, &mut group)).collect();
             let reply = match planned {
                 Ok(outcomes) if call.kind == Kind::Release => match whole_call_refusal(&outcomes) {
                     Some(refusal) => {
@@ -404,7 +420,7 @@ impl Writer {
                 }
             };
             if reply.is_ok() {
-                group.batch.extend(call.extra.clone());
+                group.batch.extend(std::mem::take(&mut call.extra));
             }
             replies.push(reply);
         }
@@ -426,7 +442,7 @@ impl Writer {
             }
             Err(refusal) => {
                 self.stats.last_failure_ms.store(super::now_ms(), Ordering::Relaxed);
-                replies.into_iter().zip(calls).map(|(reply, call)| refuse(reply, call.kind, &refusal)).collect()
+                replies.into_iter().zip(calls.iter()).map(|(reply, call)| refuse(reply, call.kind, &refusal)).collect()
             }
         }
     }
@@ -434,8 +450,8 @@ impl Writer {
     /// Decide one entry, adding its writes to the group.
     fn plan_entry(
         &mut self,
-        call: &Call,
-        entry: &Prepared,
+        call: &CallContext<'_>,
+        entry: &mut Prepared,
         reread: &HashMap<Vec<u8>, Option<Original>>,
         group: &mut Group,
     ) -> Result<EntryOutcome, QueueError> {
@@ -471,10 +487,10 @@ impl Writer {
         group.next_seq += 1;
         group.hooks += 1;
         let batch = &mut group.batch;
-        batch.put(Cf::Hooks, KeyBuf::new().u64(seq).build(), entry.encoded.clone());
         if self.limits.archive && call.kind != Kind::Redrive {
             batch.put(Cf::Archive, super::archive_key(&env.tenant_id, env.received_at, &env.id), entry.encoded.clone());
         }
+        batch.put(Cf::Hooks, KeyBuf::new().u64(seq).build(), std::mem::take(&mut entry.encoded));
         for (index, component) in &entry.sinks {
             let row = DeliveryRow {
                 seq,
@@ -484,7 +500,7 @@ impl Writer {
                 component: component.clone(),
                 bytes: env.size(),
                 attempts: 0,
-                replay_id: call.replay_id.clone(),
+                replay_id: call.replay_id.map(str::to_string),
                 state: RowState::Due { due_at: call.now_ms },
             };
             batch.put(Cf::Deliveries, row.key(), row.encode());
@@ -515,7 +531,7 @@ impl Writer {
             group.batch.put(Cf::Meta, holding_key(&env.tenant_id), Vec::new());
             group.joining.push(env.tenant_id.clone());
         }
-        Ok(EntryOutcome::Committed(Envelope { seq, ..env.clone() }))
+        Ok(EntryOutcome::Committed(Envelope { seq, ..std::mem::take(&mut entry.envelope) }))
     }
 
     fn over_dedupe_quota(&mut self, tenant: &str, group: &Group) -> Result<bool, QueueError> {
