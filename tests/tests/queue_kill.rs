@@ -3,7 +3,7 @@
 //! all the time), reopens the store, and checks that every acked hook is
 //! there byte for byte and that no seq is ever handed out twice, over
 //! several rounds on the same store, in `disk` and `dual` mode, and with a
-//! store log budget small enough that the store reuses retired WAL files
+//! store WAL bound small enough that the store reuses retired WAL files
 //! during the rounds (so recovery reads recycled files with stale tails).
 
 use std::collections::{BTreeMap, HashSet};
@@ -25,12 +25,12 @@ struct Round {
 
 /// Run the child until it has printed `acks` acks, then SIGKILL it and
 /// collect every ack it printed.
-fn run_child(store: &Path, mode: &str, intake: &Path, prefix: &str, acks: usize, log_bytes: u64) -> Round {
+fn run_child(store: &Path, mode: &str, intake: &Path, prefix: &str, acks: usize, wal_bytes: u64) -> Round {
     let mut child = Command::new(CHILD)
         .arg(store)
         .arg(mode)
         .arg(intake)
-        .args(["64", prefix, &log_bytes.to_string()])
+        .args(["64", prefix, &wal_bytes.to_string()])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -74,14 +74,14 @@ fn wal_files_reused(store: &Path) -> usize {
 }
 
 /// The rounds; returns the directory so a caller can look at the store.
-async fn rounds(mode: WalMode, log_bytes: u64) -> tempfile::TempDir {
+async fn rounds(mode: WalMode, wal_bytes: u64) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("dir");
     let store = dir.path().join("store");
     let intake = dir.path().join("intake");
     let config = QueueConfig {
         wal: mode,
         intake_dir: Some(intake.clone()),
-        wal_budget_bytes: log_bytes,
+        store_wal_max_bytes: wal_bytes,
         ..QueueConfig::default()
     };
     let mut every_seq: HashSet<u64> = HashSet::new();
@@ -89,7 +89,7 @@ async fn rounds(mode: WalMode, log_bytes: u64) -> tempfile::TempDir {
     let mut examined = 0usize;
     for (round, acks) in KILL_AFTER.iter().enumerate() {
         let prefix = format!("r{round}");
-        let result = run_child(&store, mode.label(), &intake, &prefix, *acks, log_bytes);
+        let result = run_child(&store, mode.label(), &intake, &prefix, *acks, wal_bytes);
         assert!(!result.acked.is_empty(), "round {round} acked nothing: the check would examine nothing");
 
         let queue = Queue::open(&store, config.clone()).expect("reopen after SIGKILL");
@@ -123,12 +123,12 @@ async fn rounds(mode: WalMode, log_bytes: u64) -> tempfile::TempDir {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_ack_survives_sigkill_in_disk_mode() {
-    rounds(WalMode::Disk, ankusa::store::DEFAULT_WAL_BUDGET_BYTES).await;
+    rounds(WalMode::Disk, ankusa::store::DEFAULT_WAL_MAX_BYTES).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_ack_survives_sigkill_in_dual_mode() {
-    rounds(WalMode::Dual, ankusa::store::DEFAULT_WAL_BUDGET_BYTES).await;
+    rounds(WalMode::Dual, ankusa::store::DEFAULT_WAL_MAX_BYTES).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -48,7 +48,7 @@ impl Config {
             dedupe_max_entries_per_tenant: self.dedupe.max_entries_per_tenant,
             tenants_max: self.tenants.max,
             archive_retention_ms: self.archive.enabled.then_some(self.archive.retention_ms),
-            wal_budget_bytes: self.wal.store_log_max_bytes,
+            store_wal_max_bytes: self.wal.store_wal_max_bytes,
             store_faults: None,
         }
     }

@@ -268,7 +268,7 @@ pub struct WalSection {
     /// The store's own write-ahead log at most: past it, the oldest log
     /// file is retired (its column families flushed) and reused. Bounds
     /// what a restart replays.
-    pub store_log_max_bytes: u64,
+    pub store_wal_max_bytes: u64,
     /// `none`: every sink must confirm within this.
     pub direct_deadline_ms: u64,
 }
@@ -280,7 +280,7 @@ impl Default for WalSection {
             intake_dir: None,
             intake_segment_bytes: 64 << 20,
             intake_max_bytes: 4 << 30,
-            store_log_max_bytes: crate::store::DEFAULT_WAL_BUDGET_BYTES,
+            store_wal_max_bytes: crate::store::DEFAULT_WAL_MAX_BYTES,
             direct_deadline_ms: 8_000,
         }
     }

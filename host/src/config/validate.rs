@@ -63,7 +63,7 @@ pub fn check(config: &Config) -> Vec<Problem> {
 
     p.at_least("wal.intake_segment_bytes", config.wal.intake_segment_bytes, 64 << 10);
     p.at_least("wal.intake_max_bytes", config.wal.intake_max_bytes, config.wal.intake_segment_bytes);
-    p.at_least("wal.store_log_max_bytes", config.wal.store_log_max_bytes, 64 << 10);
+    p.at_least("wal.store_wal_max_bytes", config.wal.store_wal_max_bytes, 64 << 10);
     p.within("wal.direct_deadline_ms", config.wal.direct_deadline_ms, 1, 600_000);
     p.at_least("dedupe.ttl_ms", config.dedupe.ttl_ms, 1_000);
     p.at_least("archive.retention_ms", config.archive.retention_ms, 60_000);

@@ -182,8 +182,8 @@ pub struct QueueConfig {
     /// Keep every accepted hook this long for `archive` replays (no archive
     /// when absent).
     pub archive_retention_ms: Option<u64>,
-    /// The store's live WAL at most (see [`StoreOptions::wal_budget_bytes`]).
-    pub wal_budget_bytes: u64,
+    /// The store's live WAL at most (see [`StoreOptions::wal_max_bytes`]).
+    pub store_wal_max_bytes: u64,
     /// Failures to inject into the store (fault tests only).
     pub store_faults: Option<Arc<crate::store::Faults>>,
 }
@@ -200,7 +200,7 @@ impl Default for QueueConfig {
             dedupe_max_entries_per_tenant: None,
             tenants_max: None,
             archive_retention_ms: None,
-            wal_budget_bytes: crate::store::DEFAULT_WAL_BUDGET_BYTES,
+            store_wal_max_bytes: crate::store::DEFAULT_WAL_MAX_BYTES,
             store_faults: None,
         }
     }
@@ -252,7 +252,7 @@ impl Queue {
     pub fn open(path: &Path, config: QueueConfig) -> Result<Queue, QueueError> {
         let options = StoreOptions {
             faults: config.store_faults.clone(),
-            wal_budget_bytes: config.wal_budget_bytes,
+            wal_max_bytes: config.store_wal_max_bytes,
             ..StoreOptions::new(path)
         };
         let store = Arc::new(RocksStore::open(&options)?);

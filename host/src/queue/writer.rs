@@ -341,7 +341,7 @@ impl Writer {
     fn commit_group(&mut self, calls: Vec<Call>) {
         // Refuse what cannot start; nothing of it is written.
         let now = Instant::now();
-        let mut started: Vec<Call> = Vec::with_capacity(calls.len());
+        let mut started = Vec::with_capacity(calls.len());
         for call in calls {
             if call.reply.is_closed() {
                 continue;

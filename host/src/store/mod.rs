@@ -20,7 +20,7 @@ use std::fmt;
 
 use thiserror::Error;
 
-pub use rocks::{DEFAULT_WAL_BUDGET_BYTES, Faults, RocksStore, StoreOptions};
+pub use rocks::{DEFAULT_WAL_MAX_BYTES, Faults, RocksStore, StoreOptions};
 
 /// The column families, one per kind of row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

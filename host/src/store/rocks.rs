@@ -22,7 +22,7 @@ use super::{Batch, Cf, Durability, KeyValue, Scan, Store, StoreError, StoreStats
 const META_NEXT_SEQ: &[u8] = b"next_seq";
 /// Live WAL at most, by default, before the oldest file's families are
 /// flushed.
-pub const DEFAULT_WAL_BUDGET_BYTES: u64 = 128 << 20;
+pub const DEFAULT_WAL_MAX_BYTES: u64 = 128 << 20;
 
 #[derive(Clone, Debug)]
 pub struct StoreOptions {
@@ -32,19 +32,14 @@ pub struct StoreOptions {
     /// Live WAL at most: past it, the families holding the oldest WAL file
     /// are flushed, so the file retires (to be reused) and a restart never
     /// replays more than this.
-    pub wal_budget_bytes: u64,
+    pub wal_max_bytes: u64,
     /// Failures to inject (fault tests); `None` in production.
     pub faults: Option<Arc<Faults>>,
 }
 
 impl StoreOptions {
     pub fn new(path: impl Into<PathBuf>) -> Self {
-        StoreOptions {
-            path: path.into(),
-            min_blob_size: 4096,
-            wal_budget_bytes: DEFAULT_WAL_BUDGET_BYTES,
-            faults: None,
-        }
+        StoreOptions { path: path.into(), min_blob_size: 4096, wal_max_bytes: DEFAULT_WAL_MAX_BYTES, faults: None }
     }
 }
 
@@ -134,7 +129,7 @@ impl RocksStore {
         // place does not. Point-in-time recovery (the default mode) tells a
         // recycled file's stale tail from the live records.
         db_opts.set_recycle_log_file_num(4);
-        db_opts.set_max_total_wal_size(config.wal_budget_bytes);
+        db_opts.set_max_total_wal_size(config.wal_max_bytes);
         let families = Cf::ALL.iter().map(|cf| ColumnFamilyDescriptor::new(cf.name(), family_options(*cf, config)));
         let db = DB::open_cf_descriptors(&db_opts, &config.path, families).map_err(|e| StoreError::Open {
             path: config.path.display().to_string(),

@@ -1,5 +1,5 @@
 //! A node that only enqueues, for the kill -9 test: `queue-child <store>
-//! <disk|dual> <intake> <callers> <prefix> <store-log-bytes>`. Many concurrent callers
+//! <disk|dual> <intake> <callers> <prefix> <store-wal-bytes>`. Many concurrent callers
 //! enqueue hooks whose bodies derive from their ids, and every ack is
 //! printed as `id seq` the moment it is returned, until the process is
 //! killed.
@@ -13,15 +13,15 @@ use ankusa_tests::crash::hook_envelope;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let [_, store, mode, intake, callers, prefix, log_bytes] = &args[..] else {
-        eprintln!("usage: queue-child <store> <disk|dual> <intake> <callers> <prefix> <store-log-bytes>");
+    let [_, store, mode, intake, callers, prefix, wal_bytes] = &args[..] else {
+        eprintln!("usage: queue-child <store> <disk|dual> <intake> <callers> <prefix> <store-wal-bytes>");
         std::process::exit(2);
     };
     let callers: usize = callers.parse().unwrap_or(64);
     let config = QueueConfig {
         wal: WalMode::parse(mode).unwrap_or(WalMode::Disk),
         intake_dir: Some(PathBuf::from(intake)),
-        wal_budget_bytes: log_bytes.parse().unwrap_or(ankusa::store::DEFAULT_WAL_BUDGET_BYTES),
+        store_wal_max_bytes: wal_bytes.parse().unwrap_or(ankusa::store::DEFAULT_WAL_MAX_BYTES),
         ..QueueConfig::default()
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build();
