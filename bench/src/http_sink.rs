@@ -41,13 +41,29 @@ const CONCURRENCY: usize = 32;
 const BODY_BYTES: usize = 1024;
 const ROUNDS: usize = 3;
 
-/// A round's rate, and the CPU of the whole process (client, runtime and
-/// receiver) per request, in µs.
-type Round = (f64, f64);
+/// What one round measured.
+#[derive(Clone, Copy)]
+struct Round {
+    /// Requests per second.
+    rate: f64,
+    /// CPU of the whole process (client, runtime and receiver) per request, µs.
+    cpu_us: f64,
+}
 
-fn round_figures(started: Instant, cpu_before: Duration) -> Round {
-    let n = requests() as f64;
-    (n / started.elapsed().as_secs_f64(), (cpu() - cpu_before).as_secs_f64() * 1e6 / n)
+impl Round {
+    fn since(started: Instant, cpu_before: Duration) -> Round {
+        let n = requests() as f64;
+        Round { rate: n / started.elapsed().as_secs_f64(), cpu_us: (cpu() - cpu_before).as_secs_f64() * 1e6 / n }
+    }
+
+    /// The mean of several rounds.
+    fn mean(rounds: &[Round]) -> Round {
+        let n = rounds.len() as f64;
+        Round {
+            rate: rounds.iter().map(|r| r.rate).sum::<f64>() / n,
+            cpu_us: rounds.iter().map(|r| r.cpu_us).sum::<f64>() / n,
+        }
+    }
 }
 
 async fn wasm_round(sink: Arc<Sink>) -> anyhow::Result<Round> {
@@ -68,7 +84,7 @@ async fn wasm_round(sink: Arc<Sink>) -> anyhow::Result<Round> {
     for task in tasks {
         task.await??;
     }
-    Ok(round_figures(started, cpu_before))
+    Ok(Round::since(started, cpu_before))
 }
 
 async fn native_round(url: &str) -> anyhow::Result<Round> {
@@ -103,7 +119,7 @@ async fn native_round(url: &str) -> anyhow::Result<Round> {
     for task in tasks {
         task.await??;
     }
-    Ok(round_figures(started, cpu_before))
+    Ok(Round::since(started, cpu_before))
 }
 
 #[global_allocator]
@@ -125,7 +141,8 @@ fn main() -> anyhow::Result<()> {
         let only = std::env::var("ANKUSA_BENCH_ONLY").unwrap_or_default();
         let (run_native, run_wasm) = (only.is_empty() || only == "native", only.is_empty() || only == "wasm");
         // Warm both paths (connections, instances) before measuring.
-        let (mut native, mut wasm) = (vec![(f64::NAN, f64::NAN)], vec![(f64::NAN, f64::NAN)]);
+        let unmeasured = Round { rate: f64::NAN, cpu_us: f64::NAN };
+        let (mut native, mut wasm) = (vec![unmeasured], vec![unmeasured]);
         if run_native {
             native_round(&url).await?;
             native = Vec::new();
@@ -142,11 +159,7 @@ fn main() -> anyhow::Result<()> {
                 wasm.push(wasm_round(sink.clone()).await?);
             }
         }
-        let mean = |v: &[Round]| {
-            let n = v.len() as f64;
-            (v.iter().map(|r| r.0).sum::<f64>() / n, v.iter().map(|r| r.1).sum::<f64>() / n)
-        };
-        let ((native, native_cpu), (wasm, wasm_cpu)) = (mean(&native), mean(&wasm));
+        let (native, wasm) = (Round::mean(&native), Round::mean(&wasm));
         // The same sink against a peer that answers instantly in memory:
         // what the guest and the wasi:http layer cost without any network.
         let mut spec = SinkSpec::new(SinkLabel::new("bench", "http-null"), ComponentSource::Builtin("http".into()));
@@ -156,17 +169,17 @@ fn main() -> anyhow::Result<()> {
         spec.upstream = Upstream::Scripted(Arc::new(InstantPeer));
         let null = Arc::new(runtime.load(spec).await?);
         wasm_round(null.clone()).await?;
-        let (null_rate, null_cpu) = wasm_round(null).await?;
-        report("http_sink.wasm_http_sink_instant_peer", null_rate, "deliveries/s");
-        report("http_sink.wasm_http_sink_instant_peer_cpu", null_cpu, "us/delivery");
-        report("http_sink.native_hyper_client", native, "requests/s");
-        report("http_sink.native_hyper_client_cpu", native_cpu, "us/request");
-        report("http_sink.wasm_http_sink", wasm, "deliveries/s");
-        report("http_sink.wasm_http_sink_cpu", wasm_cpu, "us/delivery");
-        ratio("http_sink.wasm_vs_native", wasm, native);
+        let null = wasm_round(null).await?;
+        report("http_sink.wasm_http_sink_instant_peer", null.rate, "deliveries/s");
+        report("http_sink.wasm_http_sink_instant_peer_cpu", null.cpu_us, "us/delivery");
+        report("http_sink.native_hyper_client", native.rate, "requests/s");
+        report("http_sink.native_hyper_client_cpu", native.cpu_us, "us/request");
+        report("http_sink.wasm_http_sink", wasm.rate, "deliveries/s");
+        report("http_sink.wasm_http_sink_cpu", wasm.cpu_us, "us/delivery");
+        ratio("http_sink.wasm_vs_native", wasm.rate, native.rate);
         // The same comparison in CPU per request (native over wasm), which
         // the machine's other tenants disturb less than rates.
-        ratio("http_sink.wasm_vs_native_cpu", native_cpu, wasm_cpu);
+        ratio("http_sink.wasm_vs_native_cpu", native.cpu_us, wasm.cpu_us);
         report(
             "http_sink.receiver_total",
             receiver.received.load(std::sync::atomic::Ordering::Relaxed) as f64,

@@ -83,9 +83,10 @@ fn family_options(cf: Cf, config: &StoreOptions) -> Options {
     opts.set_compression_type(DBCompressionType::Lz4);
     match cf {
         Cf::Hooks | Cf::Archive => {
-            // The WAL budget can switch this family's memtable soon after it
-            // filled; room for more than one memtable being flushed keeps
-            // that from stopping writes until the first flush ends.
+            // The WAL bound (`wal_max_bytes`) can switch this family's
+            // memtable soon after it filled; room for more than one memtable
+            // being flushed keeps that from stopping writes until the first
+            // flush ends.
             opts.set_max_write_buffer_number(4);
             opts.set_enable_blob_files(true);
             opts.set_min_blob_size(config.min_blob_size);
