@@ -12,7 +12,7 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 use super::envelope::Envelope;
-use super::rows::{DEAD, DEAD_BY_TENANT, DeliveryRow, RowState};
+use super::rows::{DEAD, DEAD_BY_TENANT, DeadSummary, DeliveryRow, RowState};
 use super::{Queue, QueueError};
 use crate::error_class::ErrorClass;
 use crate::store::keys::{KeyBuf, KeyReader, prefix_end};
@@ -34,6 +34,14 @@ pub struct DeadQuery {
     pub error_class: Option<ErrorClass>,
     /// Only these tenants' rows, read from the by-tenant index.
     pub tenants: Option<Vec<String>>,
+}
+
+impl DeadQuery {
+    /// Whether a dead row of this source and class passes the filters
+    /// (the sink and `since` are checked on the index key).
+    fn admits(&self, source: &str, class: Option<ErrorClass>) -> bool {
+        self.source_id.as_deref().is_none_or(|s| s == source) && self.error_class.is_none_or(|c| Some(c) == class)
+    }
 }
 
 impl Default for DeadQuery {
@@ -74,6 +82,9 @@ pub struct DeadPage {
 
 /// A place in the dead index: (dead_at, seq, sink), compared descending.
 type Position = (u64, u64, u16);
+
+/// A dead index entry: where it is, and what it says about its row.
+type Candidate = (Position, Option<DeadSummary>);
 
 fn position_suffix(p: Position) -> Vec<u8> {
     KeyBuf::new().u64(p.0).u64(p.1).u16(p.2).build()
@@ -156,11 +167,11 @@ impl Queue {
                         complete_to = Some(complete_to.map_or(stop, |c| c.max(stop)));
                     }
                 }
-                all.sort_unstable_by(|a, b| b.cmp(a));
+                all.sort_unstable_by(|a, b| b.0.cmp(&a.0));
                 // Past the newest place a tenant's scan stopped, another
                 // tenant's rows may be missing: the page ends there.
                 if let Some(stop) = complete_to {
-                    all.retain(|p| *p >= stop);
+                    all.retain(|(p, _)| *p >= stop);
                 }
                 (all, complete_to, examined)
             }
@@ -169,7 +180,7 @@ impl Queue {
         let mut entries = Vec::new();
         let mut last: Option<Position> = None;
         let mut reached_since = false;
-        for position in candidates {
+        for (position, summary) in candidates {
             if query.since.is_some_and(|since| position.0 < since) {
                 reached_since = true;
                 break;
@@ -179,14 +190,14 @@ impl Queue {
             }
             last = Some(position);
             let (at, seq, sink) = position;
-            if query.sink.is_some_and(|s| s != sink) {
+            if query.sink.is_some_and(|s| s != sink)
+                || summary.as_ref().is_some_and(|s| !query.admits(&s.source, s.class))
+            {
                 continue;
             }
             let Some(row) = self.row_for_dlq(seq, sink)? else { continue };
             let RowState::Dead { reason, class, .. } = &row.state else { continue };
-            if query.source_id.as_ref().is_some_and(|s| *s != row.source)
-                || query.error_class.is_some_and(|c| Some(c) != *class)
-            {
+            if !query.admits(&row.source, *class) {
                 continue;
             }
             let Some(envelope) = self.hook_for_dlq(seq)? else { continue };
@@ -228,7 +239,7 @@ impl Queue {
         prefix: &[u8],
         below: Option<Position>,
         budget: usize,
-    ) -> Result<(Vec<Position>, Option<Position>, usize), QueueError> {
+    ) -> Result<(Vec<Candidate>, Option<Position>, usize), QueueError> {
         let to = match below {
             Some(p) => Some([prefix, &position_suffix(p)].concat()),
             None => prefix_end(prefix),
@@ -236,14 +247,14 @@ impl Queue {
         let rows = self.store.scan(&Scan { cf: Cf::Index, from: prefix.to_vec(), to, reverse: true, limit: budget })?;
         let examined = rows.len();
         let mut positions = Vec::with_capacity(examined);
-        for (key, _) in &rows {
+        for (key, value) in &rows {
             let mut r = KeyReader::new(&key[prefix.len()..]);
             match (r.u64(), r.u64(), r.u16()) {
-                (Some(at), Some(seq), Some(sink)) => positions.push((at, seq, sink)),
+                (Some(at), Some(seq), Some(sink)) => positions.push(((at, seq, sink), DeadSummary::decode(value))),
                 _ => tracing::warn!(key = hex::encode(key), "malformed dead index key; skipped"),
             }
         }
-        let stopped = (examined == budget).then(|| positions.last().copied()).flatten();
+        let stopped = (examined == budget).then(|| positions.last().map(|(p, _)| *p)).flatten();
         Ok((positions, stopped, examined))
     }
 
@@ -273,5 +284,74 @@ impl Queue {
                 Ok(None)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::queue::{Entry, QueueConfig};
+
+    /// Dead rows of sources `stripe`, `github`, `stripe` (seqs 1, 2, 3);
+    /// seq 3 died `permanent`, the others `transient`.
+    async fn three_dead(dir: &std::path::Path) -> Queue {
+        let queue = Queue::open(dir, QueueConfig::default()).expect("open");
+        let entries = ["stripe", "github", "stripe"]
+            .into_iter()
+            .enumerate()
+            .map(|(i, source)| Entry {
+                envelope: Envelope::new(format!("h{i}"), source.into(), "acme".into(), 1_000, b"{}".to_vec()),
+                sinks: vec![(0, "sha".into())],
+            })
+            .collect();
+        queue.enqueue(entries, None).await.expect("enqueue");
+        for row in queue.claim_due(u64::MAX / 4, 10).expect("claim") {
+            let class = if row.seq == 3 { ErrorClass::Permanent } else { ErrorClass::Transient };
+            queue.bury(row.seq, row.sink, 2_000 + row.seq, "gave up", class).expect("bury");
+        }
+        queue
+    }
+
+    fn seqs(queue: &Queue, query: DeadQuery) -> Vec<u64> {
+        queue.dead(&query).expect("page").entries.iter().map(|e| e.envelope.seq).collect()
+    }
+
+    fn check_filters(queue: &Queue) {
+        assert_eq!(seqs(queue, DeadQuery { source_id: Some("stripe".into()), ..DeadQuery::default() }), [3, 1]);
+        assert_eq!(seqs(queue, DeadQuery { source_id: Some("github".into()), ..DeadQuery::default() }), [2]);
+        let permanent = DeadQuery { error_class: Some(ErrorClass::Permanent), ..DeadQuery::default() };
+        assert_eq!(seqs(queue, permanent), [3]);
+        let both = DeadQuery {
+            source_id: Some("stripe".into()),
+            error_class: Some(ErrorClass::Transient),
+            tenants: Some(vec!["acme".into()]),
+            ..DeadQuery::default()
+        };
+        assert_eq!(seqs(queue, both), [1]);
+    }
+
+    #[tokio::test]
+    async fn filters_read_the_summary_on_the_index_entry() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let queue = three_dead(dir.path()).await;
+        let entries = queue.store.scan(&Scan::prefix(Cf::Index, &[DEAD], 10)).expect("scan");
+        assert_eq!(entries.len(), 3);
+        assert!(entries.iter().all(|(_, value)| DeadSummary::decode(value).is_some()), "every dead entry summarized");
+        check_filters(&queue);
+    }
+
+    #[tokio::test]
+    async fn entries_without_a_summary_are_filtered_by_their_row() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let queue = three_dead(dir.path()).await;
+        // As a store written before summaries existed: every entry empty.
+        let mut batch = Batch::new();
+        for prefix in [vec![DEAD], KeyBuf::new().tag(DEAD_BY_TENANT).short("acme").build()] {
+            for (key, _) in queue.store.scan(&Scan::prefix(Cf::Index, &prefix, 10)).expect("scan") {
+                batch.put(Cf::Index, key, Vec::new());
+            }
+        }
+        queue.store.write(&batch, Durability::Synced).expect("write");
+        check_filters(&queue);
     }
 }

@@ -31,6 +31,42 @@ pub enum RowState {
     Dead { dead_at: u64, reason: String, class: Option<ErrorClass> },
 }
 
+/// What a dead index entry tells about its row, so that DLQ filters on
+/// source and class pass over rows that do not match without reading them.
+/// Entries written before summaries existed are empty: their rows are read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeadSummary {
+    pub source: String,
+    pub class: Option<ErrorClass>,
+}
+
+const SUMMARY_VERSION: u8 = 1;
+
+impl DeadSummary {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::with_capacity(16 + self.source.len());
+        w.u8(SUMMARY_VERSION).str(&self.source).opt_str(self.class.map(ErrorClass::as_str));
+        w.finish()
+    }
+
+    /// `None` for an empty (older) entry or one this version cannot read;
+    /// either way the caller falls back to the row itself.
+    pub fn decode(bytes: &[u8]) -> Option<DeadSummary> {
+        if bytes.is_empty() {
+            return None;
+        }
+        let mut r = Reader::new(bytes, "dead index entry");
+        r.version(SUMMARY_VERSION).ok()?;
+        let source = r.string("source").ok()?;
+        let class = match r.opt_string("error class").ok()? {
+            Some(class) => Some(class.parse::<ErrorClass>().ok()?),
+            None => None,
+        };
+        r.end().ok()?;
+        Some(DeadSummary { source, class })
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeliveryRow {
     pub seq: u64,
@@ -67,22 +103,38 @@ impl DeliveryRow {
         KeyBuf::new().tag(OWNER).short(&self.tenant).u64(self.seq).u16(self.sink).build()
     }
 
-    /// The index entries this row has in its current state: one state
-    /// entry, plus the by-tenant entry for a dead row.
+    /// The index keys this row has in its current state: one state entry,
+    /// plus the by-tenant entry for a dead row.
     pub fn index_keys(&self) -> Vec<Vec<u8>> {
+        self.index_entries().into_iter().map(|(key, _)| key).collect()
+    }
+
+    /// The index entries (key and value) this row has in its current state.
+    /// Dead entries carry a [`DeadSummary`]; the others are empty.
+    pub fn index_entries(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
         match &self.state {
-            RowState::Due { due_at } => vec![KeyBuf::new().tag(DUE).u64(*due_at).u64(self.seq).u16(self.sink).build()],
-            RowState::Inflight { .. } => vec![KeyBuf::new().tag(INFLIGHT).u64(self.seq).u16(self.sink).build()],
-            RowState::Dead { dead_at, .. } => vec![
-                KeyBuf::new().tag(DEAD).u64(*dead_at).u64(self.seq).u16(self.sink).build(),
-                KeyBuf::new()
-                    .tag(DEAD_BY_TENANT)
-                    .short(&self.tenant)
-                    .u64(*dead_at)
-                    .u64(self.seq)
-                    .u16(self.sink)
-                    .build(),
-            ],
+            RowState::Due { due_at } => {
+                vec![(KeyBuf::new().tag(DUE).u64(*due_at).u64(self.seq).u16(self.sink).build(), Vec::new())]
+            }
+            RowState::Inflight { .. } => {
+                vec![(KeyBuf::new().tag(INFLIGHT).u64(self.seq).u16(self.sink).build(), Vec::new())]
+            }
+            RowState::Dead { dead_at, class, .. } => {
+                let summary = DeadSummary { source: self.source.clone(), class: *class }.encode();
+                vec![
+                    (KeyBuf::new().tag(DEAD).u64(*dead_at).u64(self.seq).u16(self.sink).build(), summary.clone()),
+                    (
+                        KeyBuf::new()
+                            .tag(DEAD_BY_TENANT)
+                            .short(&self.tenant)
+                            .u64(*dead_at)
+                            .u64(self.seq)
+                            .u16(self.sink)
+                            .build(),
+                        summary,
+                    ),
+                ]
+            }
         }
     }
 
@@ -176,5 +228,20 @@ mod tests {
         let dead = row(RowState::Dead { dead_at: 5, reason: String::new(), class: None }).index_keys();
         assert_eq!((dead.len(), dead[0][0], dead[1][0]), (2, DEAD, DEAD_BY_TENANT));
         assert_eq!(parse_row_key(&row_key(7, 2)), Some((7, 2)));
+    }
+
+    #[test]
+    fn dead_entries_summarize_their_row() {
+        let dead = row(RowState::Dead { dead_at: 5, reason: "gone".into(), class: Some(ErrorClass::Permanent) });
+        let expected = DeadSummary { source: "stripe".into(), class: Some(ErrorClass::Permanent) };
+        for (_, value) in dead.index_entries() {
+            assert_eq!(DeadSummary::decode(&value), Some(expected.clone()));
+        }
+        let unclassed = DeadSummary { source: "s".into(), class: None };
+        assert_eq!(DeadSummary::decode(&unclassed.encode()), Some(unclassed));
+        // Older entries are empty; a damaged one is not trusted either.
+        assert_eq!(DeadSummary::decode(&[]), None);
+        assert_eq!(DeadSummary::decode(&[SUMMARY_VERSION, 0xff]), None);
+        assert!(row(RowState::Due { due_at: 5 }).index_entries().iter().all(|(_, v)| v.is_empty()));
     }
 }

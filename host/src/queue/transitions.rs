@@ -140,8 +140,8 @@ impl Queue {
         match next {
             Some(next) => {
                 batch.put(Cf::Deliveries, next.key(), next.encode());
-                for key in next.index_keys() {
-                    batch.put(Cf::Index, key, Vec::new());
+                for (key, value) in next.index_entries() {
+                    batch.put(Cf::Index, key, value);
                 }
                 count(batch, next, 1);
             }

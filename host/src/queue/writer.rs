@@ -505,8 +505,8 @@ impl Writer {
             };
             batch.put(Cf::Deliveries, row.key(), row.encode());
             batch.put(Cf::Index, row.owner_key(), Vec::new());
-            for index_key in row.index_keys() {
-                batch.put(Cf::Index, index_key, Vec::new());
+            for (key, value) in row.index_entries() {
+                batch.put(Cf::Index, key, value);
             }
         }
         let rows = entry.sinks.len() as i64;
