@@ -167,7 +167,7 @@ impl Queue {
                         complete_to = Some(complete_to.map_or(stop, |c| c.max(stop)));
                     }
                 }
-                all.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+                all.sort_unstable_by_key(|(position, _)| std::cmp::Reverse(*position));
                 // Past the newest place a tenant's scan stopped, another
                 // tenant's rows may be missing: the page ends there.
                 if let Some(stop) = complete_to {
