@@ -106,36 +106,30 @@ impl DeliveryRow {
     /// The index keys this row has in its current state: one state entry,
     /// plus the by-tenant entry for a dead row.
     pub fn index_keys(&self) -> Vec<Vec<u8>> {
-        self.index_entries().into_iter().map(|(key, _)| key).collect()
+        match &self.state {
+            RowState::Due { due_at } => vec![KeyBuf::new().tag(DUE).u64(*due_at).u64(self.seq).u16(self.sink).build()],
+            RowState::Inflight { .. } => vec![KeyBuf::new().tag(INFLIGHT).u64(self.seq).u16(self.sink).build()],
+            RowState::Dead { dead_at, .. } => vec![
+                KeyBuf::new().tag(DEAD).u64(*dead_at).u64(self.seq).u16(self.sink).build(),
+                KeyBuf::new()
+                    .tag(DEAD_BY_TENANT)
+                    .short(&self.tenant)
+                    .u64(*dead_at)
+                    .u64(self.seq)
+                    .u16(self.sink)
+                    .build(),
+            ],
+        }
     }
 
     /// The index entries (key and value) this row has in its current state.
     /// Dead entries carry a [`DeadSummary`]; the others are empty.
     pub fn index_entries(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
-        match &self.state {
-            RowState::Due { due_at } => {
-                vec![(KeyBuf::new().tag(DUE).u64(*due_at).u64(self.seq).u16(self.sink).build(), Vec::new())]
-            }
-            RowState::Inflight { .. } => {
-                vec![(KeyBuf::new().tag(INFLIGHT).u64(self.seq).u16(self.sink).build(), Vec::new())]
-            }
-            RowState::Dead { dead_at, class, .. } => {
-                let summary = DeadSummary { source: self.source.clone(), class: *class }.encode();
-                vec![
-                    (KeyBuf::new().tag(DEAD).u64(*dead_at).u64(self.seq).u16(self.sink).build(), summary.clone()),
-                    (
-                        KeyBuf::new()
-                            .tag(DEAD_BY_TENANT)
-                            .short(&self.tenant)
-                            .u64(*dead_at)
-                            .u64(self.seq)
-                            .u16(self.sink)
-                            .build(),
-                        summary,
-                    ),
-                ]
-            }
-        }
+        let value = match &self.state {
+            RowState::Dead { class, .. } => DeadSummary { source: self.source.clone(), class: *class }.encode(),
+            RowState::Due { .. } | RowState::Inflight { .. } => Vec::new(),
+        };
+        self.index_keys().into_iter().map(|key| (key, value.clone())).collect()
     }
 
     pub fn encode(&self) -> Vec<u8> {
