@@ -65,6 +65,37 @@ async fn injected_write_errors_are_refused_never_acked() {
     assert_present(dir.path(), &acked).await;
 }
 
+/// Groups are written unsynced and acked after a WAL sync. A sync that
+/// fails acks nothing it covers, and nothing after it either, even once the
+/// disk answers again: the kernel may have dropped the unsynced pages. A
+/// restart recovers the store with every acked hook.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_wal_sync_acks_nothing_until_restart() {
+    let dir = tempfile::tempdir().expect("dir");
+    let faults = Arc::new(Faults::default());
+    let config = || QueueConfig { store_faults: Some(faults.clone()), ..QueueConfig::default() };
+    let queue = Queue::open(dir.path(), config()).expect("open");
+    let (acked, refused) = enqueue_until(&queue, 0, 20, 100).await;
+    assert_eq!((acked.len(), refused), (20, 0));
+    let before = queue.commit_stats();
+
+    faults.fail_syncs.store(true, Ordering::Relaxed);
+    let (during, refused) = enqueue_until(&queue, 20, 5, 100).await;
+    assert_eq!((during.len(), refused), (0, 5), "no hook is acked by a failed sync");
+    faults.fail_syncs.store(false, Ordering::Relaxed);
+    let (after, refused) = enqueue_until(&queue, 25, 5, 100).await;
+    assert_eq!((after.len(), refused), (0, 5), "a sync that fails once is not trusted again");
+    assert_eq!(queue.commit_stats().hooks, before.hooks, "refused hooks do not count as committed");
+    assert!(queue.last_commit_failure_ms().is_some(), "readiness sees the failure");
+    queue.close().await;
+
+    let queue = Queue::open(dir.path(), config()).expect("reopen");
+    let (resumed, refused) = enqueue_until(&queue, 30, 5, 100).await;
+    assert_eq!((resumed.len(), refused), (5, 0), "a restart recovers the store");
+    queue.close().await;
+    assert_present(dir.path(), &[acked, resumed].concat()).await;
+}
+
 /// A tmpfs of `size`, unmounted on drop (before its mount point goes).
 struct Tmpfs(PathBuf, #[allow(dead_code)] tempfile::TempDir);
 

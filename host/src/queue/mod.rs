@@ -23,6 +23,7 @@ mod purge;
 mod quarantine;
 mod recount;
 pub mod rows;
+mod syncer;
 mod tenants;
 mod transitions;
 mod writer;
@@ -155,7 +156,7 @@ pub struct QueueStats {
 /// What the writer has done since the queue opened.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CommitStats {
-    /// Synced writes (one per group).
+    /// WAL syncs that acked groups (`dual`: synced writes, one per group).
     pub commits: u64,
     /// Calls answered.
     pub calls: u64,
@@ -547,6 +548,10 @@ impl Queue {
     /// When a commit last failed (unix ms), if ever: readiness reports a
     /// node whose store refused a write in the last seconds.
     pub fn last_commit_failure_ms(&self) -> Option<u64> {
+        if self.stats.sync_failed.load(Ordering::Relaxed) {
+            // Not a moment ago but for good: only a restart clears it.
+            return Some(now_ms());
+        }
         Some(self.stats.last_failure_ms.load(Ordering::Relaxed)).filter(|ms| *ms > 0)
     }
 

@@ -5,10 +5,11 @@
 //! takes every call waiting, across partitions, refuses those whose
 //! deadline passed or whose caller left (before anything is written: no
 //! seq is consumed), re-validates the prefetches, checks tenants and
-//! quotas, assigns seqs, and commits the group in one synced batch — in
-//! `dual` mode after appending the same batch to the intake log. A call it
-//! has started is never abandoned: its caller gets the outcome of that
-//! commit, whatever it is.
+//! quotas, assigns seqs, and commits the group in one batch — in `dual`
+//! mode synced, after appending the same batch to the intake log; in `disk`
+//! mode unsynced, with the answers held by the [`Syncer`] until a WAL sync
+//! covers them. A call it has started is never abandoned: its caller gets
+//! the outcome of that commit, whatever it is.
 //!
 //! Everything else that changes dedupe keys or the tenant book (the expiry
 //! sweep, forgetting a tenant, marking an erase) is a message to this same
@@ -24,6 +25,7 @@ use tokio::time::Instant;
 use super::dedupe::{self, Freshness, Original, Recent};
 use super::envelope::Envelope;
 use super::rows::{DeliveryRow, RowState};
+use super::syncer::{Syncer, Unsynced};
 use super::tenants::{TenantBook, TenantRefusal, erasing_key, holding_key};
 use super::{COUNTER_KINDS, EntryOutcome, QueueError, Refusal, counter_key};
 use crate::intake::IntakeLog;
@@ -115,7 +117,7 @@ pub struct Limits {
 /// Counters of the writer, for metrics and tests.
 #[derive(Debug, Default)]
 pub struct WriterStats {
-    /// Synced writes issued.
+    /// WAL syncs that acked groups (one per synced write in `dual` mode).
     pub commits: AtomicU64,
     /// Calls committed.
     pub calls: AtomicU64,
@@ -129,6 +131,8 @@ pub struct WriterStats {
     pub checkpoints: AtomicU64,
     /// When a commit last failed (unix ms; 0: never), for readiness.
     pub last_failure_ms: AtomicU64,
+    /// A WAL sync failed: the store refuses commits until a restart.
+    pub sync_failed: std::sync::atomic::AtomicBool,
     /// Notified after each commit with hooks (wakes dispatch).
     pub committed: Arc<tokio::sync::Notify>,
 }
@@ -154,6 +158,15 @@ pub fn spawn(parts: WriterParts) -> Result<Spawned, QueueError> {
     let stats = Arc::new(WriterStats::default());
     stats.next_seq.store(parts.next_seq, Ordering::Relaxed);
     let node_keys = parts.store.counter(&counter_key(None, "dedupe_keys"))?;
+    // `dual` mode keeps its synced write: the intake log and the store must
+    // both hold a group before it is acked, and the log syncs on its own.
+    let syncer = match parts.intake {
+        Some(_) => None,
+        None => Some(
+            Syncer::spawn(parts.store.clone(), stats.clone())
+                .map_err(|e| QueueError::Store(format!("cannot start the WAL sync thread: {e}")))?,
+        ),
+    };
     let writer = Writer {
         checkpointing: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         checkpoint_thread: None,
@@ -167,6 +180,7 @@ pub fn spawn(parts: WriterParts) -> Result<Spawned, QueueError> {
         tenant_keys: HashMap::new(),
         stats: stats.clone(),
         intake: parts.intake.map(|log| Arc::new(std::sync::Mutex::new(log))),
+        syncer,
     };
     let thread = std::thread::Builder::new()
         .name("ankusa-writer".into())
@@ -192,6 +206,15 @@ struct Writer {
     tenant_keys: HashMap<String, i64>,
     stats: Arc<WriterStats>,
     intake: Option<Arc<std::sync::Mutex<IntakeLog>>>,
+    /// Holds the answers of unsynced groups (`disk` mode).
+    syncer: Option<Syncer>,
+}
+
+/// What a group put in the store.
+#[derive(Clone, Copy, Default)]
+struct Written {
+    any: bool,
+    hooks: u64,
 }
 
 fn lock(intake: &std::sync::Mutex<IntakeLog>) -> std::sync::MutexGuard<'_, IntakeLog> {
@@ -355,13 +378,22 @@ impl Writer {
         if started.is_empty() {
             return;
         }
-        let replies = match self.reread(&started) {
+        let (replies, written) = match self.reread(&started) {
             Ok(reread) => self.plan_and_write(&mut started, &reread),
-            Err(e) => started.iter().map(|_| Err(e.clone())).collect(),
+            Err(e) => (started.iter().map(|_| Err(e.clone())).collect(), Written::default()),
         };
         self.stats.calls.fetch_add(started.len() as u64, Ordering::Relaxed);
-        for (call, reply) in started.into_iter().zip(replies) {
-            let _ = call.reply.send(reply);
+        match &self.syncer {
+            Some(syncer) => syncer.hand_over(Unsynced {
+                answers: started.into_iter().zip(replies).map(|(call, reply)| (call.reply, call.kind, reply)).collect(),
+                wrote: written.any,
+                hooks: written.hooks,
+            }),
+            None => {
+                for (call, reply) in started.into_iter().zip(replies) {
+                    let _ = call.reply.send(reply);
+                }
+            }
         }
     }
 
@@ -392,7 +424,7 @@ impl Writer {
         &mut self,
         calls: &mut [Call],
         reread: &HashMap<Vec<u8>, Option<Original>>,
-    ) -> Vec<Result<Vec<EntryOutcome>, QueueError>> {
+    ) -> (Vec<Result<Vec<EntryOutcome>, QueueError>>, Written) {
         let mut group = Group { next_seq: self.next_seq, first_seq: self.next_seq, ..Group::default() };
         let mut replies = Vec::with_capacity(calls.len());
         for call in calls.iter_mut() {
@@ -425,7 +457,7 @@ impl Writer {
             replies.push(reply);
         }
         if group.batch.is_empty() {
-            return replies;
+            return (replies, Written::default());
         }
         group.seal_counters();
         if group.hooks > 0 {
@@ -437,12 +469,18 @@ impl Writer {
         self.stats.next_seq.store(self.next_seq, Ordering::Relaxed);
         match self.write(&group) {
             Ok(()) => {
+                let written = Written { any: true, hooks: group.hooks };
                 self.committed(group);
-                replies
+                (replies, written)
             }
             Err(refusal) => {
                 self.stats.last_failure_ms.store(super::now_ms(), Ordering::Relaxed);
-                replies.into_iter().zip(calls.iter()).map(|(reply, call)| refuse(reply, call.kind, &refusal)).collect()
+                let refused = replies
+                    .into_iter()
+                    .zip(calls.iter())
+                    .map(|(reply, call)| refuse(reply, call.kind, &refusal))
+                    .collect();
+                (refused, Written::default())
             }
         }
     }
@@ -556,9 +594,19 @@ impl Writer {
         Ok(n)
     }
 
-    /// Write the group: to the intake log first (dual mode), then to the
-    /// store, both synced. The refusal says which copy is missing.
+    /// Write the group: in `disk` mode unsynced, for the syncer to cover;
+    /// in `dual` mode to the intake log first, then to the store, both
+    /// synced. The refusal says which copy is missing.
     fn write(&mut self, group: &Group) -> Result<(), Refusal> {
+        if let Some(syncer) = &self.syncer {
+            if syncer.failed() {
+                return Err(Refusal::StoreUnavailable);
+            }
+            return self.store.write(&group.batch, Durability::Buffered).map_err(|e| {
+                tracing::error!("store commit failed: {e}");
+                Refusal::StoreUnavailable
+            });
+        }
         self.stats.commits.fetch_add(1, Ordering::Relaxed);
         let started = std::time::Instant::now();
         let written = self.write_copies(group);
@@ -594,7 +642,8 @@ impl Writer {
         Ok(())
     }
 
-    /// The group is durable: apply it to memory and make it visible.
+    /// The group is written: apply it to memory and make it visible. Its
+    /// hooks count as committed (and wake dispatch) once they are durable.
     fn committed(&mut self, group: Group) {
         self.due_floor.note(&group.batch);
         self.tenants.join(&group.joining);
@@ -606,10 +655,12 @@ impl Writer {
         }
         let epoch = self.stats.epoch.load(Ordering::Relaxed) + 1;
         self.recent.record(epoch, group.new_keys.into_iter().map(|(k, o, _)| (k, o)).collect());
-        self.stats.hooks.fetch_add(group.hooks, Ordering::Relaxed);
         self.stats.epoch.store(epoch, Ordering::Release);
-        if group.hooks > 0 {
-            self.stats.committed.notify_one();
+        if self.syncer.is_none() {
+            self.stats.hooks.fetch_add(group.hooks, Ordering::Relaxed);
+            if group.hooks > 0 {
+                self.stats.committed.notify_one();
+            }
         }
         self.checkpoint();
     }

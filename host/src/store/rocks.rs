@@ -55,6 +55,8 @@ pub struct Faults {
     pub fail_writes: AtomicBool,
     /// Writes wait (a disk that stopped answering) until this is cleared.
     pub stall_writes: AtomicBool,
+    /// WAL syncs fail; buffered writes still reach the page cache.
+    pub fail_syncs: AtomicBool,
 }
 
 pub struct RocksStore {
@@ -178,6 +180,15 @@ impl RocksStore {
 
     pub fn seq_marker_key() -> &'static [u8] {
         META_NEXT_SEQ
+    }
+
+    /// fsync the WAL: every write made before this call, buffered or not,
+    /// survives power loss once it returns `Ok`.
+    pub fn sync_wal(&self) -> Result<(), StoreError> {
+        if self.faults.as_ref().is_some_and(|f| f.fail_syncs.load(Ordering::Relaxed)) {
+            return Err(StoreError::Io { what: "WAL sync", reason: "injected I/O error".into() });
+        }
+        self.db.flush_wal(true).map_err(io("WAL sync"))
     }
 
     /// Flush every family's memtables to SST files and wait: after this,

@@ -1,0 +1,157 @@
+//! Acks once the WAL is on disk, off the writer's thread (`disk` mode).
+//!
+//! The writer writes each group to the store unsynced: it is visible at
+//! once, and the writer plans the next group on top of it. The group's
+//! answers come here. This thread fsyncs the WAL once for every group
+//! written meanwhile and only then answers their callers. So the fsync of
+//! one group overlaps the planning and writing of the next, and an ack
+//! still never leaves before its bytes are on disk.
+//!
+//! The WAL is one sequential file: a sync covers every write before it.
+//! Every answer of a group comes through here in order, even one that wrote
+//! nothing, since a duplicate may name a hook of a group not yet synced.
+//!
+//! A failed sync refuses every group it was to cover, duplicates included,
+//! and every group after it: after a failed fsync the kernel may have
+//! dropped the unsynced pages, so a later successful one proves nothing.
+//! The store is unavailable until the process restarts and recovers it.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::time::Instant;
+
+use tokio::sync::oneshot;
+
+use super::writer::{Kind, WriterStats};
+use super::{EntryOutcome, QueueError, Refusal};
+use crate::store::RocksStore;
+
+type Reply = oneshot::Sender<Result<Vec<EntryOutcome>, QueueError>>;
+
+/// One group's answers, held until a sync covers them.
+pub struct Unsynced {
+    pub answers: Vec<(Reply, Kind, Result<Vec<EntryOutcome>, QueueError>)>,
+    /// Whether the group wrote to the store, and how many hooks.
+    pub wrote: bool,
+    pub hooks: u64,
+}
+
+pub struct Syncer {
+    groups: Option<Sender<Unsynced>>,
+    stats: Arc<WriterStats>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Syncer {
+    pub fn spawn(store: Arc<RocksStore>, stats: Arc<WriterStats>) -> std::io::Result<Syncer> {
+        let (groups, rx) = channel();
+        let worker = Worker { store, stats: stats.clone() };
+        let thread = std::thread::Builder::new().name("ankusa-wal-sync".into()).spawn(move || worker.run(rx))?;
+        Ok(Syncer { groups: Some(groups), stats, thread: Some(thread) })
+    }
+
+    /// A sync failed: nothing more may be written.
+    pub fn failed(&self) -> bool {
+        self.stats.sync_failed.load(Ordering::Acquire)
+    }
+
+    /// Hand over a written group. Answered here if the thread is gone.
+    pub fn hand_over(&self, group: Unsynced) {
+        let Some(groups) = &self.groups else { return refuse(group, "the WAL sync thread is gone") };
+        if let Err(std::sync::mpsc::SendError(group)) = groups.send(group) {
+            refuse(group, "the WAL sync thread is gone");
+        }
+    }
+}
+
+impl Drop for Syncer {
+    /// Every handed-over group is answered before the store can close.
+    fn drop(&mut self) {
+        drop(self.groups.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+struct Worker {
+    store: Arc<RocksStore>,
+    stats: Arc<WriterStats>,
+}
+
+impl Worker {
+    fn run(self, rx: Receiver<Unsynced>) {
+        while let Ok(first) = rx.recv() {
+            let mut groups = vec![first];
+            groups.extend(rx.try_iter());
+            let synced = if self.stats.sync_failed.load(Ordering::Acquire) {
+                Err("an earlier WAL sync failed".to_string())
+            } else if groups.iter().any(|g| g.wrote) {
+                self.sync(&groups)
+            } else {
+                // Everything handed over before these is synced already.
+                Ok(())
+            };
+            let hooks: u64 = groups.iter().map(|g| g.hooks).sum();
+            match synced {
+                Ok(()) => {
+                    // Counted before anyone hears of them.
+                    self.stats.hooks.fetch_add(hooks, Ordering::Relaxed);
+                    for group in groups {
+                        answer(group);
+                    }
+                    if hooks > 0 {
+                        self.stats.committed.notify_one();
+                    }
+                }
+                Err(reason) => {
+                    self.stats.last_failure_ms.store(super::now_ms(), Ordering::Relaxed);
+                    for group in groups {
+                        refuse(group, &reason);
+                    }
+                }
+            }
+        }
+    }
+
+    fn sync(&self, groups: &[Unsynced]) -> Result<(), String> {
+        let started = Instant::now();
+        let synced = self.store.sync_wal();
+        let metrics = crate::metrics::metrics();
+        metrics.commit_seconds.observe(started.elapsed().as_secs_f64());
+        metrics.commit_group_hooks.observe(groups.iter().map(|g| g.hooks).sum::<u64>() as f64);
+        self.stats.commits.fetch_add(1, Ordering::Relaxed);
+        synced.map_err(|e| {
+            tracing::error!("{e}; the store refuses commits until the node restarts");
+            self.stats.sync_failed.store(true, Ordering::Release);
+            e.to_string()
+        })
+    }
+}
+
+fn answer(group: Unsynced) {
+    for (reply, _, outcome) in group.answers {
+        let _ = reply.send(outcome);
+    }
+}
+
+/// Refuse what a group was to ack. A duplicate is refused too: its
+/// original may be in a write the failed sync did not cover.
+fn refuse(group: Unsynced, reason: &str) {
+    tracing::debug!("refusing a group that no sync covers: {reason}");
+    let refusal = Refusal::StoreUnavailable;
+    for (reply, kind, outcome) in group.answers {
+        let refused = outcome.and_then(|outcomes| match kind {
+            Kind::Enqueue => Ok(outcomes
+                .into_iter()
+                .map(|o| match o {
+                    EntryOutcome::Committed(_) | EntryOutcome::Duplicate(_) => EntryOutcome::Refused(refusal.clone()),
+                    other => other,
+                })
+                .collect()),
+            Kind::Redrive | Kind::Release => Err(QueueError::Refused(refusal.clone())),
+        });
+        let _ = reply.send(refused);
+    }
+}
