@@ -23,7 +23,7 @@ use std::time::Instant;
 
 use tokio::sync::oneshot;
 
-use super::writer::{Kind, WriterStats};
+use super::writer::{self, Kind, WriterStats};
 use super::{EntryOutcome, QueueError, Refusal};
 use crate::store::RocksStore;
 
@@ -136,22 +136,10 @@ fn answer(group: Unsynced) {
     }
 }
 
-/// Refuse what a group was to ack. A duplicate is refused too: its
-/// original may be in a write the failed sync did not cover.
+/// Refuse what a group was to ack, duplicates included.
 fn refuse(group: Unsynced, reason: &str) {
     tracing::debug!("refusing a group that no sync covers: {reason}");
-    let refusal = Refusal::StoreUnavailable;
     for (reply, kind, outcome) in group.answers {
-        let refused = outcome.and_then(|outcomes| match kind {
-            Kind::Enqueue => Ok(outcomes
-                .into_iter()
-                .map(|o| match o {
-                    EntryOutcome::Committed(_) | EntryOutcome::Duplicate(_) => EntryOutcome::Refused(refusal.clone()),
-                    other => other,
-                })
-                .collect()),
-            Kind::Redrive | Kind::Release => Err(QueueError::Refused(refusal.clone())),
-        });
-        let _ = reply.send(refused);
+        let _ = reply.send(writer::refuse(outcome, kind, &Refusal::StoreUnavailable, true));
     }
 }

@@ -478,7 +478,7 @@ impl Writer {
                 let refused = replies
                     .into_iter()
                     .zip(calls.iter())
-                    .map(|(reply, call)| refuse(reply, call.kind, &refusal))
+                    .map(|(reply, call)| refuse(reply, call.kind, &refusal, false))
                     .collect();
                 (refused, Written::default())
             }
@@ -796,12 +796,15 @@ fn whole_call_refusal(outcomes: &[EntryOutcome]) -> Option<Refusal> {
     })
 }
 
-/// The write failed: what was to be committed is refused; duplicates still
-/// answer as duplicates (their original is durable).
-fn refuse(
+/// A commit failed: what it was to commit is refused. A duplicate still
+/// answers as one when its original is known durable; with `duplicates`
+/// (a failed WAL sync, which may not have covered the original) it is
+/// refused too.
+pub(super) fn refuse(
     reply: Result<Vec<EntryOutcome>, QueueError>,
     kind: Kind,
     refusal: &Refusal,
+    duplicates: bool,
 ) -> Result<Vec<EntryOutcome>, QueueError> {
     let outcomes = reply?;
     if kind != Kind::Enqueue {
@@ -811,6 +814,7 @@ fn refuse(
         .into_iter()
         .map(|o| match o {
             EntryOutcome::Committed(_) => EntryOutcome::Refused(refusal.clone()),
+            EntryOutcome::Duplicate(_) if duplicates => EntryOutcome::Refused(refusal.clone()),
             other => other,
         })
         .collect())
