@@ -32,8 +32,9 @@ type Reply = oneshot::Sender<Result<Vec<EntryOutcome>, QueueError>>;
 /// One group's answers, held until a sync covers them.
 pub struct Unsynced {
     pub answers: Vec<(Reply, Kind, Result<Vec<EntryOutcome>, QueueError>)>,
-    /// Whether the group wrote to the store, and how many hooks.
+    /// Whether the group wrote to the store.
     pub wrote: bool,
+    /// Hooks it committed.
     pub hooks: u64,
 }
 
@@ -85,24 +86,21 @@ impl Worker {
         while let Ok(first) = rx.recv() {
             let mut groups = vec![first];
             groups.extend(rx.try_iter());
+            let hooks: u64 = groups.iter().map(|g| g.hooks).sum();
             let synced = if self.stats.sync_failed.load(Ordering::Acquire) {
                 Err("an earlier WAL sync failed".to_string())
             } else if groups.iter().any(|g| g.wrote) {
-                self.sync(&groups)
+                self.sync(hooks)
             } else {
                 // Everything handed over before these is synced already.
                 Ok(())
             };
-            let hooks: u64 = groups.iter().map(|g| g.hooks).sum();
             match synced {
                 Ok(()) => {
                     // Counted before anyone hears of them.
-                    self.stats.hooks.fetch_add(hooks, Ordering::Relaxed);
+                    self.stats.count_durable(hooks);
                     for group in groups {
                         answer(group);
-                    }
-                    if hooks > 0 {
-                        self.stats.committed.notify_one();
                     }
                 }
                 Err(reason) => {
@@ -115,12 +113,12 @@ impl Worker {
         }
     }
 
-    fn sync(&self, groups: &[Unsynced]) -> Result<(), String> {
+    fn sync(&self, hooks: u64) -> Result<(), String> {
         let started = Instant::now();
         let synced = self.store.sync_wal();
         let metrics = crate::metrics::metrics();
         metrics.commit_seconds.observe(started.elapsed().as_secs_f64());
-        metrics.commit_group_hooks.observe(groups.iter().map(|g| g.hooks).sum::<u64>() as f64);
+        metrics.commit_group_hooks.observe(hooks as f64);
         self.stats.commits.fetch_add(1, Ordering::Relaxed);
         synced.map_err(|e| {
             tracing::error!("{e}; the store refuses commits until the node restarts");

@@ -153,6 +153,16 @@ pub struct WriterParts {
     pub intake: Option<IntakeLog>,
 }
 
+impl WriterStats {
+    /// `hooks` are durable: count them and wake dispatch.
+    pub(super) fn count_durable(&self, hooks: u64) {
+        self.hooks.fetch_add(hooks, Ordering::Relaxed);
+        if hooks > 0 {
+            self.committed.notify_one();
+        }
+    }
+}
+
 pub fn spawn(parts: WriterParts) -> Result<Spawned, QueueError> {
     let (messages, rx) = mpsc::channel(4096);
     let stats = Arc::new(WriterStats::default());
@@ -657,10 +667,7 @@ impl Writer {
         self.recent.record(epoch, group.new_keys.into_iter().map(|(k, o, _)| (k, o)).collect());
         self.stats.epoch.store(epoch, Ordering::Release);
         if self.syncer.is_none() {
-            self.stats.hooks.fetch_add(group.hooks, Ordering::Relaxed);
-            if group.hooks > 0 {
-                self.stats.committed.notify_one();
-            }
+            self.stats.count_durable(group.hooks);
         }
         self.checkpoint();
     }
