@@ -149,3 +149,42 @@ async fn dedupe_is_scoped_by_tenant_and_long_keys_are_hashed() {
     let stored = &queue.hooks(0, 10).expect("hooks")[0];
     assert_eq!(stored.dedupe_key.as_deref(), Some(long.as_str()), "the envelope keeps the provider's key");
 }
+
+/// A waiter per entry: each hears its own entry's outcome, and an entry
+/// whose waiter has left is committed all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_entry_is_answered_to_its_own_waiter() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let queue = Queue::open(dir.path(), QueueConfig::default()).expect("open");
+    let first = queue.enqueue(vec![entry("first", "acme", Some("delivery-1"))], None).await.expect("enqueue");
+    let first = committed(&first).clone();
+
+    let mut waiters = Vec::new();
+    let mut entries = Vec::new();
+    for (id, key) in [("fresh", None), ("retry", Some("delivery-1")), ("abandoned", None)] {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let reply: ankusa::queue::EntryReply = Box::new(move |outcome| {
+            let _ = tx.send(outcome);
+        });
+        entries.push((entry(id, "acme", key), reply));
+        waiters.push(rx);
+    }
+    let abandoned = waiters.pop().expect("three waiters");
+    drop(abandoned);
+    queue.enqueue_each(entries, Some(Instant::now() + Duration::from_secs(10))).await;
+
+    let mut outcomes = Vec::new();
+    for waiter in waiters {
+        outcomes.push(waiter.await.expect("answered").expect("no queue error"));
+    }
+    match &outcomes[..] {
+        [EntryOutcome::Committed(fresh), EntryOutcome::Duplicate(original)] => {
+            assert_eq!(fresh.id, "fresh");
+            assert!(fresh.seq > first.seq);
+            assert_eq!((original.id.as_str(), original.seq), ("first", first.seq), "the retry names the first hook");
+        }
+        other => panic!("expected committed then duplicate, got {other:?}"),
+    }
+    let stored: Vec<String> = queue.hooks(0, 100).expect("hooks").into_iter().map(|h| h.id).collect();
+    assert_eq!(stored, ["first", "fresh", "abandoned"], "the abandoned entry is stored too");
+}

@@ -1,13 +1,21 @@
 //! The batcher: bounded queues between request handlers and the queue's
 //! writer. A handler submits one record and waits for its commit; each
-//! partition task takes whatever records are waiting (up to `max_batch`)
-//! and enqueues them as one call, so the writer sees few, large calls.
+//! partition task takes whatever records are waiting (up to `max_batch`),
+//! encodes them and hands them to the writer as one call, so the writer
+//! sees few, large calls.
+//!
+//! A partition does not wait for its call to commit before gathering the
+//! next: batches pipeline into the writer's group commits, and each record
+//! is answered straight from the thread that learns its outcome (the WAL
+//! syncer, once the group is on disk). Waiting would leave every record a
+//! whole commit behind the one in flight, and cost a task wake-up per call.
 //!
 //! Admission is bounded by records and bytes, counting buffered *and*
 //! in-flight records: past either bound a request is shed at once with
-//! `overload` (nothing of it is stored). Each record carries a deadline to
-//! get into a commit; the writer refuses a call it cannot start by the
-//! earliest deadline in it, and nothing of that call is written.
+//! `overload` (nothing of it is stored). A record's share is released when
+//! it is answered. Each record carries a deadline to get into a commit;
+//! the writer refuses a call it cannot start by the earliest deadline in
+//! it, and nothing of that call is written.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -17,7 +25,7 @@ use thiserror::Error;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use crate::queue::{Entry, EntryOutcome, Queue, QueueError};
+use crate::queue::{Entry, EntryOutcome, EntryReply, Queue, QueueError};
 
 #[derive(Clone, Debug)]
 pub struct BatcherConfig {
@@ -53,11 +61,21 @@ pub enum SubmitError {
     Queue(#[from] QueueError),
 }
 
+impl SubmitError {
+    /// A record the writer could not start by its deadline was shed like
+    /// one over the bounds: nothing of it was stored.
+    fn from_queue(e: QueueError) -> SubmitError {
+        match e {
+            QueueError::DeadlineExceeded => SubmitError::Overload,
+            other => SubmitError::Queue(other),
+        }
+    }
+}
+
 struct Record {
     entry: Entry,
-    bytes: u64,
     deadline: Instant,
-    reply: oneshot::Sender<Result<EntryOutcome, SubmitError>>,
+    reply: EntryReply,
 }
 
 /// Counts of admitted records, released once their commit answered.
@@ -66,6 +84,20 @@ struct Load {
     records: AtomicUsize,
     bytes: AtomicU64,
     shed: AtomicU64,
+}
+
+/// One admitted record's share of the load, given back when dropped: when
+/// the record is answered, or when its answer can no longer come.
+struct Admission {
+    load: Arc<Load>,
+    bytes: u64,
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        self.load.records.fetch_sub(1, Ordering::AcqRel);
+        self.load.bytes.fetch_sub(self.bytes, Ordering::AcqRel);
+    }
 }
 
 pub struct Batcher {
@@ -82,7 +114,7 @@ impl Batcher {
         let partitions = (0..config.partitions.max(1))
             .map(|_| {
                 let (tx, rx) = mpsc::unbounded_channel();
-                tokio::spawn(partition(queue.clone(), rx, config.max_batch.max(1), load.clone()));
+                tokio::spawn(partition(queue.clone(), rx, config.max_batch.max(1)));
                 tx
             })
             .collect();
@@ -91,29 +123,30 @@ impl Batcher {
 
     /// Submit one hook and wait for its commit.
     pub async fn submit(&self, entry: Entry) -> Result<EntryOutcome, SubmitError> {
-        let bytes = entry.envelope.size();
-        if !self.admit(bytes) {
+        let Some(admission) = self.admit(entry.envelope.size()) else {
             self.load.shed.fetch_add(1, Ordering::Relaxed);
             return Err(SubmitError::Overload);
-        }
+        };
         let (reply, answer) = oneshot::channel();
-        let record = Record { entry, bytes, deadline: Instant::now() + self.config.deadline, reply };
+        let reply: EntryReply = Box::new(move |outcome| {
+            // Released before the caller hears, so an answered caller's
+            // next request finds room.
+            drop(admission);
+            let _ = reply.send(outcome.map_err(SubmitError::from_queue));
+        });
+        let record = Record { entry, deadline: Instant::now() + self.config.deadline, reply };
         let index = self.next.fetch_add(1, Ordering::Relaxed) % self.partitions.len();
         if let Err(mpsc::error::SendError(record)) = self.partitions[index].send(record) {
-            release(&self.load, 1, record.bytes);
-            return Err(SubmitError::Queue(QueueError::Closed));
+            (record.reply)(Err(QueueError::Closed));
         }
         answer.await.map_err(|_| SubmitError::Queue(QueueError::Closed))?
     }
 
-    fn admit(&self, bytes: u64) -> bool {
+    fn admit(&self, bytes: u64) -> Option<Admission> {
         let records = self.load.records.fetch_add(1, Ordering::AcqRel) + 1;
         let total = self.load.bytes.fetch_add(bytes, Ordering::AcqRel) + bytes;
-        if records > self.config.max_queue || total > self.config.max_queue_bytes {
-            release(&self.load, 1, bytes);
-            return false;
-        }
-        true
+        let admission = Admission { load: self.load.clone(), bytes };
+        (records <= self.config.max_queue && total <= self.config.max_queue_bytes).then_some(admission)
     }
 
     /// Records buffered or in flight now.
@@ -127,12 +160,7 @@ impl Batcher {
     }
 }
 
-fn release(load: &Load, records: usize, bytes: u64) {
-    load.records.fetch_sub(records, Ordering::AcqRel);
-    load.bytes.fetch_sub(bytes, Ordering::AcqRel);
-}
-
-async fn partition(queue: Arc<Queue>, mut rx: mpsc::UnboundedReceiver<Record>, max_batch: usize, load: Arc<Load>) {
+async fn partition(queue: Arc<Queue>, mut rx: mpsc::UnboundedReceiver<Record>, max_batch: usize) {
     while let Some(first) = rx.recv().await {
         let mut records = vec![first];
         while records.len() < max_batch {
@@ -146,30 +174,10 @@ async fn partition(queue: Arc<Queue>, mut rx: mpsc::UnboundedReceiver<Record>, m
         let now = Instant::now();
         let (late, records): (Vec<Record>, Vec<Record>) = records.into_iter().partition(|r| r.deadline <= now);
         for record in late {
-            release(&load, 1, record.bytes);
-            let _ = record.reply.send(Err(SubmitError::Overload));
+            (record.reply)(Err(QueueError::DeadlineExceeded));
         }
         let Some(deadline) = records.iter().map(|r| r.deadline).min() else { continue };
-        let bytes: u64 = records.iter().map(|r| r.bytes).sum();
-        let count = records.len();
-        let (entries, replies): (Vec<Entry>, Vec<_>) = records.into_iter().map(|r| (r.entry, r.reply)).unzip();
-        let result = queue.enqueue(entries, Some(deadline)).await;
-        release(&load, count, bytes);
-        match result {
-            Ok(outcomes) => {
-                for (reply, outcome) in replies.into_iter().zip(outcomes) {
-                    let _ = reply.send(Ok(outcome));
-                }
-            }
-            Err(e) => {
-                let error = match e {
-                    QueueError::DeadlineExceeded => SubmitError::Overload,
-                    other => SubmitError::Queue(other),
-                };
-                for reply in replies {
-                    let _ = reply.send(Err(error.clone()));
-                }
-            }
-        }
+        let entries = records.into_iter().map(|r| (r.entry, r.reply)).collect();
+        queue.enqueue_each(entries, Some(deadline)).await;
     }
 }

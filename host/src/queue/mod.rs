@@ -22,6 +22,7 @@ pub mod envelope;
 mod purge;
 mod quarantine;
 mod recount;
+mod reply;
 pub mod rows;
 mod syncer;
 mod tenants;
@@ -43,6 +44,7 @@ pub use envelope::{Envelope, Verification};
 pub use purge::{PURGE_CHUNK, PurgeCounts, PurgeKinds, PurgeStep};
 pub use quarantine::{DEFAULT_PEN_BYTES, PenEntry, parse_pen_key};
 pub use recount::{CounterDrift, Recount};
+pub use reply::EntryReply;
 pub use rows::{DeliveryRow, RowState};
 pub use transitions::{ClaimDecision, SourcePending, TenantPending};
 pub use writer::DEFAULT_DEDUPE_TTL_MS;
@@ -50,6 +52,7 @@ pub use writer::DEFAULT_DEDUPE_TTL_MS;
 use crate::intake::{IntakeLog, IntakeOptions};
 use crate::store::keys::{KeyBuf, KeyReader};
 use crate::store::{Batch, Cf, Durability, RocksStore, Scan, Store, StoreError, StoreOptions};
+use reply::Reply;
 use writer::{Call, Kind, Message, Prepared};
 
 /// What became of one entry of an `enqueue` or `release`.
@@ -369,9 +372,22 @@ impl Queue {
         deadline: Option<Instant>,
     ) -> Result<Vec<EntryOutcome>, QueueError> {
         let (reply, outcome) = oneshot::channel();
-        let call = Call { kind, entries, replay_id, extra, deadline, now_ms: now_ms(), prefetch_epoch, reply };
-        self.writer()?.send(Message::Commit(call)).await.map_err(|_| QueueError::Closed)?;
+        let reply = Reply::Call(reply);
+        self.hand_over(Call { kind, entries, replay_id, extra, deadline, now_ms: now_ms(), prefetch_epoch, reply })
+            .await;
         outcome.await.map_err(|_| QueueError::Closed)?
+    }
+
+    /// Queue `call` for the writer; its reply hears the outcome, or that
+    /// the queue is closed.
+    async fn hand_over(&self, call: Call) {
+        let sent = match self.writer() {
+            Ok(writer) => writer.send(Message::Commit(call)).await,
+            Err(e) => return call.reply.send(Err(e)),
+        };
+        if let Err(mpsc::error::SendError(Message::Commit(call))) = sent {
+            call.reply.send(Err(QueueError::Closed));
+        }
     }
 
     /// Commit `entries` durably in one synced batch (with whatever other
@@ -386,6 +402,34 @@ impl Queue {
     ) -> Result<Vec<EntryOutcome>, QueueError> {
         let (prepared, epoch) = self.prepare(entries.into_iter().map(|e| (e.envelope, e.sinks)).collect(), true)?;
         self.call(Kind::Enqueue, prepared, epoch, None, Batch::new(), deadline).await
+    }
+
+    /// `enqueue` for callers that each wait for their own entry. The call
+    /// is queued for the writer and this returns at once; each entry's
+    /// reply is answered with its outcome by whichever thread learns it
+    /// (once durable, refused or found a duplicate). Every reply is called
+    /// once, or dropped unanswered if the queue closes first. Unlike a
+    /// dropped `enqueue`, an entry whose waiter left is still committed.
+    pub async fn enqueue_each(&self, entries: Vec<(Entry, EntryReply)>, deadline: Option<Instant>) {
+        let (entries, replies): (Vec<_>, Vec<_>) =
+            entries.into_iter().map(|(entry, reply)| ((entry.envelope, entry.sinks), reply)).unzip();
+        let reply = Reply::Each(replies);
+        let (entries, prefetch_epoch) = match self.prepare(entries, true) {
+            Ok(prepared) => prepared,
+            Err(e) => return reply.send(Err(e)),
+        };
+        let (replay_id, extra, now_ms) = (None, Batch::new(), now_ms());
+        self.hand_over(Call {
+            kind: Kind::Enqueue,
+            entries,
+            replay_id,
+            extra,
+            deadline,
+            now_ms,
+            prefetch_epoch,
+            reply,
+        })
+        .await;
     }
 
     /// Commit archived hooks again with fresh seqs and `replay_id` on their

@@ -21,13 +21,10 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::Instant;
 
-use tokio::sync::oneshot;
-
+use super::reply::Reply;
 use super::writer::{self, Kind, WriterStats};
 use super::{EntryOutcome, QueueError, Refusal};
 use crate::store::RocksStore;
-
-type Reply = oneshot::Sender<Result<Vec<EntryOutcome>, QueueError>>;
 
 /// One group's answers, held until a sync covers them.
 pub struct Unsynced {
@@ -130,7 +127,7 @@ impl Worker {
 
 fn answer(group: Unsynced) {
     for (reply, _, outcome) in group.answers {
-        let _ = reply.send(outcome);
+        reply.send(outcome);
     }
 }
 
@@ -138,6 +135,6 @@ fn answer(group: Unsynced) {
 fn refuse(group: Unsynced, reason: &str) {
     tracing::debug!("refusing a group that no sync covers: {reason}");
     for (reply, kind, outcome) in group.answers {
-        let _ = reply.send(writer::refuse(outcome, kind, &Refusal::StoreUnavailable, true));
+        reply.send(writer::refuse(outcome, kind, &Refusal::StoreUnavailable, true));
     }
 }

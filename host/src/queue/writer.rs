@@ -24,6 +24,7 @@ use tokio::time::Instant;
 
 use super::dedupe::{self, Freshness, Original, Recent};
 use super::envelope::Envelope;
+use super::reply::Reply;
 use super::rows::{DeliveryRow, RowState};
 use super::syncer::{Syncer, Unsynced};
 use super::tenants::{TenantBook, TenantRefusal, erasing_key, holding_key};
@@ -74,7 +75,7 @@ pub struct Call {
     pub now_ms: u64,
     /// The commit epoch the caller's prefetch read at.
     pub prefetch_epoch: u64,
-    pub reply: oneshot::Sender<Result<Vec<EntryOutcome>, QueueError>>,
+    pub reply: Reply,
 }
 
 pub enum Message {
@@ -376,11 +377,11 @@ impl Writer {
         let now = Instant::now();
         let mut started = Vec::with_capacity(calls.len());
         for call in calls {
-            if call.reply.is_closed() {
+            if call.reply.is_withdrawn() {
                 continue;
             }
             if call.deadline.is_some_and(|d| d <= now) {
-                let _ = call.reply.send(Err(QueueError::DeadlineExceeded));
+                call.reply.send(Err(QueueError::DeadlineExceeded));
                 continue;
             }
             started.push(call);
@@ -401,7 +402,7 @@ impl Writer {
             }),
             None => {
                 for (call, reply) in started.into_iter().zip(replies) {
-                    let _ = call.reply.send(reply);
+                    call.reply.send(reply);
                 }
             }
         }
