@@ -418,18 +418,17 @@ impl Queue {
             Ok(prepared) => prepared,
             Err(e) => return reply.send(Err(e)),
         };
-        let (replay_id, extra, now_ms) = (None, Batch::new(), now_ms());
-        self.hand_over(Call {
+        let call = Call {
             kind: Kind::Enqueue,
             entries,
-            replay_id,
-            extra,
+            replay_id: None,
+            extra: Batch::new(),
             deadline,
-            now_ms,
+            now_ms: now_ms(),
             prefetch_epoch,
             reply,
-        })
-        .await;
+        };
+        self.hand_over(call).await;
     }
 
     /// Commit archived hooks again with fresh seqs and `replay_id` on their
