@@ -161,6 +161,8 @@ pub struct QueueStats {
 pub struct CommitStats {
     /// WAL syncs that acked groups (`dual`: synced writes, one per group).
     pub commits: u64,
+    /// Time those commits waited for the disk, µs in all.
+    pub sync_micros: u64,
     /// Calls answered.
     pub calls: u64,
     /// Hooks committed.
@@ -601,6 +603,7 @@ impl Queue {
     pub fn commit_stats(&self) -> CommitStats {
         CommitStats {
             commits: self.stats.commits.load(Ordering::Relaxed),
+            sync_micros: self.stats.sync_micros.load(Ordering::Relaxed),
             calls: self.stats.calls.load(Ordering::Relaxed),
             hooks: self.stats.hooks.load(Ordering::Relaxed),
             checkpoints: self.stats.checkpoints.load(Ordering::Relaxed),

@@ -113,6 +113,7 @@ impl Worker {
     fn sync(&self, hooks: u64) -> Result<(), String> {
         let started = Instant::now();
         let synced = self.store.sync_wal();
+        self.stats.note_sync(started.elapsed());
         let metrics = crate::metrics::metrics();
         metrics.commit_seconds.observe(started.elapsed().as_secs_f64());
         metrics.commit_group_hooks.observe(hooks as f64);

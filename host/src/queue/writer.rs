@@ -120,6 +120,9 @@ pub struct Limits {
 pub struct WriterStats {
     /// WAL syncs that acked groups (one per synced write in `dual` mode).
     pub commits: AtomicU64,
+    /// Time spent making those commits durable (the WAL syncs, or in
+    /// `dual` mode the synced writes), µs.
+    pub sync_micros: AtomicU64,
     /// Calls committed.
     pub calls: AtomicU64,
     /// Hooks committed.
@@ -161,6 +164,10 @@ impl WriterStats {
         if hooks > 0 {
             self.committed.notify_one();
         }
+    }
+
+    pub(super) fn note_sync(&self, took: std::time::Duration) {
+        self.sync_micros.fetch_add(u64::try_from(took.as_micros()).unwrap_or(u64::MAX), Ordering::Relaxed);
     }
 }
 
@@ -621,6 +628,7 @@ impl Writer {
         self.stats.commits.fetch_add(1, Ordering::Relaxed);
         let started = std::time::Instant::now();
         let written = self.write_copies(group);
+        self.stats.note_sync(started.elapsed());
         let metrics = crate::metrics::metrics();
         metrics.commit_seconds.observe(started.elapsed().as_secs_f64());
         metrics.commit_group_hooks.observe(group.hooks as f64);
