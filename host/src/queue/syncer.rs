@@ -113,11 +113,7 @@ impl Worker {
     fn sync(&self, hooks: u64) -> Result<(), String> {
         let started = Instant::now();
         let synced = self.store.sync_wal();
-        self.stats.note_sync(started.elapsed());
-        let metrics = crate::metrics::metrics();
-        metrics.commit_seconds.observe(started.elapsed().as_secs_f64());
-        metrics.commit_group_hooks.observe(hooks as f64);
-        self.stats.commits.fetch_add(1, Ordering::Relaxed);
+        self.stats.count_commit(started.elapsed(), hooks);
         synced.map_err(|e| {
             tracing::error!("{e}; the store refuses commits until the node restarts");
             self.stats.sync_failed.store(true, Ordering::Release);

@@ -166,8 +166,13 @@ impl WriterStats {
         }
     }
 
-    pub(super) fn note_sync(&self, took: std::time::Duration) {
+    /// A commit that acks groups took `took` to reach the disk.
+    pub(super) fn count_commit(&self, took: std::time::Duration, hooks: u64) {
+        self.commits.fetch_add(1, Ordering::Relaxed);
         self.sync_micros.fetch_add(u64::try_from(took.as_micros()).unwrap_or(u64::MAX), Ordering::Relaxed);
+        let metrics = crate::metrics::metrics();
+        metrics.commit_seconds.observe(took.as_secs_f64());
+        metrics.commit_group_hooks.observe(hooks as f64);
     }
 }
 
@@ -625,13 +630,9 @@ impl Writer {
                 Refusal::StoreUnavailable
             });
         }
-        self.stats.commits.fetch_add(1, Ordering::Relaxed);
         let started = std::time::Instant::now();
         let written = self.write_copies(group);
-        self.stats.note_sync(started.elapsed());
-        let metrics = crate::metrics::metrics();
-        metrics.commit_seconds.observe(started.elapsed().as_secs_f64());
-        metrics.commit_group_hooks.observe(group.hooks as f64);
+        self.stats.count_commit(started.elapsed(), group.hooks);
         written
     }
 
