@@ -129,9 +129,8 @@ fn main() -> anyhow::Result<()> {
         ratio("edge.durable_vs_bare_axum_cpu", ceiling.cpu_per_ack_us, durable.cpu_per_ack_us);
         let commits = queue.commit_stats();
         report("edge.durable_disk.hooks_per_commit", commits.hooks as f64 / commits.commits.max(1) as f64, "hooks");
-        // The fsync each commit waits for, under this load: the closed loop's
-        // round trip includes it, and the disk's tail sets how often every
-        // connection stalls at once.
+        // The mean fsync a commit waited for under this load: every closed
+        // loop round trip includes one, so the durable rate follows it.
         report("edge.durable_disk.fsync_mean", commits.sync_micros as f64 / commits.commits.max(1) as f64, "us");
 
         let open = run(config(addr, Some(OPEN_LOOP_RATE))).await?;
