@@ -13,7 +13,6 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
-use sha2::{Digest, Sha256};
 use tokio::sync::Mutex;
 
 #[derive(Clone, Debug)]
@@ -112,7 +111,7 @@ pub async fn run(config: LoadConfig) -> anyhow::Result<LoadReport> {
                 };
                 let payload = body(n, config.body_bytes);
                 n += config.connections as u64;
-                let sha = hex::encode(Sha256::digest(&payload));
+                let sha = ankusa::digest::sha256_hex(&payload);
                 let request = hyper::Request::post(&config.path)
                     .header("host", "bench")
                     .header("content-type", "application/json")

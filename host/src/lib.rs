@@ -9,6 +9,7 @@
 //! - [`queue`]: hooks and delivery rows, their formats and states;
 //! - [`runtime`]: loads sink components and runs deliveries, sandboxed;
 //! - [`config`]: `ankusa.yml`, its defaults and checks;
+//! - [`digest`]: SHA-256 of bodies and files;
 //! - [`node`]: the running node, started from a config;
 //! - [`source`]: sources as the edge and dispatch see them;
 //! - [`dispatch`]: delivers due rows through sink components;
@@ -22,6 +23,7 @@
 pub mod admin;
 pub mod cli;
 pub mod config;
+pub mod digest;
 pub mod dispatch;
 pub mod edge;
 pub mod error_class;

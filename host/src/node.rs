@@ -16,7 +16,6 @@ use crate::replay::{ReplayError, Replays};
 use crate::runtime::{LoadError, Runtime, RuntimeError};
 use crate::source::{LiveDirectory, Origin, SinkBinding, Source};
 use crate::tenant::{Erasures, SourceRecords};
-use sha2::Digest;
 
 #[derive(Debug, Error)]
 pub enum StartError {
@@ -194,7 +193,7 @@ impl Node {
                 };
                 let current = match &spec.component {
                     crate::runtime::ComponentSource::Path(path) => {
-                        std::fs::read(path).map(|b| hex::encode(sha2::Sha256::digest(&b)))
+                        std::fs::read(path).map(|b| crate::digest::sha256_hex(&b))
                     }
                     _ => Ok(binding.sink.sha256().to_string()),
                 };

@@ -6,11 +6,18 @@
 //! other headers), with which hash, in which encoding, and whether a
 //! timestamp must be fresh. Every candidate signature is checked against
 //! every secret (rotation) in constant time.
+//!
+//! The MACs are ring's: its SHA-2 code is several times faster than a
+//! portable implementation on CPUs without SHA extensions, and a MAC runs
+//! over every verified body. Each secret's key is prepared once, when the
+//! source is configured, and each request computes one MAC per secret,
+//! whatever the number of candidate signatures.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use hmac::{Hmac, Mac};
+use ring::hmac;
 use serde::{Deserialize, Serialize};
+use subtle::ConstantTimeEq;
 use thiserror::Error;
 
 /// At most this many secrets per source (rotation, newest first).
@@ -24,6 +31,17 @@ pub enum HashAlg {
     Sha1,
     Sha256,
     Sha512,
+}
+
+impl HashAlg {
+    fn algorithm(self) -> hmac::Algorithm {
+        match self {
+            // Providers that still sign with SHA-1 (GitHub's older header).
+            HashAlg::Sha1 => hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY,
+            HashAlg::Sha256 => hmac::HMAC_SHA256,
+            HashAlg::Sha512 => hmac::HMAC_SHA512,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
@@ -281,12 +299,13 @@ impl VerifyFailure {
 #[derive(Clone)]
 pub struct Verifier {
     scheme: Scheme,
-    secrets: Vec<Vec<u8>>,
+    /// One prepared MAC key per secret, newest first.
+    keys: Vec<hmac::Key>,
 }
 
 impl std::fmt::Debug for Verifier {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Verifier").field("scheme", &self.scheme.name).field("secrets", &self.secrets.len()).finish()
+        f.debug_struct("Verifier").field("scheme", &self.scheme.name).field("secrets", &self.keys.len()).finish()
     }
 }
 
@@ -299,7 +318,8 @@ impl Verifier {
         if secrets.is_empty() || secrets.len() > MAX_SECRETS {
             return Err(SchemeError::Invalid(format!("between 1 and {MAX_SECRETS} secrets, got {}", secrets.len())));
         }
-        let secrets = secrets
+        let algorithm = scheme.hash.algorithm();
+        let keys = secrets
             .iter()
             .map(|s| match s.strip_prefix("whsec_").filter(|_| scheme.whsec) {
                 Some(b64) => STANDARD
@@ -308,8 +328,9 @@ impl Verifier {
                 None if s.is_empty() => Err(SchemeError::Invalid("an empty secret".into())),
                 None => Ok(s.as_bytes().to_vec()),
             })
+            .map(|secret| secret.map(|secret| hmac::Key::new(algorithm, &secret)))
             .collect::<Result<_, _>>()?;
-        Ok(Verifier { scheme, secrets })
+        Ok(Verifier { scheme, keys })
     }
 
     pub fn scheme(&self) -> &Scheme {
@@ -382,28 +403,22 @@ impl Verifier {
         }
         // Check every pair without stopping early, so timing says nothing
         // about which secret or candidate matched.
-        let mut matched = false;
-        for secret in &self.secrets {
+        let mut matched = subtle::Choice::from(0);
+        for key in &self.keys {
+            let tag = mac(key, &message_parts);
             for signature in &decoded {
-                matched |= mac_matches(scheme.hash, secret, &message_parts, signature);
+                matched |= tag.as_ref().ct_eq(signature);
             }
         }
-        if matched { Ok(()) } else { Err(VerifyFailure::Mismatch) }
+        if bool::from(matched) { Ok(()) } else { Err(VerifyFailure::Mismatch) }
     }
 }
 
-/// Constant-time comparison of the MAC of `parts` with `signature`.
-fn mac_matches(hash: HashAlg, key: &[u8], parts: &[&[u8]], signature: &[u8]) -> bool {
-    fn check<M: Mac + hmac::digest::KeyInit>(key: &[u8], parts: &[&[u8]], signature: &[u8]) -> bool {
-        let Ok(mut mac) = <M as hmac::digest::KeyInit>::new_from_slice(key) else { return false };
-        for part in parts {
-            mac.update(part);
-        }
-        mac.verify_slice(signature).is_ok()
+/// The MAC of `parts`, concatenated, under `key`.
+fn mac(key: &hmac::Key, parts: &[&[u8]]) -> hmac::Tag {
+    let mut context = hmac::Context::with_key(key);
+    for part in parts {
+        context.update(part);
     }
-    match hash {
-        HashAlg::Sha1 => check::<Hmac<sha1::Sha1>>(key, parts, signature),
-        HashAlg::Sha256 => check::<Hmac<sha2::Sha256>>(key, parts, signature),
-        HashAlg::Sha512 => check::<Hmac<sha2::Sha512>>(key, parts, signature),
-    }
+    context.sign()
 }

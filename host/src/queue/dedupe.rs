@@ -7,8 +7,6 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use sha2::{Digest, Sha256};
-
 use super::codec::{CodecError, Reader, Writer};
 use crate::store::keys::{KeyBuf, KeyReader};
 
@@ -18,7 +16,7 @@ pub const MAX_KEY_BYTES: usize = 200;
 /// The form a provider's key is stored in.
 pub fn stored_key(key: &str) -> String {
     if key.len() > MAX_KEY_BYTES {
-        format!("sha256:{}", hex::encode(Sha256::digest(key.as_bytes())))
+        format!("sha256:{}", crate::digest::sha256_hex(key.as_bytes()))
     } else {
         key.to_string()
     }

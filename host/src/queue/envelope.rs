@@ -1,7 +1,5 @@
 //! The envelope: one received hook, exactly as the edge took it in.
 
-use sha2::{Digest, Sha256};
-
 use super::codec::{CodecError, Reader, Writer};
 
 const VERSION: u8 = 1;
@@ -52,7 +50,7 @@ pub struct Envelope {
 impl Envelope {
     /// An envelope with its digest computed from `body`.
     pub fn new(id: String, source_id: String, tenant_id: String, received_at: u64, body: Vec<u8>) -> Self {
-        let sha256 = hex::encode(Sha256::digest(&body));
+        let sha256 = crate::digest::sha256_hex(&body);
         Envelope {
             id,
             seq: 0,

@@ -10,7 +10,6 @@ use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
@@ -38,7 +37,7 @@ impl ComponentCache {
 
     /// The component's SHA-256 (the cache key).
     pub fn digest(bytes: &[u8]) -> String {
-        hex::encode(Sha256::digest(bytes))
+        crate::digest::sha256_hex(bytes)
     }
 
     /// `sha256` is [`ComponentCache::digest`] of `bytes`, computed once by the caller.

@@ -1,7 +1,5 @@
 //! Hooks for tests, with every field defaulted to something plausible.
 
-use sha2::{Digest, Sha256};
-
 use crate::runtime::Hook;
 
 /// Builds a [`Hook`] for a test delivery.
@@ -78,7 +76,7 @@ impl TestHook {
     /// Sets the body and its SHA-256.
     pub fn body(mut self, body: impl Into<Vec<u8>>) -> Self {
         self.hook.body = body.into();
-        self.hook.sha256 = hex::encode(Sha256::digest(&self.hook.body));
+        self.hook.sha256 = crate::digest::sha256_hex(&self.hook.body);
         self
     }
 
