@@ -24,7 +24,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use sha2::{Digest, Sha256};
+use ring::digest::{SHA256, digest};
 use subtle::ConstantTimeEq;
 use tokio::net::TcpListener;
 use utoipa::OpenApi;
@@ -125,9 +125,9 @@ async fn authorize(State(node): State<Arc<Node>>, request: Request, next: Next) 
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or("");
-    let expected = Sha256::digest(token.0.as_bytes());
-    let given = Sha256::digest(presented.as_bytes());
-    if bool::from(expected.ct_eq(&given)) && !presented.is_empty() {
+    let expected = digest(&SHA256, token.0.as_bytes());
+    let given = digest(&SHA256, presented.as_bytes());
+    if bool::from(expected.as_ref().ct_eq(given.as_ref())) && !presented.is_empty() {
         return next.run(request).await;
     }
     let mut response =

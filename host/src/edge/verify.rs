@@ -8,10 +8,11 @@
 //! every secret (rotation) in constant time.
 //!
 //! The MACs are ring's: it picks the fastest SHA-2 code the CPU supports,
-//! which on CPUs without SHA extensions takes about a third less time
-//! than portable code, and a MAC runs over every verified body. Each secret's key is prepared once, when the
-//! source is configured, and each request computes one MAC per secret,
-//! whatever the number of candidate signatures.
+//! which on CPUs without SHA extensions takes about a third less time than
+//! portable code, and a MAC runs over every verified body. Each secret's
+//! key is prepared once, when the source is configured, and each request
+//! computes one MAC per secret, whatever the number of candidate
+//! signatures.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;

@@ -8,8 +8,8 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
+use ring::hmac;
+use subtle::ConstantTimeEq;
 
 use super::envelope::Envelope;
 use super::rows::{DEAD, DEAD_BY_TENANT, DeadSummary, DeliveryRow, RowState};
@@ -105,10 +105,10 @@ impl Queue {
         Ok(key)
     }
 
+    /// The cursor's tag: HMAC-SHA256 of `payload`, cut to `MAC_BYTES`.
     fn sign(key: &[u8], payload: &[u8]) -> Vec<u8> {
-        let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes keys of any length");
-        mac.update(payload);
-        mac.finalize().into_bytes()[..MAC_BYTES].to_vec()
+        let tag = hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, key), payload);
+        tag.as_ref()[..MAC_BYTES].to_vec()
     }
 
     fn issue_cursor(&self, at: Position) -> Result<String, QueueError> {
@@ -130,9 +130,9 @@ impl Queue {
             return Err(QueueError::InvalidCursor);
         }
         let (payload, tag) = token.split_at(18);
-        let mut mac = Hmac::<Sha256>::new_from_slice(&self.cursor_key()?).expect("HMAC takes keys of any length");
-        mac.update(payload);
-        mac.verify_truncated_left(tag).map_err(|_| QueueError::InvalidCursor)?;
+        if !bool::from(Self::sign(&self.cursor_key()?, payload).ct_eq(tag)) {
+            return Err(QueueError::InvalidCursor);
+        }
         let mut r = KeyReader::new(payload);
         match (r.u64(), r.u64(), r.u16()) {
             (Some(at), Some(seq), Some(sink)) => Ok((at, seq, sink)),
