@@ -69,6 +69,12 @@ fn body(n: u64, size: usize) -> Bytes {
     Bytes::from(body)
 }
 
+/// The part of a `201` body the load generator keeps.
+#[derive(serde::Deserialize)]
+struct AckBody {
+    id: String,
+}
+
 #[derive(Default)]
 struct Shared {
     acks: Vec<Ack>,
@@ -122,9 +128,8 @@ pub async fn run(config: LoadConfig) -> anyhow::Result<LoadReport> {
                         let bytes = response.into_body().collect().await?.to_bytes();
                         local.latencies.push(scheduled.elapsed());
                         if status == 201 {
-                            let answer: serde_json::Value = serde_json::from_slice(&bytes)?;
-                            let id = answer["id"].as_str().unwrap_or_default().to_string();
-                            local.acks.push(Ack { id, sha256: sha });
+                            let answer: AckBody = serde_json::from_slice(&bytes)?;
+                            local.acks.push(Ack { id: answer.id, sha256: sha });
                         } else {
                             *local.failures.entry(status).or_default() += 1;
                         }

@@ -146,8 +146,11 @@ async fn a_provider_retry_is_one_hook_and_answers_with_the_first_id() {
     let (first, a) = post(node.addr, "/webhooks/github", &delivery, r#"{"zen":"1"}"#).await;
     let (second, b) = post(node.addr, "/webhooks/github", &delivery, r#"{"zen":"1"}"#).await;
     assert_eq!((first, second), (201, 201));
+    assert_eq!((&a["status"], &b["status"]), (&"accepted".into(), &"accepted".into()));
     assert_eq!(a["duplicate"], serde_json::Value::Null);
+    assert!(a["seq"].is_u64(), "a new hook's answer carries its seq: {a}");
     assert_eq!(b["duplicate"], true);
+    assert_eq!(b["seq"], serde_json::Value::Null, "a duplicate takes no seq: {b}");
     assert_eq!(a["id"], b["id"], "the retry is answered with the first id");
     let hooks = node.queue.as_ref().expect("queue").hooks(0, 10).expect("hooks");
     assert_eq!(hooks.len(), 1);

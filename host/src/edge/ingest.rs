@@ -19,45 +19,63 @@ use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use http_body_util::{BodyExt, Limited};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::json;
 
 use super::batcher::SubmitError;
 use super::server::{Edge, Mode};
 use crate::queue::{Entry, EntryOutcome, Envelope, QueueError, Refusal, Verification};
 use crate::source::{OnVerifyFailure, Source, valid_tenant};
 
-/// What became of a request, as counted in `ankusa_ingest_requests`.
-#[derive(Clone, Copy, Debug)]
-struct Outcome(&'static str);
-
-fn reply(status: StatusCode, outcome: &'static str, body: Value) -> Response {
-    let mut response = (status, axum::Json(body)).into_response();
-    response.extensions_mut().insert(Outcome(outcome));
-    response
+/// An answer, with what became of the request as counted in
+/// `ankusa_ingest_requests`.
+struct Answer {
+    outcome: &'static str,
+    response: Response,
 }
 
-fn error(status: StatusCode, code: &'static str) -> Response {
+fn reply(status: StatusCode, outcome: &'static str, body: impl Serialize) -> Answer {
+    Answer { outcome, response: (status, axum::Json(body)).into_response() }
+}
+
+fn error(status: StatusCode, code: &'static str) -> Answer {
     reply(status, code, json!({ "error": code }))
 }
 
 /// Count the answer under its outcome.
-fn counted(response: Response) -> Response {
-    let outcome = response.extensions().get::<Outcome>().map_or("other", |o| o.0);
-    crate::metrics::ingest(outcome);
-    response
+fn counted(answer: Answer) -> Response {
+    crate::metrics::ingest(answer.outcome);
+    answer.response
 }
 
-fn retry_after(mut response: Response, seconds: u64) -> Response {
-    response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds.max(1)));
-    response
+fn retry_after(mut answer: Answer, seconds: u64) -> Answer {
+    answer.response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds.max(1)));
+    answer
 }
 
-fn unavailable(code: &'static str) -> Response {
+fn unavailable(code: &'static str) -> Answer {
     retry_after(error(StatusCode::SERVICE_UNAVAILABLE, code), 1)
 }
 
+/// The body of a `201`: typed, since every accepted hook is answered so.
+#[derive(Serialize)]
+struct Accepted<'a> {
+    status: &'static str,
+    id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seq: Option<u64>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    duplicate: bool,
+}
+
+impl<'a> Accepted<'a> {
+    fn new(id: &'a str) -> Self {
+        Accepted { status: "accepted", id, seq: None, duplicate: false }
+    }
+}
+
 pub async fn health() -> Response {
-    reply(StatusCode::OK, "health", json!({ "status": "ok" }))
+    (StatusCode::OK, axum::Json(json!({ "status": "ok" }))).into_response()
 }
 
 /// Ready unless the store refused a commit in the last five seconds.
@@ -67,9 +85,9 @@ pub async fn ready(State(edge): State<Arc<Edge>>) -> Response {
         .and_then(|q| q.last_commit_failure_ms())
         .is_some_and(|at| crate::queue::now_ms().saturating_sub(at) < 5_000);
     if failed_recently {
-        unavailable("store_unavailable")
+        unavailable("store_unavailable").response
     } else {
-        reply(StatusCode::OK, "ready", json!({ "status": "ready" }))
+        (StatusCode::OK, axum::Json(json!({ "status": "ready" }))).into_response()
     }
 }
 
@@ -96,7 +114,7 @@ fn content_length(headers: &HeaderMap) -> Option<u64> {
     headers.get(header::CONTENT_LENGTH)?.to_str().ok()?.parse().ok()
 }
 
-async fn handle(edge: Arc<Edge>, source: Option<Arc<Source>>, request: Request) -> Response {
+async fn handle(edge: Arc<Edge>, source: Option<Arc<Source>>, request: Request) -> Answer {
     let Some(source) = source else { return error(StatusCode::NOT_FOUND, "unknown_source") };
     let max = edge.config.max_body_bytes;
     let (parts, body) = request.into_parts();
@@ -165,7 +183,7 @@ async fn handle(edge: Arc<Edge>, source: Option<Arc<Source>>, request: Request) 
             answer(batcher.submit(entry).await)
         }
         Mode::Direct => match super::direct::publish(&source, &envelope, edge.config.direct_deadline).await {
-            Ok(()) => reply(StatusCode::CREATED, "accepted", json!({ "status": "accepted", "id": envelope.id })),
+            Ok(()) => reply(StatusCode::CREATED, "accepted", Accepted::new(&envelope.id)),
             Err(unconfirmed) => {
                 tracing::warn!(source = %source.name, failures = ?unconfirmed.failures, "direct publish not confirmed");
                 unavailable("sink_unavailable")
@@ -174,7 +192,7 @@ async fn handle(edge: Arc<Edge>, source: Option<Arc<Source>>, request: Request) 
     }
 }
 
-async fn read_body(body: Body, max: u64, timeout: Duration) -> Result<Vec<u8>, Response> {
+async fn read_body(body: Body, max: u64, timeout: Duration) -> Result<Vec<u8>, Answer> {
     let limited = Limited::new(body, usize::try_from(max).unwrap_or(usize::MAX));
     match tokio::time::timeout(timeout, limited.collect()).await {
         Err(_) => Err(error(StatusCode::REQUEST_TIMEOUT, "body_timeout")),
@@ -186,7 +204,7 @@ async fn read_body(body: Body, max: u64, timeout: Duration) -> Result<Vec<u8>, R
     }
 }
 
-fn quarantine(edge: &Edge, source: &Source, envelope: &Envelope, now: Duration) -> Response {
+fn quarantine(edge: &Edge, source: &Source, envelope: &Envelope, now: Duration) -> Answer {
     let Some(queue) = edge.queue() else {
         // Direct mode has no pen: a failed signature is refused.
         return error(StatusCode::UNAUTHORIZED, "invalid_signature");
@@ -209,13 +227,13 @@ fn quarantine(edge: &Edge, source: &Source, envelope: &Envelope, now: Duration) 
 }
 
 /// The HTTP answer for a commit's outcome.
-fn answer(outcome: Result<EntryOutcome, SubmitError>) -> Response {
+fn answer(outcome: Result<EntryOutcome, SubmitError>) -> Answer {
     match outcome {
         Ok(EntryOutcome::Committed(e)) => {
-            reply(StatusCode::CREATED, "accepted", json!({ "status": "accepted", "id": e.id, "seq": e.seq }))
+            reply(StatusCode::CREATED, "accepted", Accepted { seq: Some(e.seq), ..Accepted::new(&e.id) })
         }
         Ok(EntryOutcome::Duplicate(e)) => {
-            reply(StatusCode::CREATED, "duplicate", json!({ "status": "accepted", "id": e.id, "duplicate": true }))
+            reply(StatusCode::CREATED, "duplicate", Accepted { duplicate: true, ..Accepted::new(&e.id) })
         }
         Ok(EntryOutcome::Refused(refusal)) => match refusal {
             Refusal::TenantLimit => error(StatusCode::TOO_MANY_REQUESTS, "tenant_limit"),
