@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use rocksdb::{
-    BlockBasedOptions, ColumnFamily, ColumnFamilyDescriptor, DB, DBCompressionType, MergeOperands, Options,
+    BlockBasedOptions, ColumnFamily, ColumnFamilyDescriptor, DB, DBCompressionType, Env, MergeOperands, Options,
     ReadOptions, WriteBatch, WriteOptions,
 };
 
@@ -117,6 +117,19 @@ fn io(what: &'static str) -> impl Fn(rocksdb::Error) -> StoreError {
     move |e| StoreError::Io { what, reason: e.into_string() }
 }
 
+/// The environment whose compaction threads yield to ingest: compaction
+/// rewrites what is already durable and can run late, while a request
+/// waiting for its commit cannot. They run at the lowest CPU and I/O
+/// priority; RocksDB's own write slowdown brings them CPU back if they fall
+/// behind. Flushes keep normal priority: a flush that cannot keep up stops
+/// writes at once.
+fn background_env() -> Result<Env, StoreError> {
+    let mut env = Env::new().map_err(|e| StoreError::Io { what: "environment", reason: e.into_string() })?;
+    env.lower_thread_pool_cpu_priority();
+    env.lower_thread_pool_io_priority();
+    Ok(env)
+}
+
 /// Does `path` hold anything? A store is only ever created in a directory
 /// that is missing or empty.
 fn has_contents(path: &Path) -> Result<bool, StoreError> {
@@ -138,6 +151,7 @@ impl RocksStore {
         db_opts.set_paranoid_checks(true);
         db_opts.increase_parallelism(2);
         db_opts.set_max_background_jobs(2);
+        db_opts.set_env(&background_env()?);
         // Reuse retired WAL files instead of appending to fresh ones: an
         // append changes the file's size, so every fdatasync also writes the
         // inode (one more I/O, one more wait); overwriting an old file in
@@ -402,5 +416,49 @@ mod tests {
         let store = open(&dir.path().join("fresh"));
         assert_eq!(store.last_key(Cf::Hooks).expect("scan"), None);
         assert_eq!(store.seq_marker().expect("read"), None);
+    }
+
+    /// The nice value of every thread of this process named `name`.
+    #[cfg(target_os = "linux")]
+    fn nice_of_threads(name: &str) -> Vec<i64> {
+        let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return Vec::new() };
+        tasks
+            .flatten()
+            .filter(|task| std::fs::read_to_string(task.path().join("comm")).is_ok_and(|comm| comm.trim() == name))
+            .filter_map(|task| {
+                let stat = std::fs::read_to_string(task.path().join("stat")).ok()?;
+                // Fields after the command name, which ends at the last ')':
+                // the state is field 3, the nice value field 19.
+                let fields: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
+                fields.get(19 - 3)?.parse().ok()
+            })
+            .collect()
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn compactions_run_at_the_lowest_cpu_priority() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = open(dir.path());
+        // Five overlapping L0 files: one more than the compaction trigger.
+        for round in 0..5u64 {
+            let mut batch = Batch::new();
+            for i in 0..100u64 {
+                batch.put(Cf::Deliveries, KeyBuf::new().u64(i).build(), round.to_be_bytes().to_vec());
+            }
+            store.write(&batch, Durability::Buffered).expect("write");
+            store.flush().expect("flush");
+        }
+        // A pool thread lowers itself when it takes its next job.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !nice_of_threads("rocksdb:low").contains(&19) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no compaction thread at nice 19: {:?}",
+                nice_of_threads("rocksdb:low")
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(nice_of_threads("rocksdb:high").iter().all(|nice| *nice == 0), "flushes keep normal priority");
     }
 }
