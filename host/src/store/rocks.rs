@@ -119,14 +119,15 @@ fn io(what: &'static str) -> impl Fn(rocksdb::Error) -> StoreError {
 
 /// The environment whose compaction threads yield to ingest: compaction
 /// rewrites what is already durable and can run late, while a request
-/// waiting for its commit cannot. They run at the lowest CPU and I/O
-/// priority; RocksDB's own write slowdown brings them CPU back if they fall
-/// behind. Flushes keep normal priority: a flush that falls behind stops
-/// writes.
+/// waiting for its commit cannot. They run at the lowest CPU priority;
+/// RocksDB's own write slowdown frees CPU for them if they fall behind.
+/// Their I/O priority stays: under the BFQ scheduler the idle class is
+/// served only when no other I/O waits, which a steady stream of WAL syncs
+/// may never allow. Flushes keep normal priority: a flush that falls behind
+/// stops writes.
 fn background_env() -> Result<Env, StoreError> {
     let mut env = Env::new().map_err(|e| StoreError::Io { what: "environment", reason: e.into_string() })?;
     env.lower_thread_pool_cpu_priority();
-    env.lower_thread_pool_io_priority();
     Ok(env)
 }
 
