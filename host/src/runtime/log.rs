@@ -4,16 +4,20 @@
 //! sink (shared by all its instances) bounds the rate, and each line is cut
 //! to [`MAX_LINE_BYTES`], so a sink that logs in a tight loop costs the node
 //! a counter increment per line, not a flood. Suppressed lines are counted
-//! and reported once the bucket refills.
+//! and reported in one line at most every [`REPORT_EVERY`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::{Arc, Mutex, TryLockError};
+use std::time::{Duration, Instant};
 
 use super::bindings::Level;
 use super::labels::SinkLabel;
 
 pub const MAX_LINE_BYTES: usize = 4096;
+/// How often a sink's suppressed lines are reported, at most: a sink
+/// over its rate has lines suppressed on nearly every delivery, and a
+/// report for each would be the flood the limit exists to stop.
+pub const REPORT_EVERY: Duration = Duration::from_secs(1);
 /// Lines kept by a capture (tests only), so a flood cannot exhaust memory.
 const MAX_CAPTURED: usize = 10_000;
 
@@ -42,12 +46,20 @@ struct Bucket {
     refilled: Instant,
 }
 
+/// What the last report of suppressed lines covered.
+#[derive(Default)]
+struct Reported {
+    lines: u64,
+    at: Option<Instant>,
+}
+
 /// The log channel of one sink, shared by its instances.
 pub struct LogChannel {
     label: SinkLabel,
     rate: LogRate,
     bucket: Mutex<Bucket>,
     suppressed: AtomicU64,
+    reported: Mutex<Reported>,
     capture: Option<Mutex<Vec<LogLine>>>,
 }
 
@@ -58,6 +70,7 @@ impl LogChannel {
             rate,
             bucket: Mutex::new(Bucket { tokens: f64::from(rate.burst), refilled: Instant::now() }),
             suppressed: AtomicU64::new(0),
+            reported: Mutex::new(Reported::default()),
             capture: capture.then(|| Mutex::new(Vec::new())),
         })
     }
@@ -108,20 +121,31 @@ impl LogChannel {
         }
     }
 
-    /// Report lines dropped since the last report, if any. Called by the
-    /// pool after each delivery, so the summary is never itself rate-limited.
-    pub fn report_suppressed(&self, since_last: &mut u64) {
+    /// Report lines dropped since the last report, if any and if the last
+    /// report is [`REPORT_EVERY`] old; returns how many it reported. Called
+    /// by the pool after each delivery, so the report is never itself
+    /// rate-limited by the bucket.
+    pub fn report_suppressed(&self) -> Option<u64> {
         let total = self.suppressed.load(Ordering::Relaxed);
-        if total > *since_last {
-            tracing::warn!(
-                target: "ankusa::guest",
-                source = self.label.source.as_str(),
-                sink = self.label.sink.as_str(),
-                "{} guest log lines suppressed by the rate limit",
-                total - *since_last
-            );
-            *since_last = total;
+        let mut reported = match self.reported.try_lock() {
+            Ok(reported) => reported,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            // Another delivery is reporting right now.
+            Err(TryLockError::WouldBlock) => return None,
+        };
+        let due = reported.at.is_none_or(|at| at.elapsed() >= REPORT_EVERY);
+        if total <= reported.lines || !due {
+            return None;
         }
+        let lines = total - reported.lines;
+        tracing::warn!(
+            target: "ankusa::guest",
+            source = self.label.source.as_str(),
+            sink = self.label.sink.as_str(),
+            "{lines} guest log lines suppressed by the rate limit"
+        );
+        *reported = Reported { lines: total, at: Some(Instant::now()) };
+        Some(lines)
     }
 }
 
@@ -217,5 +241,31 @@ impl Drop for LineWriter {
     fn drop(&mut self) {
         let line = std::mem::take(&mut self.pending);
         self.emit(&line);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suppressed_lines_are_reported_at_most_once_per_interval() {
+        let rate = LogRate { lines_per_sec: 1, burst: 1 };
+        let channel = LogChannel::new(SinkLabel::new("source", "sink"), rate, false);
+        for _ in 0..100 {
+            channel.emit(Level::Info, "line");
+        }
+        assert_eq!(channel.suppressed_total(), 99);
+        assert_eq!(channel.report_suppressed(), Some(99));
+        for _ in 0..50 {
+            channel.emit(Level::Info, "line");
+            assert_eq!(channel.report_suppressed(), None, "one report per interval, not one per delivery");
+        }
+        // The bucket may have refilled a token meanwhile.
+        let since = channel.suppressed_total() - 99;
+        assert!(since >= 49, "suppressed {since}");
+        std::thread::sleep(REPORT_EVERY);
+        assert_eq!(channel.report_suppressed(), Some(since), "the next report covers every line since the last");
+        assert_eq!(channel.report_suppressed(), None, "nothing new to report");
     }
 }

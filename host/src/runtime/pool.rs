@@ -54,7 +54,6 @@ pub struct InstancePool {
     permits: Semaphore,
     max_uses: u64,
     stats: PoolStats,
-    suppressed_reported: Mutex<u64>,
 }
 
 /// Why a fresh instance could not be made ready.
@@ -81,7 +80,6 @@ impl InstancePool {
             permits: Semaphore::new(concurrency.max(1)),
             max_uses: max_uses.max(1),
             stats: PoolStats::default(),
-            suppressed_reported: Mutex::new(0),
         }
     }
 
@@ -206,8 +204,7 @@ impl InstancePool {
         };
         // Nearly every delivery has nothing suppressed: skip the lock then.
         if self.factory.log.suppressed_total() > 0 {
-            let mut reported = self.suppressed_reported.lock().unwrap_or_else(|e| e.into_inner());
-            self.factory.log.report_suppressed(&mut reported);
+            self.factory.log.report_suppressed();
         }
         outcome
     }
