@@ -182,10 +182,17 @@ impl Batch {
         self.counters.retain(|_, i| *i < len);
     }
 
+    /// The bytes of [`Batch::encode`]'s output: the keys and values with a
+    /// few bytes of framing each, so also about what a store's own batch
+    /// format takes.
+    pub fn encoded_len(&self) -> usize {
+        self.ops.iter().map(WriteOp::encoded_len).sum::<usize>() + 4
+    }
+
     /// A self-contained encoding, for logs that replay batches into a
     /// store (the intake log).
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.ops.iter().map(WriteOp::encoded_len).sum::<usize>() + 4);
+        let mut out = Vec::with_capacity(self.encoded_len());
         out.extend_from_slice(&(self.ops.len() as u32).to_be_bytes());
         for op in &self.ops {
             match op {
@@ -231,6 +238,14 @@ impl Batch {
 }
 
 impl WriteOp {
+    /// The family and key the op changes.
+    pub fn target(&self) -> (Cf, &[u8]) {
+        match self {
+            WriteOp::Put { cf, key, .. } | WriteOp::Delete { cf, key } => (*cf, key),
+            WriteOp::AddCounter { key, .. } => (Cf::Counters, key),
+        }
+    }
+
     fn encoded_len(&self) -> usize {
         match self {
             WriteOp::Put { key, value, .. } => 10 + key.len() + value.len(),
