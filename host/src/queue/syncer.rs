@@ -19,16 +19,12 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, Sender, channel};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::reply::Reply;
 use super::writer::{self, Kind, WriterStats};
 use super::{EntryOutcome, QueueError, Refusal};
 use crate::store::RocksStore;
-
-/// How long a sync waits at most for the group being written: a group
-/// is a memtable insert, far shorter than this, unless the store stalls.
-const JOIN_WAIT: Duration = Duration::from_millis(2);
 
 /// One group's answers, held until a sync covers them.
 pub struct Unsynced {
@@ -87,14 +83,6 @@ impl Worker {
         while let Ok(first) = rx.recv() {
             let mut groups = vec![first];
             groups.extend(rx.try_iter());
-            // A group the writer is writing now would land just after this
-            // sync and wait for a whole sync more: cover it with this one.
-            if self.stats.writing.load(Ordering::Acquire)
-                && let Ok(next) = rx.recv_timeout(JOIN_WAIT)
-            {
-                groups.push(next);
-                groups.extend(rx.try_iter());
-            }
             let hooks: u64 = groups.iter().map(|g| g.hooks).sum();
             let synced = if self.stats.sync_failed.load(Ordering::Acquire) {
                 Err("an earlier WAL sync failed".to_string())

@@ -137,9 +137,6 @@ pub struct WriterStats {
     pub last_failure_ms: AtomicU64,
     /// A WAL sync failed: the store refuses commits until a restart.
     pub sync_failed: std::sync::atomic::AtomicBool,
-    /// The writer is planning and writing a group (`disk` mode); the WAL
-    /// syncer waits for it rather than syncing just before it lands.
-    pub writing: std::sync::atomic::AtomicBool,
     /// Notified after each commit with hooks (wakes dispatch).
     pub committed: Arc<tokio::sync::Notify>,
 }
@@ -404,7 +401,6 @@ impl Writer {
         if started.is_empty() {
             return;
         }
-        self.stats.writing.store(true, Ordering::Release);
         let (replies, written) = match self.reread(&started) {
             Ok(reread) => self.plan_and_write(&mut started, &reread),
             Err(e) => (started.iter().map(|_| Err(e.clone())).collect(), Written::default()),
@@ -422,7 +418,6 @@ impl Writer {
                 }
             }
         }
-        self.stats.writing.store(false, Ordering::Release);
     }
 
     /// Read again the dedupe keys whose prefetch the window cannot vouch
