@@ -250,7 +250,7 @@ impl Store for RocksStore {
                 (cf.id(), key, op)
             })
             .collect();
-        ops.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        ops.sort_by_key(|&(cf, key, _)| (cf, key));
         // Sized once: grown op by op, a group's batch is copied several times.
         let mut wb = WriteBatch::with_capacity_bytes(batch.encoded_len());
         for (_, _, op) in ops {
