@@ -222,3 +222,59 @@ fn custom_hmac_schemes_sign_what_their_template_says() {
     );
     assert!(Scheme::preset("gitlab").is_err());
 }
+
+/// Header values a forger or a broken proxy might send: any bytes, and
+/// near-misses of each preset's grammar.
+fn hostile_value() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+    use proptest::prelude::*;
+    prop_oneof![
+        proptest::collection::vec(any::<u8>(), 0..300),
+        "[ -~]{0,200}".prop_map(String::into_bytes),
+        "((t|v0|v1|sha256|v2)[=,]?[0-9a-zA-Z+/=,. ]{0,70}){0,6}".prop_map(String::into_bytes),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 400, ..Default::default() })]
+
+    /// Whatever arrives in the signature and timestamp headers, every
+    /// preset answers with a failure and a reason, never a panic and never
+    /// a pass without the secret.
+    #[test]
+    fn hostile_headers_are_refused_with_a_reason(
+        signature in hostile_value(),
+        timestamp in hostile_value(),
+        body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..256),
+    ) {
+        for p in providers() {
+            let v = verifier(p.name, &[p.secret]);
+            let mut headers = vec![(p.signature_header.to_ascii_lowercase(), signature.clone())];
+            for name in ["webhook-id", "webhook-timestamp", "X-Slack-Request-Timestamp"] {
+                headers.push(h(name, timestamp.clone()));
+            }
+            let failure = v.verify(&headers, &body, NOW).expect_err("no pass without the secret");
+            proptest::prop_assert!(
+                ["malformed_header", "missing_header", "stale_timestamp", "signature_mismatch"]
+                    .contains(&failure.reason())
+            );
+        }
+    }
+
+    /// Any body, signed by the provider's own rules, verifies; the same
+    /// headers over the body with any one byte changed do not.
+    #[test]
+    fn any_body_verifies_and_any_changed_byte_is_a_mismatch(
+        body in proptest::collection::vec(proptest::prelude::any::<u8>(), 1..2048),
+        at in proptest::prelude::any::<proptest::sample::Index>(),
+        flip in 1u8..=255,
+    ) {
+        for p in providers() {
+            let v = verifier(p.name, &[p.secret]);
+            let headers = (p.sign)(p.secret, &body, NOW);
+            proptest::prop_assert_eq!(v.verify(&headers, &body, NOW), Ok(()), "{}", p.name);
+            let mut changed = body.clone();
+            changed[at.index(body.len())] ^= flip;
+            proptest::prop_assert_eq!(v.verify(&headers, &changed, NOW), Err(VerifyFailure::Mismatch), "{}", p.name);
+        }
+    }
+}
