@@ -75,14 +75,18 @@ fn assert_all_present(queue: &Queue, acked: &[Envelope]) {
 async fn a_torn_final_record_is_dropped_and_the_node_starts() {
     let node = Node::new();
     let queue = node.open().expect("open");
-    let acked = fill(&queue, 0, 50).await;
-    queue.close().await;
-    // A crash mid-append: a frame header promising more than was written.
+    let mut acked = fill(&queue, 0, 49).await;
     let last = node.segments().pop().expect("a segment");
+    let last_record_at = std::fs::metadata(&last).expect("meta").len() as usize;
+    acked.extend(fill(&queue, 49, 1).await);
+    queue.close().await;
+    assert_eq!(node.segments().pop().as_ref(), Some(&last), "the 50th record went to the same segment");
+    // A crash mid-append leaves a prefix of the frame it was writing: here
+    // a second copy of the last record, cut 10 bytes short.
     let mut bytes = std::fs::read(&last).expect("read");
     let good_len = bytes.len();
-    bytes.extend_from_slice(&4000u32.to_be_bytes());
-    bytes.extend_from_slice(&[0xAB; 37]);
+    let torn = bytes[last_record_at..good_len - 10].to_vec();
+    bytes.extend_from_slice(&torn);
     std::fs::write(&last, &bytes).expect("tear");
 
     let queue = node.open().expect("a torn tail does not stop the node");

@@ -5,19 +5,24 @@
 //! starting with [`MAGIC`] and holding records framed as
 //!
 //! ```text
-//! len: u32 BE │ crc32: u32 BE │ first_seq: u64 BE │ last_seq: u64 BE │ payload
-//!             └── crc over ───┴──── first_seq .. end of payload ─────┘
+//! len: u32 BE │ len_crc: u32 BE │ crc: u32 BE │ first_seq: u64 BE │ last_seq: u64 BE │ payload
+//!                                             └───────── crc over first_seq .. end ──────────┘
 //! ```
 //!
-//! where `len` counts from `first_seq` to the payload's end. A record is
-//! fsynced before the append returns, and the queue acks a hook only after
-//! both this log and the store have it.
+//! where `len` counts from `first_seq` to the payload's end and `len_crc`
+//! is the CRC32 of `len`'s four bytes. A record is fsynced before the
+//! append returns, and the queue acks a hook only after both this log and
+//! the store have it.
 //!
 //! Replay tells a torn tail from damage. A crash mid-append can only leave
 //! the *last* record of the *last* segment incomplete, and that record was
 //! never acked: it is dropped (the file is cut back to the last good
 //! record). Anything wrong before that point is damage to acked data: the
-//! log refuses to open, naming the file and the offset.
+//! log refuses to open, naming the file and the offset. The length has a
+//! check of its own because replay trusts it to find the next record: a
+//! damaged length that pointed past the end of the file would otherwise
+//! look like a torn tail, and every acked record behind it would be cut.
+//! Segments of the first format ([`MAGIC_V1`], no `len_crc`) are still read.
 //!
 //! Segments roll at a size; a closed segment is deleted once the store has
 //! checkpointed past its last seq (its memtables flushed to SST files).
@@ -28,8 +33,10 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
-pub const MAGIC: &[u8; 8] = b"ANKINTK1";
-const FRAME_HEADER: usize = 8;
+/// The first bytes of every segment written now.
+pub const MAGIC: &[u8; 8] = b"ANKINTK2";
+/// The first format's magic: its frames have no `len_crc`.
+pub const MAGIC_V1: &[u8; 8] = b"ANKINTK1";
 const SEQS: usize = 16;
 /// Records larger than this are damage, not a length (a group of 1024
 /// calls of 1 MiB hooks stays well below).
@@ -47,6 +54,12 @@ pub enum IntakeError {
         "intake log {path} is damaged at offset {offset}: {reason}; acked hooks may be there, so it is not truncated"
     )]
     Damaged { path: String, offset: u64, reason: String },
+    #[error("an intake record of {bytes} bytes is over the {MAX_RECORD}-byte frame limit")]
+    TooLarge { bytes: usize },
+    #[error(
+        "intake log {path} stopped taking appends: a failed append could not be cut off ({reason}); a restart replays it"
+    )]
+    Stopped { path: String, reason: String },
 }
 
 fn io_error(path: &Path) -> impl Fn(io::Error) -> IntakeError + '_ {
@@ -98,6 +111,9 @@ pub struct IntakeLog {
     /// The greatest seq in the open segment (0: none yet).
     last_seq: u64,
     closed: Vec<Closed>,
+    /// Why appends stopped: a failed append left bytes that could not be
+    /// cut off, and a record written after them would read as damage.
+    stopped: Option<String>,
 }
 
 fn segment_path(dir: &Path, index: u64) -> PathBuf {
@@ -122,9 +138,35 @@ fn segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, IntakeError> {
     Ok(found)
 }
 
-/// Parse one segment's bytes. Returns the records and, if the segment
-/// ends in an incomplete or mismatched record, the offset where the good
-/// part ends (a torn tail, when this is the last segment).
+/// The frame layout of a segment, told by its magic.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Format {
+    V1,
+    V2,
+}
+
+impl Format {
+    fn of(magic: &[u8]) -> Option<Format> {
+        match magic {
+            m if m == MAGIC => Some(Format::V2),
+            m if m == MAGIC_V1 => Some(Format::V1),
+            _ => None,
+        }
+    }
+
+    /// Bytes before `first_seq`: `len`, its check (V2) and the CRC.
+    fn header_len(self) -> usize {
+        match self {
+            Format::V1 => 8,
+            Format::V2 => 12,
+        }
+    }
+}
+
+fn be_u32(bytes: &[u8]) -> u32 {
+    u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])
+}
+
 /// A segment's records, and where a torn tail starts (offset, why).
 type Parsed = (Vec<Record>, Option<(u64, String)>);
 
@@ -139,32 +181,35 @@ fn parse(path: &Path, bytes: &[u8]) -> Result<Parsed, IntakeError> {
         // shorter one is a crash during that write.
         return Ok((Vec::new(), Some((0, "segment header incomplete".into()))));
     }
-    if &bytes[..MAGIC.len()] != MAGIC {
+    let Some(format) = Format::of(&bytes[..MAGIC.len()]) else {
         return Err(damaged(0, "not an intake segment (bad magic)"));
-    }
+    };
+    let header = format.header_len();
     let mut records = Vec::new();
     let mut at = MAGIC.len();
     while at < bytes.len() {
         let rest = &bytes[at..];
         let torn = |reason: &str| Some((at as u64, reason.to_string()));
-        if rest.len() < FRAME_HEADER {
+        if rest.len() < header {
             return Ok((records, torn("frame header incomplete")));
         }
-        let len = u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
-        let crc = u32::from_be_bytes([rest[4], rest[5], rest[6], rest[7]]);
+        let len = be_u32(rest) as usize;
         if len == 0 && rest.iter().all(|b| *b == 0) {
             // The file grew but its data never landed: zeros to the end.
             return Ok((records, torn("zero-filled tail")));
         }
+        if format == Format::V2 && crc32fast::hash(&rest[..4]) != be_u32(&rest[4..]) {
+            return Err(damaged(at, "record length fails its checksum"));
+        }
         if !(SEQS..MAX_RECORD).contains(&len) {
             return Err(damaged(at, &format!("impossible record length {len}")));
         }
-        if rest.len() < FRAME_HEADER + len {
+        if rest.len() < header + len {
             return Ok((records, torn("record incomplete")));
         }
-        let body = &rest[FRAME_HEADER..FRAME_HEADER + len];
-        if crc32fast::hash(body) != crc {
-            if at + FRAME_HEADER + len == bytes.len() {
+        let body = &rest[header..header + len];
+        if crc32fast::hash(body) != be_u32(&rest[header - 4..]) {
+            if at + header + len == bytes.len() {
                 return Ok((records, torn("last record fails its checksum")));
             }
             return Err(damaged(at, "record fails its checksum"));
@@ -172,7 +217,7 @@ fn parse(path: &Path, bytes: &[u8]) -> Result<Parsed, IntakeError> {
         let first_seq = u64::from_be_bytes(body[..8].try_into().unwrap_or_default());
         let last_seq = u64::from_be_bytes(body[8..16].try_into().unwrap_or_default());
         records.push(Record { first_seq, last_seq, payload: body[SEQS..].to_vec() });
-        at += FRAME_HEADER + len;
+        at += header + len;
     }
     Ok((records, None))
 }
@@ -191,38 +236,65 @@ impl IntakeLog {
         // again, only deleted once checkpointed.
         let index = last_index.map_or(0, |i| i + 1);
         let (file, path) = Self::create_segment(&options.dir, index)?;
-        let log = IntakeLog { options, file, path, index, len: MAGIC.len() as u64, last_seq: 0, closed };
+        let log = IntakeLog { options, file, path, index, len: MAGIC.len() as u64, last_seq: 0, closed, stopped: None };
         Ok((log, replay))
     }
 
     fn create_segment(dir: &Path, index: u64) -> Result<(File, PathBuf), IntakeError> {
         let path = segment_path(dir, index);
         let mut file = OpenOptions::new().create_new(true).append(true).open(&path).map_err(io_error(&path))?;
-        file.write_all(MAGIC).and_then(|_| file.sync_all()).map_err(io_error(&path))?;
+        if let Err(e) = file.write_all(MAGIC).and_then(|_| file.sync_all()) {
+            // Removed so the next roll can create it again.
+            let _ = fs::remove_file(&path);
+            return Err(io_error(&path)(e));
+        }
         sync_dir(dir)?;
         Ok((file, path))
     }
 
-    /// Append one record and fsync it. On error the record may be partly
-    /// written; it was not acked, and replay drops it as a torn tail.
+    /// Append one record and fsync it. On error nothing is acked and what
+    /// the record left in the file is cut off (see [`Self::discard_tail`]).
     pub fn append(&mut self, first_seq: u64, last_seq: u64, payload: &[u8]) -> Result<(), IntakeError> {
+        if let Some(reason) = &self.stopped {
+            return Err(IntakeError::Stopped { path: self.path.display().to_string(), reason: reason.clone() });
+        }
         if self.len >= self.options.segment_bytes {
             self.roll()?;
         }
+        let header = Format::V2.header_len();
         let len = SEQS + payload.len();
-        let mut frame = Vec::with_capacity(FRAME_HEADER + len);
-        frame.extend_from_slice(&(len as u32).to_be_bytes());
+        if len >= MAX_RECORD {
+            return Err(IntakeError::TooLarge { bytes: len });
+        }
+        let len = len as u32;
+        let mut frame = Vec::with_capacity(header + len as usize);
+        frame.extend_from_slice(&len.to_be_bytes());
+        frame.extend_from_slice(&crc32fast::hash(&len.to_be_bytes()).to_be_bytes());
         frame.extend_from_slice(&[0; 4]);
         frame.extend_from_slice(&first_seq.to_be_bytes());
         frame.extend_from_slice(&last_seq.to_be_bytes());
         frame.extend_from_slice(payload);
-        let crc = crc32fast::hash(&frame[FRAME_HEADER..]);
-        frame[4..8].copy_from_slice(&crc.to_be_bytes());
-        let path = self.path.clone();
-        self.file.write_all(&frame).and_then(|_| self.file.sync_data()).map_err(io_error(&path))?;
+        let crc = crc32fast::hash(&frame[header..]);
+        frame[header - 4..header].copy_from_slice(&crc.to_be_bytes());
+        if let Err(source) = self.file.write_all(&frame).and_then(|_| self.file.sync_data()) {
+            self.discard_tail();
+            return Err(IntakeError::Io { path: self.path.display().to_string(), source });
+        }
         self.len += frame.len() as u64;
         self.last_seq = self.last_seq.max(last_seq);
         Ok(())
+    }
+
+    /// Cut the segment back to its last whole record after a failed
+    /// append. Left in place, a partial record would sit in front of the
+    /// next one, and replay takes anything wrong before the last record for
+    /// damage to acked data. If the cut fails too, appends stop; a restart
+    /// replays the segment and drops its torn tail.
+    fn discard_tail(&mut self) {
+        if let Err(e) = self.file.set_len(self.len).and_then(|_| self.file.sync_data()) {
+            tracing::error!(file = %self.path.display(), "a failed intake append could not be cut off: {e}");
+            self.stopped = Some(e.to_string());
+        }
     }
 
     fn roll(&mut self) -> Result<(), IntakeError> {
@@ -371,11 +443,88 @@ mod tests {
         let segs = segments(dir.path()).expect("list");
         let first = &segs[0].1;
         let mut bytes = fs::read(first).expect("read");
-        bytes[MAGIC.len() + FRAME_HEADER + 2] ^= 0x40;
+        bytes[MAGIC.len() + Format::V2.header_len() + 2] ^= 0x40;
         fs::write(first, &bytes).expect("flip");
         let err = IntakeLog::open(options(dir.path())).err().expect("refused");
         let text = err.to_string();
         assert!(text.contains(&first.display().to_string()) && text.contains("offset 8"), "{text}");
+    }
+
+    #[test]
+    fn a_zero_filled_tail_is_dropped_but_a_damaged_length_is_refused() {
+        let dir = tempfile::tempdir().expect("dir");
+        write_records(dir.path(), 2);
+        let last = segments(dir.path()).expect("list").last().expect("segment").1.clone();
+        let good = fs::read(&last).expect("read");
+        // The file grew in a crash but its data never landed.
+        let mut grown = good.clone();
+        grown.extend_from_slice(&[0; 40]);
+        fs::write(&last, &grown).expect("grow");
+        let (_, replay) = IntakeLog::open(options(dir.path())).expect("a zero-filled tail opens");
+        assert_eq!(replay.torn_bytes, 40);
+        assert_eq!(fs::read(&last).expect("read"), good, "cut back to the last record");
+
+        // The first record's length now points past the end of the file.
+        let mut bytes = good.clone();
+        bytes[MAGIC.len()] ^= 0x10;
+        fs::write(&last, &bytes).expect("flip");
+        let err = IntakeLog::open(options(dir.path())).err().expect("refused");
+        assert!(err.to_string().contains("record length fails its checksum"), "{err}");
+        assert_eq!(fs::read(&last).expect("read"), bytes, "nothing was cut");
+    }
+
+    #[test]
+    fn a_failed_append_leaves_nothing_in_front_of_the_next_record() {
+        let dir = tempfile::tempdir().expect("dir");
+        let (mut log, _) = IntakeLog::open(IntakeOptions::new(dir.path())).expect("open");
+        log.append(1, 1, b"one").expect("append");
+        // What a write that failed half-way leaves behind.
+        let mut other = OpenOptions::new().append(true).open(log.current_segment()).expect("second handle");
+        other.write_all(&[9; 7]).expect("partial record");
+        log.discard_tail();
+        log.append(2, 2, b"two").expect("append after the failure");
+        drop(log);
+        let (_, replay) = IntakeLog::open(IntakeOptions::new(dir.path())).expect("reopen");
+        let payloads: Vec<&[u8]> = replay.records.iter().map(|r| r.payload.as_slice()).collect();
+        assert_eq!(payloads, [b"one".as_slice(), b"two".as_slice()]);
+        assert_eq!(replay.torn_bytes, 0);
+    }
+
+    #[test]
+    fn appends_stop_when_a_failed_append_cannot_be_cut_off() {
+        let dir = tempfile::tempdir().expect("dir");
+        let (mut log, _) = IntakeLog::open(IntakeOptions::new(dir.path())).expect("open");
+        log.append(1, 1, b"one").expect("append");
+        // A handle that can neither write nor truncate.
+        log.file = File::open(log.current_segment()).expect("read-only handle");
+        assert!(matches!(log.append(2, 2, b"two"), Err(IntakeError::Io { .. })));
+        let err = log.append(3, 3, b"three").expect_err("appends stopped");
+        assert!(matches!(err, IntakeError::Stopped { .. }), "{err}");
+        drop(log);
+        let (_, replay) = IntakeLog::open(IntakeOptions::new(dir.path())).expect("reopen");
+        assert_eq!(replay.records.iter().map(|r| r.last_seq).collect::<Vec<_>>(), [1]);
+    }
+
+    #[test]
+    fn segments_of_the_first_format_are_still_read() {
+        let dir = tempfile::tempdir().expect("dir");
+        let mut bytes = MAGIC_V1.to_vec();
+        for (seq, payload) in [(1u64, b"one".as_slice()), (2, b"two")] {
+            let mut body = seq.to_be_bytes().to_vec();
+            body.extend_from_slice(&seq.to_be_bytes());
+            body.extend_from_slice(payload);
+            bytes.extend_from_slice(&(body.len() as u32).to_be_bytes());
+            bytes.extend_from_slice(&crc32fast::hash(&body).to_be_bytes());
+            bytes.extend_from_slice(&body);
+        }
+        fs::write(segment_path(dir.path(), 0), &bytes).expect("v1 segment");
+        let (mut log, replay) = IntakeLog::open(IntakeOptions::new(dir.path())).expect("open");
+        assert_eq!(replay.records.iter().map(|r| r.payload.as_slice()).collect::<Vec<_>>(), [b"one", b"two"]);
+        log.append(3, 3, b"three").expect("appends go to a new-format segment");
+        drop(log);
+        let (_, replay) = IntakeLog::open(IntakeOptions::new(dir.path())).expect("reopen");
+        assert_eq!(replay.records.iter().map(|r| r.last_seq).collect::<Vec<_>>(), [1, 2, 3]);
+        assert_eq!(fs::read(segment_path(dir.path(), 1)).expect("segment 1")[..8], *MAGIC);
     }
 
     #[test]
