@@ -258,14 +258,14 @@ impl IntakeLog {
         if let Some(reason) = &self.stopped {
             return Err(IntakeError::Stopped { path: self.path.display().to_string(), reason: reason.clone() });
         }
-        if self.len >= self.options.segment_bytes {
-            self.roll()?;
-        }
-        let header = Format::V2.header_len();
         let len = SEQS + payload.len();
         if len >= MAX_RECORD {
             return Err(IntakeError::TooLarge { bytes: len });
         }
+        if self.len >= self.options.segment_bytes {
+            self.roll()?;
+        }
+        let header = Format::V2.header_len();
         let len = len as u32;
         let mut frame = Vec::with_capacity(header + len as usize);
         frame.extend_from_slice(&len.to_be_bytes());
