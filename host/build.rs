@@ -11,6 +11,7 @@ use std::process::Command;
 const GUESTS: &[(&str, &str)] = &[
     ("ankusa_sink_log", "log"),
     ("ankusa_sink_http", "http"),
+    ("ankusa_sink_redis", "redis"),
     ("ankusa_sink_misbehave", "misbehave"),
     ("ankusa_sink_noop", "noop"),
 ];

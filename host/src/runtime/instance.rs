@@ -92,17 +92,32 @@ impl StoreFactory {
             wasi.wall_clock(clock.wall());
             wasi.monotonic_clock(clock.monotonic());
         }
+        // TCP is on so that every connect reaches the gate below, which
+        // admits only `tcp://` allow entries and records each refusal (a
+        // connect refused earlier would not be classed `denied`). Binds
+        // other than a connect's implicit one, listens and UDP are refused.
+        wasi.allow_tcp(true);
         let policy = self.policy.clone();
+        let denials = DenialRecord::default();
+        let socket_denials = denials.clone();
         wasi.socket_addr_check(move |addr, usage| {
             let allowed = match usage {
-                SocketAddrUse::TcpConnect => policy.check_socket(addr.ip(), addr.port()).is_ok(),
+                // A refused connect is recorded, so the attempt is classed
+                // `denied` whatever the guest makes of the error.
+                SocketAddrUse::TcpConnect => match policy.check_socket(addr.ip(), addr.port()) {
+                    Ok(()) => true,
+                    Err(denied) => {
+                        tracing::warn!(%denied, "socket egress denied");
+                        socket_denials.record(denied);
+                        false
+                    }
+                },
                 // The implicit bind before a connect uses the wildcard address.
                 SocketAddrUse::TcpBind => addr.ip().is_unspecified() && addr.port() == 0,
                 _ => false,
             };
             Box::pin(async move { allowed })
         });
-        let denials = DenialRecord::default();
         let state = InstanceState {
             wasi: wasi.build(),
             http: WasiHttpCtx::new(),

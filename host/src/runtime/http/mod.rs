@@ -84,7 +84,7 @@ impl DenialRecord {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
 
-    fn record(&self, denied: Denied) {
+    pub fn record(&self, denied: Denied) {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(denied);
     }
 }

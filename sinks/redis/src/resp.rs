@@ -1,0 +1,110 @@
+//! Just enough of RESP2 for one command at a time: encode a command as an
+//! array of bulk strings, read back one scalar reply.
+
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+
+/// The longest status or error line accepted from a server; a longer one
+/// is not Redis talking.
+const MAX_LINE: usize = 64 * 1024;
+/// The largest bulk reply read (replies here are ids and `OK`s).
+const MAX_BULK: usize = 1 << 20;
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Reply {
+    Status(String),
+    /// `-KIND message`.
+    Error(String),
+    Integer(i64),
+    Bulk(Option<Vec<u8>>),
+}
+
+#[derive(Debug)]
+pub enum RespError {
+    /// The exchange failed; `answered` tells whether any reply byte arrived.
+    Io { error: io::Error, answered: bool },
+    /// The server sent something that is not a RESP scalar.
+    Protocol(String),
+}
+
+pub struct Connection {
+    reader: BufReader<TcpStream>,
+}
+
+impl Connection {
+    pub fn open(addr: SocketAddr) -> io::Result<Connection> {
+        let stream = TcpStream::connect(addr)?;
+        // Commands are written whole; no point waiting to coalesce them.
+        let _ = stream.set_nodelay(true);
+        Ok(Connection { reader: BufReader::new(stream) })
+    }
+
+    /// Send one command and read its reply.
+    pub fn call(&mut self, args: &[&[u8]]) -> Result<Reply, RespError> {
+        let unanswered = |error| RespError::Io { error, answered: false };
+        self.reader.get_mut().write_all(&encode(args)).map_err(unanswered)?;
+        match self.reader.fill_buf() {
+            Ok([]) => Err(unanswered(io::ErrorKind::UnexpectedEof.into())),
+            Ok(_) => read_reply(&mut self.reader),
+            Err(error) => Err(unanswered(error)),
+        }
+    }
+}
+
+fn encode(args: &[&[u8]]) -> Vec<u8> {
+    let size: usize = args.iter().map(|a| a.len() + 16).sum();
+    let mut out = Vec::with_capacity(size + 16);
+    out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+    for arg in args {
+        out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+        out.extend_from_slice(arg);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
+fn read_reply(reader: &mut impl BufRead) -> Result<Reply, RespError> {
+    let answered = |error| RespError::Io { error, answered: true };
+    let line = read_line(reader).map_err(answered)?;
+    let (kind, rest) = line.split_at_checked(1).ok_or_else(|| RespError::Protocol("empty reply line".into()))?;
+    let text = || String::from_utf8_lossy(rest).into_owned();
+    match kind {
+        b"+" => Ok(Reply::Status(text())),
+        b"-" => Ok(Reply::Error(text())),
+        b":" => {
+            text().parse().map(Reply::Integer).map_err(|_| RespError::Protocol(format!("bad integer `{}`", text())))
+        }
+        b"$" => {
+            let len: i64 = text().parse().map_err(|_| RespError::Protocol(format!("bad bulk length `{}`", text())))?;
+            if len < 0 {
+                return Ok(Reply::Bulk(None));
+            }
+            let len = usize::try_from(len).unwrap_or(usize::MAX);
+            if len > MAX_BULK {
+                return Err(RespError::Protocol(format!("bulk reply of {len} bytes")));
+            }
+            let mut data = vec![0; len + 2];
+            reader.read_exact(&mut data).map_err(answered)?;
+            if !data.ends_with(b"\r\n") {
+                return Err(RespError::Protocol("bulk reply not ended by CRLF".into()));
+            }
+            data.truncate(len);
+            Ok(Reply::Bulk(Some(data)))
+        }
+        other => Err(RespError::Protocol(format!("unexpected reply type {:?}", String::from_utf8_lossy(other)))),
+    }
+}
+
+/// One CRLF-terminated line, without the CRLF.
+fn read_line(reader: &mut impl BufRead) -> io::Result<Vec<u8>> {
+    let mut line = Vec::new();
+    let read = reader.by_ref().take(MAX_LINE as u64 + 2).read_until(b'\n', &mut line)?;
+    if read == 0 {
+        return Err(io::ErrorKind::UnexpectedEof.into());
+    }
+    match line.strip_suffix(b"\r\n") {
+        Some(content) => Ok(content.to_vec()),
+        None if line.len() > MAX_LINE => Err(io::Error::new(io::ErrorKind::InvalidData, "reply line too long")),
+        None => Err(io::ErrorKind::UnexpectedEof.into()),
+    }
+}
