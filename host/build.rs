@@ -12,6 +12,7 @@ const GUESTS: &[(&str, &str)] = &[
     ("ankusa_sink_log", "log"),
     ("ankusa_sink_http", "http"),
     ("ankusa_sink_redis", "redis"),
+    ("ankusa_sink_nats", "nats"),
     ("ankusa_sink_misbehave", "misbehave"),
     ("ankusa_sink_noop", "noop"),
 ];

@@ -49,6 +49,7 @@ pub mod log;
 pub mod options;
 pub mod signing;
 mod sink;
+pub mod tcp;
 
 pub use bindings::ankusa::sink::delivery::{ConfigError, ErrorClass, Failure, Hook};
 pub use sink::Sink;

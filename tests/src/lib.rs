@@ -5,8 +5,10 @@
 pub mod binary;
 pub mod crash;
 pub mod examples;
+pub mod nats;
 pub mod receiver;
 pub mod redis;
+pub mod relay;
 pub mod standard_webhooks;
 
 use std::path::PathBuf;

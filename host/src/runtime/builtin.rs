@@ -9,8 +9,9 @@ use std::path::Path;
 pub const LOG: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/log.wasm"));
 pub const HTTP: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/http.wasm"));
 pub const REDIS: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/redis.wasm"));
+pub const NATS: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/nats.wasm"));
 
-const SHIPPED: &[(&str, &[u8])] = &[("log", LOG), ("http", HTTP), ("redis", REDIS)];
+const SHIPPED: &[(&str, &[u8])] = &[("log", LOG), ("http", HTTP), ("redis", REDIS), ("nats", NATS)];
 
 /// The bytes of the built-in sink called `name`.
 pub fn builtin(name: &str) -> Option<&'static [u8]> {

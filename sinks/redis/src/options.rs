@@ -1,7 +1,8 @@
 //! Options of the `redis` sink.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 
+use ankusa_sdk::tcp::ServerUrl;
 use ankusa_sdk::{ConfigError, options};
 use serde::Deserialize;
 
@@ -40,7 +41,12 @@ pub struct Options {
 impl Options {
     pub fn parse(json: &str) -> Result<Options, ConfigError> {
         let raw: Raw = options::parse(json)?;
-        let url = Url::parse(&raw.url).map_err(|m| ConfigError::field("url", m))?;
+        let url = ServerUrl::parse(&raw.url, "redis", 6379).map_err(|m| ConfigError::field("url", m))?;
+        let db = match url.path.as_str() {
+            "" => 0,
+            db => db.parse().map_err(|_| ConfigError::field("url", format!("database `{db}` is not a number")))?,
+        };
+        let auth = url.password.map(|password| (url.user, password));
         let target = match (raw.stream, raw.channel) {
             (Some(key), None) => {
                 if raw.maxlen == Some(0) {
@@ -56,7 +62,7 @@ impl Options {
             }
             _ => return Err(ConfigError::new("set exactly one of `stream` and `channel`")),
         };
-        Ok(Options { addr: url.addr, auth: url.auth, db: url.db, target })
+        Ok(Options { addr: url.addr, auth, db, target })
     }
 
     /// `ok` means Redis appended the hook to a stream; a published message
@@ -71,45 +77,4 @@ fn named(field: &str, name: String) -> Result<String, ConfigError> {
         return Err(ConfigError::field(field, "must be 1 to 512 bytes"));
     }
     Ok(name)
-}
-
-struct Url {
-    addr: SocketAddr,
-    auth: Option<(Option<String>, String)>,
-    db: u32,
-}
-
-impl Url {
-    /// The guest connects by address: the host's egress policy admits only
-    /// `tcp://ip:port` entries, and names are never resolved in the sandbox.
-    fn parse(url: &str) -> Result<Url, String> {
-        let rest = url.strip_prefix("redis://").ok_or("must start with redis://")?;
-        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
-        let (credentials, hostport) = match authority.rsplit_once('@') {
-            Some((credentials, hostport)) => (Some(credentials), hostport),
-            None => (None, authority),
-        };
-        let auth = credentials.map(|c| match c.split_once(':') {
-            Some(("", password)) => (None, password.to_string()),
-            Some((user, password)) => (Some(user.to_string()), password.to_string()),
-            None => (None, c.to_string()),
-        });
-        let addr = parse_addr(hostport)?;
-        let db = match path {
-            "" => 0,
-            db => db.parse().map_err(|_| format!("database `{db}` is not a number"))?,
-        };
-        Ok(Url { addr, auth, db })
-    }
-}
-
-fn parse_addr(hostport: &str) -> Result<SocketAddr, String> {
-    if let Ok(addr) = hostport.parse::<SocketAddr>() {
-        return Ok(addr);
-    }
-    let host = hostport.trim_start_matches('[').trim_end_matches(']');
-    match host.parse::<IpAddr>() {
-        Ok(ip) => Ok(SocketAddr::new(ip, 6379)),
-        Err(_) => Err(format!("`{hostport}` is not an IP address (with an optional port); name the server by address")),
-    }
 }

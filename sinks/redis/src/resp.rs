@@ -1,8 +1,10 @@
 //! Just enough of RESP2 for one command at a time: encode a command as an
 //! array of bulk strings, read back one scalar reply.
 
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
+
+use ankusa_sdk::tcp::read_line;
 
 /// The longest status or error line accepted from a server; a longer one
 /// is not Redis talking.
@@ -65,7 +67,7 @@ fn encode(args: &[&[u8]]) -> Vec<u8> {
 
 fn read_reply(reader: &mut impl BufRead) -> Result<Reply, RespError> {
     let answered = |error| RespError::Io { error, answered: true };
-    let line = read_line(reader).map_err(answered)?;
+    let line = read_line(reader, MAX_LINE).map_err(answered)?;
     let (kind, rest) = line.split_at_checked(1).ok_or_else(|| RespError::Protocol("empty reply line".into()))?;
     let text = || String::from_utf8_lossy(rest).into_owned();
     match kind {
@@ -92,19 +94,5 @@ fn read_reply(reader: &mut impl BufRead) -> Result<Reply, RespError> {
             Ok(Reply::Bulk(Some(data)))
         }
         other => Err(RespError::Protocol(format!("unexpected reply type {:?}", String::from_utf8_lossy(other)))),
-    }
-}
-
-/// One CRLF-terminated line, without the CRLF.
-fn read_line(reader: &mut impl BufRead) -> io::Result<Vec<u8>> {
-    let mut line = Vec::new();
-    let read = reader.by_ref().take(MAX_LINE as u64 + 2).read_until(b'\n', &mut line)?;
-    if read == 0 {
-        return Err(io::ErrorKind::UnexpectedEof.into());
-    }
-    match line.strip_suffix(b"\r\n") {
-        Some(content) => Ok(content.to_vec()),
-        None if line.len() > MAX_LINE => Err(io::Error::new(io::ErrorKind::InvalidData, "reply line too long")),
-        None => Err(io::ErrorKind::UnexpectedEof.into()),
     }
 }

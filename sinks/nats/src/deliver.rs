@@ -1,0 +1,123 @@
+//! One hook, one JetStream publish: `ok` only on the stream's ack.
+
+use std::io;
+
+use ankusa_sdk::bindings::wasi::random::random::get_random_u64;
+use ankusa_sdk::{Failure, Hook};
+use serde::Deserialize;
+
+use crate::options::Options;
+use crate::protocol::{Connection, NatsError, Reply};
+
+pub struct Delivery {
+    options: Options,
+    connection: Option<Connection>,
+}
+
+impl Delivery {
+    pub fn new(options: Options) -> Delivery {
+        Delivery { options, connection: None }
+    }
+
+    pub fn deliver(&mut self, hook: &Hook) -> Result<(), Failure> {
+        let content_type = hook.content_type.as_deref().map(header_value);
+        let expect_stream = self.options.expect_stream.clone();
+        // JetStream drops a second message with the same id inside the
+        // stream's duplicate window: a retried attempt is stored once.
+        let mut headers = vec![
+            ("Nats-Msg-Id", hook.idempotency_key.as_str()),
+            ("Ankusa-Id", hook.id.as_str()),
+            ("Ankusa-Source", hook.source.as_str()),
+            ("Ankusa-Tenant", hook.tenant.as_str()),
+        ];
+        if let Some(stream) = &expect_stream {
+            headers.push(("Nats-Expected-Stream", stream));
+        }
+        if let Some(content_type) = &content_type {
+            headers.push(("Content-Type", content_type));
+        }
+        if let Some(replay) = &hook.replay_id {
+            headers.push(("Ankusa-Replay-Id", replay));
+        }
+        let reused = self.connection.is_some();
+        let reply = match self.request(&headers, &hook.body) {
+            // A kept connection the server dropped meanwhile: publish again
+            // on a fresh one (the message id makes a repeat harmless).
+            Err(NatsError::Io(_)) if reused => self.request(&headers, &hook.body),
+            other => other,
+        };
+        acknowledged(&self.options.subject, reply.map_err(exchange_failure)?)
+    }
+
+    /// One publish; the connection is kept only if it went through.
+    fn request(&mut self, headers: &[(&str, &str)], body: &[u8]) -> Result<Reply, NatsError> {
+        let mut connection = match self.connection.take() {
+            Some(connection) => connection,
+            None => Connection::open(self.options.addr, &self.options.credentials, get_random_u64())?,
+        };
+        let reply = connection.request(&self.options.subject, headers, body)?;
+        self.connection = Some(connection);
+        Ok(reply)
+    }
+}
+
+/// Header values cannot hold line breaks.
+fn header_value(value: &str) -> String {
+    value.chars().filter(|c| *c != '\r' && *c != '\n').collect()
+}
+
+/// JetStream's answer to a publish.
+#[derive(Deserialize)]
+struct PubAck {
+    #[serde(default)]
+    stream: Option<String>,
+    #[serde(default)]
+    error: Option<ApiError>,
+}
+
+#[derive(Deserialize)]
+struct ApiError {
+    #[serde(default)]
+    code: u16,
+    #[serde(default)]
+    description: String,
+}
+
+fn acknowledged(subject: &str, reply: Reply) -> Result<(), Failure> {
+    if reply.status == Some(503) {
+        return Err(Failure::transient(format!("no JetStream stream captures subject `{subject}`")));
+    }
+    let ack: PubAck = serde_json::from_slice(&reply.payload).map_err(|_| {
+        Failure::transient(format!(
+            "the reply to a publish on `{subject}` is not a JetStream ack: {}",
+            String::from_utf8_lossy(&reply.payload[..reply.payload.len().min(200)])
+        ))
+    })?;
+    match (ack.error, ack.stream) {
+        (None, Some(_)) => Ok(()),
+        (Some(error), _) => {
+            let reason = format!("jetstream {}: {}", error.code, error.description);
+            // 4xx: the stream refuses this message as it is (wrong expected
+            // stream, message too large); 5xx: it cannot take it right now.
+            if (400..500).contains(&error.code) {
+                Err(Failure::permanent(reason))
+            } else {
+                Err(Failure::transient(reason))
+            }
+        }
+        (None, None) => Err(Failure::transient("a JetStream ack without a stream")),
+    }
+}
+
+fn exchange_failure(err: NatsError) -> Failure {
+    match err {
+        // The host refused the address: it records the attempt as `denied`.
+        NatsError::Io(error) if error.kind() == io::ErrorKind::PermissionDenied => {
+            Failure::permanent(format!("connection refused by the host's egress policy: {error}"))
+        }
+        NatsError::Io(error) => Failure::transient(format!("nats connection: {error}")),
+        NatsError::Auth(message) => Failure::permanent(format!("nats login refused: {message}")),
+        NatsError::Unsupported(message) => Failure::permanent(format!("nats: {message}")),
+        NatsError::Protocol(message) => Failure::transient(format!("nats: {message}")),
+    }
+}

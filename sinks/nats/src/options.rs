@@ -1,0 +1,71 @@
+//! Options of the `nats` sink.
+
+use std::net::SocketAddr;
+
+use ankusa_sdk::tcp::ServerUrl;
+use ankusa_sdk::{ConfigError, options};
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    /// `nats://[user:password@|token@]ip[:port]`.
+    url: String,
+    /// The subject every hook is published on; a JetStream stream must
+    /// capture it.
+    subject: String,
+    /// Refuse the publish unless this stream is the one that captures it.
+    #[serde(default)]
+    expect_stream: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credentials {
+    None,
+    Token(String),
+    UserPassword(String, String),
+}
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub addr: SocketAddr,
+    pub credentials: Credentials,
+    pub subject: String,
+    pub expect_stream: Option<String>,
+}
+
+impl Options {
+    pub fn parse(json: &str) -> Result<Options, ConfigError> {
+        let raw: Raw = options::parse(json)?;
+        let url = ServerUrl::parse(&raw.url, "nats", 4222).map_err(|m| ConfigError::field("url", m))?;
+        if !url.path.is_empty() {
+            return Err(ConfigError::field("url", "takes no path"));
+        }
+        let credentials = match (url.user, url.password) {
+            (Some(user), Some(password)) => Credentials::UserPassword(user, password),
+            (None, Some(token)) => Credentials::Token(token),
+            _ => Credentials::None,
+        };
+        if !is_subject(&raw.subject) {
+            return Err(ConfigError::field(
+                "subject",
+                "must be dot-separated tokens without spaces or wildcards (`*`, `>`)",
+            ));
+        }
+        if let Some(stream) = &raw.expect_stream {
+            let valid = !stream.is_empty() && !stream.contains(|c: char| c.is_whitespace() || ".*>".contains(c));
+            if !valid {
+                return Err(ConfigError::field("expect_stream", "not a valid stream name"));
+            }
+        }
+        Ok(Options { addr: url.addr, credentials, subject: raw.subject, expect_stream: raw.expect_stream })
+    }
+}
+
+/// A literal subject: one a publish may name.
+fn is_subject(subject: &str) -> bool {
+    subject.len() <= 1024
+        && subject
+            .split('.')
+            .all(|token| !token.is_empty() && !token.contains(|c: char| c.is_whitespace() || c == '*' || c == '>'))
+}

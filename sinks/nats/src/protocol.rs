@@ -1,0 +1,194 @@
+//! The client side of the NATS text protocol, as much as publishing with
+//! a reply subject needs: the handshake, `HPUB`, and reading server
+//! operations until the reply arrives.
+
+use std::io::{self, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+
+use ankusa_sdk::tcp::read_line;
+use serde::Deserialize;
+
+use crate::options::Credentials;
+
+/// The longest protocol line accepted; a longer one is not NATS talking.
+const MAX_LINE: usize = 64 * 1024;
+/// The largest reply payload read (acks are small JSON documents).
+const MAX_REPLY: usize = 1 << 20;
+
+#[derive(Debug)]
+pub enum NatsError {
+    /// The connection failed.
+    Io(io::Error),
+    /// The server refused the login.
+    Auth(String),
+    /// The server cannot take what is asked of it (no headers, payload
+    /// too large).
+    Unsupported(String),
+    /// The server sent something that is not the protocol, or `-ERR`.
+    Protocol(String),
+}
+
+#[derive(Deserialize)]
+struct ServerInfo {
+    #[serde(default)]
+    headers: bool,
+    #[serde(default = "default_max_payload")]
+    max_payload: usize,
+}
+
+fn default_max_payload() -> usize {
+    1 << 20
+}
+
+/// A reply: its status (from a `NATS/1.0 503` header line, if any) and body.
+pub struct Reply {
+    pub status: Option<u16>,
+    pub payload: Vec<u8>,
+}
+
+pub struct Connection {
+    reader: BufReader<TcpStream>,
+    max_payload: usize,
+    /// Replies come to `<inbox>.<n>`; a reply for an older `n` (a publish
+    /// abandoned earlier) is skipped.
+    inbox: String,
+    next: u64,
+}
+
+impl Connection {
+    pub fn open(addr: SocketAddr, credentials: &Credentials, inbox_token: u64) -> Result<Connection, NatsError> {
+        let stream = TcpStream::connect(addr).map_err(NatsError::Io)?;
+        let _ = stream.set_nodelay(true);
+        let mut reader = BufReader::new(stream);
+        let line = read_line(&mut reader, MAX_LINE).map_err(NatsError::Io)?;
+        let info = line
+            .strip_prefix(b"INFO ")
+            .and_then(|json| serde_json::from_slice::<ServerInfo>(json).ok())
+            .ok_or_else(|| NatsError::Protocol("the server did not start with INFO".into()))?;
+        if !info.headers {
+            return Err(NatsError::Unsupported("the server does not support message headers (NATS 2.2+)".into()));
+        }
+        let mut connect = serde_json::json!({
+            "verbose": false, "pedantic": false, "headers": true, "no_responders": true,
+            "protocol": 1, "lang": "rust-wasm", "version": "0.1.0", "name": "ankusa",
+        });
+        match credentials {
+            Credentials::None => {}
+            Credentials::Token(token) => connect["auth_token"] = token.as_str().into(),
+            Credentials::UserPassword(user, pass) => {
+                connect["user"] = user.as_str().into();
+                connect["pass"] = pass.as_str().into();
+            }
+        }
+        let inbox = format!("_INBOX.ankusa.{inbox_token:016x}");
+        let hello = format!("CONNECT {connect}\r\nPING\r\nSUB {inbox}.* 1\r\n");
+        reader.get_mut().write_all(hello.as_bytes()).map_err(NatsError::Io)?;
+        let mut connection = Connection { reader, max_payload: info.max_payload, inbox, next: 0 };
+        // The PONG to our PING confirms the login; a refusal comes first.
+        loop {
+            match connection.next_op()? {
+                Op::Pong => return Ok(connection),
+                Op::Err(e) if e.contains("Authorization") || e.contains("Authentication") => {
+                    return Err(NatsError::Auth(e));
+                }
+                Op::Err(e) => return Err(NatsError::Protocol(e)),
+                Op::Msg { .. } | Op::Other => {}
+            }
+        }
+    }
+
+    /// Publish `payload` with `headers` on `subject` and wait for the reply.
+    pub fn request(&mut self, subject: &str, headers: &[(&str, &str)], payload: &[u8]) -> Result<Reply, NatsError> {
+        let mut head = String::from("NATS/1.0\r\n");
+        for (name, value) in headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        head.push_str("\r\n");
+        let total = head.len() + payload.len();
+        if total > self.max_payload {
+            return Err(NatsError::Unsupported(format!(
+                "a message of {total} bytes is over the server's max_payload of {}",
+                self.max_payload
+            )));
+        }
+        self.next += 1;
+        let reply_to = format!("{}.{}", self.inbox, self.next);
+        let mut out = format!("HPUB {subject} {reply_to} {} {total}\r\n{head}", head.len()).into_bytes();
+        out.extend_from_slice(payload);
+        out.extend_from_slice(b"\r\n");
+        self.reader.get_mut().write_all(&out).map_err(NatsError::Io)?;
+        loop {
+            match self.next_op()? {
+                Op::Msg { subject, status, payload } if subject == reply_to => return Ok(Reply { status, payload }),
+                Op::Err(e) => return Err(NatsError::Protocol(e)),
+                Op::Msg { .. } | Op::Pong | Op::Other => {}
+            }
+        }
+    }
+
+    /// Read one server operation, answering `PING` on the way.
+    fn next_op(&mut self) -> Result<Op, NatsError> {
+        let line = read_line(&mut self.reader, MAX_LINE).map_err(NatsError::Io)?;
+        let text = String::from_utf8_lossy(&line);
+        let mut words = text.split_ascii_whitespace();
+        let op = words.next().unwrap_or("").to_ascii_uppercase();
+        let args: Vec<&str> = words.collect();
+        match op.as_str() {
+            "PING" => {
+                self.reader.get_mut().write_all(b"PONG\r\n").map_err(NatsError::Io)?;
+                Ok(Op::Other)
+            }
+            "PONG" => Ok(Op::Pong),
+            "-ERR" => Ok(Op::Err(text.trim_start_matches("-ERR").trim().trim_matches('\'').to_string())),
+            "MSG" | "HMSG" => self.read_msg(&op, &args),
+            "+OK" | "INFO" => Ok(Op::Other),
+            _ => Err(NatsError::Protocol(format!("unexpected line `{}`", truncated(&text)))),
+        }
+    }
+
+    /// `MSG <subject> <sid> [reply] <bytes>` or
+    /// `HMSG <subject> <sid> [reply] <header bytes> <total bytes>`.
+    fn read_msg(&mut self, op: &str, args: &[&str]) -> Result<Op, NatsError> {
+        let bad = || NatsError::Protocol(format!("malformed {op} `{}`", args.join(" ")));
+        let number = |s: Option<&&str>| s.and_then(|s| s.parse::<usize>().ok()).ok_or_else(bad);
+        let (header_len, total) = if op == "HMSG" {
+            (number(args.iter().rev().nth(1))?, number(args.last())?)
+        } else {
+            (0, number(args.last())?)
+        };
+        if total > MAX_REPLY || header_len > total {
+            return Err(bad());
+        }
+        let subject = args.first().ok_or_else(bad)?.to_string();
+        let mut data = vec![0; total + 2];
+        self.reader.read_exact(&mut data).map_err(NatsError::Io)?;
+        if !data.ends_with(b"\r\n") {
+            return Err(bad());
+        }
+        data.truncate(total);
+        let payload = data.split_off(header_len);
+        Ok(Op::Msg { subject, status: status_of(&data), payload })
+    }
+}
+
+enum Op {
+    Pong,
+    Err(String),
+    Msg { subject: String, status: Option<u16>, payload: Vec<u8> },
+    Other,
+}
+
+/// The status code on a header block's first line (`NATS/1.0 503`).
+fn status_of(headers: &[u8]) -> Option<u16> {
+    let first = headers.split(|b| *b == b'\n').next()?;
+    let text = String::from_utf8_lossy(first);
+    text.split_ascii_whitespace().nth(1)?.parse().ok()
+}
+
+fn truncated(text: &str) -> &str {
+    let mut end = text.len().min(120);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
