@@ -13,6 +13,7 @@ const GUESTS: &[(&str, &str)] = &[
     ("ankusa_sink_http", "http"),
     ("ankusa_sink_redis", "redis"),
     ("ankusa_sink_nats", "nats"),
+    ("ankusa_sink_postgres", "postgres"),
     ("ankusa_sink_misbehave", "misbehave"),
     ("ankusa_sink_noop", "noop"),
 ];

@@ -11,13 +11,15 @@
 use std::io::{self, BufRead, Read};
 use std::net::{IpAddr, SocketAddr};
 
-/// `scheme://[[user]:password@|token@]ip[:port][/path]`.
+/// `scheme://[user][:password]@ip[:port][/path]`, credentials %-escaped
+/// where they hold reserved characters.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServerUrl {
     pub addr: SocketAddr,
-    /// The part before `:` in the credentials, if any and not empty.
+    /// The credentials before `:` (all of them if there is no `:`), unless
+    /// empty.
     pub user: Option<String>,
-    /// The part after `:`, or the whole credentials when there is no `:`.
+    /// The credentials after `:`, if there is one.
     pub password: Option<String>,
     /// Whatever follows the first `/` after the address, without it.
     pub path: String,
@@ -29,19 +31,41 @@ impl ServerUrl {
             .strip_prefix(scheme)
             .and_then(|r| r.strip_prefix("://"))
             .ok_or_else(|| format!("must start with {scheme}://"))?;
-        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
-        let (credentials, hostport) = match authority.rsplit_once('@') {
-            Some((credentials, hostport)) => (Some(credentials), hostport),
-            None => (None, authority),
+        // Credentials end at the last `@`, so a password may hold `/`.
+        let (credentials, address) = match rest.rsplit_once('@') {
+            Some((credentials, address)) => (Some(credentials), address),
+            None => (None, rest),
         };
-        let (user, password) = match credentials.map(|c| c.split_once(':')) {
+        let (hostport, path) = address.split_once('/').unwrap_or((address, ""));
+        let (user, password) = match credentials {
             None => (None, None),
-            Some(Some((user, password))) => ((!user.is_empty()).then(|| user.to_string()), Some(password.to_string())),
-            Some(None) => (None, credentials.map(str::to_string)),
+            Some(credentials) => match credentials.split_once(':') {
+                Some((user, password)) => (Some(user), Some(percent_decoded(password)?)),
+                None => (Some(credentials), None),
+            },
         };
+        let user = user.filter(|u| !u.is_empty()).map(percent_decoded).transpose()?;
         let addr = parse_addr(hostport, default_port)?;
         Ok(ServerUrl { addr, user, password, path: path.to_string() })
     }
+}
+
+/// `%XX` escapes decoded, as URLs carry reserved characters in credentials.
+fn percent_decoded(text: &str) -> Result<String, String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = text.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(h, 16).ok());
+            out.push(hex.ok_or("a `%` in the credentials must start a %XX escape")?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| "the credentials are not UTF-8 once unescaped".to_string())
 }
 
 fn parse_addr(hostport: &str, default_port: u16) -> Result<SocketAddr, String> {

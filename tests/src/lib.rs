@@ -6,6 +6,7 @@ pub mod binary;
 pub mod crash;
 pub mod examples;
 pub mod nats;
+pub mod postgres;
 pub mod receiver;
 pub mod redis;
 pub mod relay;

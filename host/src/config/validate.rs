@@ -105,7 +105,10 @@ pub fn sink_problems(name: &str, sink: &SinkSection, max_memory_mib: u32) -> Vec
         p.add(&key, "a sink name is 1-64 of A-Z a-z 0-9 _ -");
     }
     if sink.component.trim().is_empty() {
-        p.add(format!("{key}.component"), "required: a shipped sink (log, http, redis, nats) or a .wasm path");
+        p.add(
+            format!("{key}.component"),
+            "required: a shipped sink (log, http, redis, nats, postgres) or a .wasm path",
+        );
     }
     for (i, entry) in sink.allow.iter().enumerate() {
         if let Err(e) = AllowEntry::parse(entry) {

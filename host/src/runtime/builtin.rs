@@ -10,8 +10,10 @@ pub const LOG: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/log.wa
 pub const HTTP: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/http.wasm"));
 pub const REDIS: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/redis.wasm"));
 pub const NATS: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/nats.wasm"));
+pub const POSTGRES: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/postgres.wasm"));
 
-const SHIPPED: &[(&str, &[u8])] = &[("log", LOG), ("http", HTTP), ("redis", REDIS), ("nats", NATS)];
+const SHIPPED: &[(&str, &[u8])] =
+    &[("log", LOG), ("http", HTTP), ("redis", REDIS), ("nats", NATS), ("postgres", POSTGRES)];
 
 /// The bytes of the built-in sink called `name`.
 pub fn builtin(name: &str) -> Option<&'static [u8]> {

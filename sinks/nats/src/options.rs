@@ -41,10 +41,11 @@ impl Options {
         if !url.path.is_empty() {
             return Err(ConfigError::field("url", "takes no path"));
         }
+        // `user:password@`, or a bare `token@`.
         let credentials = match (url.user, url.password) {
             (Some(user), Some(password)) => Credentials::UserPassword(user, password),
-            (None, Some(token)) => Credentials::Token(token),
-            _ => Credentials::None,
+            (Some(token), None) | (None, Some(token)) => Credentials::Token(token),
+            (None, None) => Credentials::None,
         };
         if !is_subject(&raw.subject) {
             return Err(ConfigError::field(

@@ -9,7 +9,7 @@ use serde::Deserialize;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Raw {
-    /// `redis://[[user]:password@]ip[:port][/db]`.
+    /// `redis://[[user]:password@]ip[:port][/db]` (a password needs its `:`).
     url: String,
     /// `XADD` every hook to this stream (durable).
     #[serde(default)]

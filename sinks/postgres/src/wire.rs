@@ -1,0 +1,246 @@
+//! The client side of PostgreSQL's frontend/backend protocol (v3), as much
+//! as a sink needs: start-up with password or SCRAM-SHA-256 login, simple
+//! queries, and one parameterised statement per delivery.
+
+use std::io::{self, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+
+use crate::scram::Scram;
+
+/// The largest backend message read; replies to an INSERT are small.
+const MAX_MESSAGE: usize = 1 << 20;
+
+#[derive(Debug)]
+pub enum PgError {
+    Io(io::Error),
+    /// An `ErrorResponse`: its SQLSTATE and message.
+    Server {
+        code: String,
+        message: String,
+    },
+    /// Login could not go through on our side (a method we do not speak,
+    /// a server that fails SCRAM's proof).
+    Login(String),
+    Protocol(String),
+}
+
+pub struct Login<'a> {
+    pub user: &'a str,
+    pub password: Option<&'a str>,
+    pub database: &'a str,
+    /// Random, for SCRAM.
+    pub nonce: String,
+}
+
+/// A parameter of a statement: text, binary (`bytea`), or NULL.
+pub enum Param<'a> {
+    Text(&'a str),
+    Binary(&'a [u8]),
+    Null,
+}
+
+pub struct Connection {
+    reader: BufReader<TcpStream>,
+}
+
+impl Connection {
+    pub fn open(addr: SocketAddr, login: &Login) -> Result<Connection, PgError> {
+        let stream = TcpStream::connect(addr).map_err(PgError::Io)?;
+        let _ = stream.set_nodelay(true);
+        let mut connection = Connection { reader: BufReader::new(stream) };
+        let mut startup = Vec::new();
+        startup.extend_from_slice(&196_608i32.to_be_bytes()); // protocol 3.0
+        for (key, value) in [("user", login.user), ("database", login.database), ("application_name", "ankusa")] {
+            cstring(&mut startup, key);
+            cstring(&mut startup, value);
+        }
+        startup.push(0);
+        connection.reader.get_mut().write_all(&len_prefixed(&startup)).map_err(PgError::Io)?;
+        connection.authenticate(login)?;
+        connection.until_ready().map(|_| connection)
+    }
+
+    fn authenticate(&mut self, login: &Login) -> Result<(), PgError> {
+        let password = || login.password.ok_or_else(|| PgError::Login("the server asks for a password".into()));
+        let mut scram: Option<Scram> = None;
+        loop {
+            let (tag, body) = self.read()?;
+            match tag {
+                b'E' => return Err(server_error(&body)),
+                b'R' => {}
+                _ => return Err(PgError::Protocol(format!("unexpected message `{}` during login", tag as char))),
+            }
+            let (code, rest) = split_i32(&body)?;
+            match code {
+                0 => return Ok(()),
+                3 => {
+                    let mut message = Vec::new();
+                    cstring(&mut message, password()?);
+                    self.send(b'p', &message)?;
+                }
+                5 => return Err(PgError::Login("md5 password login is not supported: use scram-sha-256".into())),
+                10 => {
+                    let offered: Vec<&[u8]> = rest.split(|b| *b == 0).filter(|m| !m.is_empty()).collect();
+                    if !offered.contains(&&b"SCRAM-SHA-256"[..]) {
+                        return Err(PgError::Login(
+                            "the server offers no SASL mechanism this sink speaks (SCRAM-SHA-256)".into(),
+                        ));
+                    }
+                    let client = Scram::new(password()?, &login.nonce);
+                    let first = client.client_first();
+                    let mut message = Vec::new();
+                    cstring(&mut message, "SCRAM-SHA-256");
+                    message.extend_from_slice(&(first.len() as i32).to_be_bytes());
+                    message.extend_from_slice(first.as_bytes());
+                    self.send(b'p', &message)?;
+                    scram = Some(client);
+                }
+                11 => {
+                    let client =
+                        scram.as_mut().ok_or_else(|| PgError::Protocol("SASL continue before start".into()))?;
+                    let reply = client.client_final(&String::from_utf8_lossy(rest)).map_err(PgError::Login)?;
+                    self.send(b'p', reply.as_bytes())?;
+                }
+                12 => {
+                    let client = scram.as_ref().ok_or_else(|| PgError::Protocol("SASL final before start".into()))?;
+                    client.verify(&String::from_utf8_lossy(rest)).map_err(PgError::Login)?;
+                }
+                other => return Err(PgError::Login(format!("login method {other} is not supported"))),
+            }
+        }
+    }
+
+    /// Run `sql` with the simple protocol; the first error is returned.
+    pub fn simple_query(&mut self, sql: &str) -> Result<(), PgError> {
+        let mut message = Vec::new();
+        cstring(&mut message, sql);
+        self.send(b'Q', &message)?;
+        self.until_ready().map(|_| ())
+    }
+
+    /// Parse, bind and execute `sql` with `params` in one round trip;
+    /// returns the command tag (`INSERT 0 1`).
+    pub fn execute(&mut self, sql: &str, params: &[Param]) -> Result<String, PgError> {
+        let mut out = Vec::new();
+        let mut parse = Vec::new();
+        cstring(&mut parse, ""); // the unnamed statement
+        cstring(&mut parse, sql);
+        parse.extend_from_slice(&0i16.to_be_bytes()); // the server infers types
+        frame(&mut out, b'P', &parse);
+
+        let mut bind = Vec::new();
+        cstring(&mut bind, "");
+        cstring(&mut bind, "");
+        let count = params.len() as i16;
+        bind.extend_from_slice(&count.to_be_bytes());
+        for param in params {
+            let format: i16 = if matches!(param, Param::Binary(_)) { 1 } else { 0 };
+            bind.extend_from_slice(&format.to_be_bytes());
+        }
+        bind.extend_from_slice(&count.to_be_bytes());
+        for param in params {
+            let bytes = match param {
+                Param::Text(text) => Some(text.as_bytes()),
+                Param::Binary(bytes) => Some(*bytes),
+                Param::Null => None,
+            };
+            match bytes {
+                Some(bytes) => {
+                    bind.extend_from_slice(&(bytes.len() as i32).to_be_bytes());
+                    bind.extend_from_slice(bytes);
+                }
+                None => bind.extend_from_slice(&(-1i32).to_be_bytes()),
+            }
+        }
+        bind.extend_from_slice(&0i16.to_be_bytes()); // results as text
+        frame(&mut out, b'B', &bind);
+
+        let mut execute = Vec::new();
+        cstring(&mut execute, "");
+        execute.extend_from_slice(&0i32.to_be_bytes());
+        frame(&mut out, b'E', &execute);
+        frame(&mut out, b'S', &[]);
+        self.reader.get_mut().write_all(&out).map_err(PgError::Io)?;
+        self.until_ready()?.ok_or_else(|| PgError::Protocol("no command completed".into()))
+    }
+
+    /// Read to `ReadyForQuery`. Returns the last command tag, or the first
+    /// error the server reported on the way.
+    fn until_ready(&mut self) -> Result<Option<String>, PgError> {
+        let mut error = None;
+        let mut tag = None;
+        loop {
+            let (kind, body) = match self.read() {
+                Ok(message) => message,
+                // A fatal error (no such database) is followed by the close.
+                Err(e) => return Err(error.unwrap_or(e)),
+            };
+            match kind {
+                b'Z' => return error.map_or(Ok(tag), Err),
+                b'E' => {
+                    error.get_or_insert(server_error(&body));
+                }
+                b'C' => tag = Some(String::from_utf8_lossy(body.strip_suffix(&[0]).unwrap_or(&body)).into_owned()),
+                // Parse/bind complete, notices, parameter status, key data,
+                // row descriptions: nothing a sink acts on.
+                _ => {}
+            }
+        }
+    }
+
+    fn send(&mut self, tag: u8, body: &[u8]) -> Result<(), PgError> {
+        let mut out = Vec::with_capacity(body.len() + 5);
+        frame(&mut out, tag, body);
+        self.reader.get_mut().write_all(&out).map_err(PgError::Io)
+    }
+
+    fn read(&mut self) -> Result<(u8, Vec<u8>), PgError> {
+        let mut head = [0u8; 5];
+        self.reader.read_exact(&mut head).map_err(PgError::Io)?;
+        let len = i32::from_be_bytes([head[1], head[2], head[3], head[4]]);
+        let len = usize::try_from(len).ok().filter(|l| (4..=MAX_MESSAGE).contains(l));
+        let len =
+            len.ok_or_else(|| PgError::Protocol(format!("a message of bad length (type `{}`)", head[0] as char)))?;
+        let mut body = vec![0; len - 4];
+        self.reader.read_exact(&mut body).map_err(PgError::Io)?;
+        Ok((head[0], body))
+    }
+}
+
+fn cstring(out: &mut Vec<u8>, s: &str) {
+    out.extend_from_slice(s.as_bytes());
+    out.push(0);
+}
+
+fn len_prefixed(body: &[u8]) -> Vec<u8> {
+    let mut out = ((body.len() + 4) as i32).to_be_bytes().to_vec();
+    out.extend_from_slice(body);
+    out
+}
+
+fn frame(out: &mut Vec<u8>, tag: u8, body: &[u8]) {
+    out.push(tag);
+    out.extend_from_slice(&len_prefixed(body));
+}
+
+fn split_i32(body: &[u8]) -> Result<(i32, &[u8]), PgError> {
+    match body.split_first_chunk::<4>() {
+        Some((code, rest)) => Ok((i32::from_be_bytes(*code), rest)),
+        None => Err(PgError::Protocol("a short authentication message".into())),
+    }
+}
+
+/// An `ErrorResponse`'s SQLSTATE (`C`) and message (`M`) fields.
+fn server_error(body: &[u8]) -> PgError {
+    let mut code = String::new();
+    let mut message = String::new();
+    for field in body.split(|b| *b == 0).filter(|f| !f.is_empty()) {
+        let text = String::from_utf8_lossy(&field[1..]).into_owned();
+        match field[0] {
+            b'C' => code = text,
+            b'M' => message = text,
+            _ => {}
+        }
+    }
+    PgError::Server { code, message }
+}

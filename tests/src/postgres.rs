@@ -1,0 +1,187 @@
+//! The machine's PostgreSQL (127.0.0.1:5432, trust login, database `test`)
+//! as `psql` sees it, for checking what the postgres sink wrote. Tables are
+//! unique per test and dropped when the [`Table`] drops.
+
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+pub const ADDR: &str = "127.0.0.1:5432";
+
+/// Run `sql` through `psql` and return its unaligned output, one row a line.
+pub fn psql(sql: &str) -> String {
+    let out = Command::new("psql")
+        .args([
+            "-X",
+            "-q",
+            "-h",
+            "127.0.0.1",
+            "-U",
+            "postgres",
+            "-d",
+            "test",
+            "-At",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-c",
+            sql,
+        ])
+        .output()
+        .expect("psql runs");
+    assert!(out.status.success(), "psql {sql}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim_end().to_string()
+}
+
+pub struct Table {
+    pub name: String,
+}
+
+impl Table {
+    pub fn new(what: &str) -> Table {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or_default();
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        Table { name: format!("ankusa_test_{}_{nanos}_{n}_{what}", std::process::id()) }
+    }
+}
+
+impl Drop for Table {
+    fn drop(&mut self) {
+        let _ = Command::new("psql")
+            .args(["-X", "-q", "-h", "127.0.0.1", "-U", "postgres", "-d", "test", "-c"])
+            .arg(format!("DROP TABLE IF EXISTS {}", self.name))
+            .output();
+    }
+}
+
+/// A stand-in PostgreSQL server that demands SCRAM-SHA-256 login (the
+/// machine's real server trusts loopback, so it never asks), checks the
+/// client's proof independently, and acknowledges whatever is run after.
+pub mod scram_server {
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD as BASE64;
+    use hmac::{Hmac, Mac};
+    use sha2::{Digest, Sha256};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+
+    const SALT: &[u8] = b"ankusa-test-salt";
+    const ITERATIONS: u32 = 4096;
+
+    /// How the stand-in ends the exchange.
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    pub enum Behaviour {
+        /// A real server: refuses a wrong proof, signs correctly.
+        Honest,
+        /// Accepts any proof and sends a signature made without the
+        /// password: the client must not trust it.
+        Impostor,
+    }
+
+    /// Serve logins for `password` on a fresh port; returns its address.
+    pub async fn start(password: &'static str, behaviour: Behaviour) -> std::net::SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("address");
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                tokio::spawn(serve(stream, password, behaviour));
+            }
+        });
+        addr
+    }
+
+    fn hmac(key: &[u8], data: &[u8]) -> Vec<u8> {
+        let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("any key length");
+        mac.update(data);
+        mac.finalize().into_bytes().to_vec()
+    }
+
+    fn salted(password: &str) -> Vec<u8> {
+        let mut block = SALT.to_vec();
+        block.extend_from_slice(&1u32.to_be_bytes());
+        let mut u = hmac(password.as_bytes(), &block);
+        let mut out = u.clone();
+        for _ in 1..ITERATIONS {
+            u = hmac(password.as_bytes(), &u);
+            out.iter_mut().zip(&u).for_each(|(o, b)| *o ^= b);
+        }
+        out
+    }
+
+    async fn message(stream: &mut TcpStream) -> Option<(u8, Vec<u8>)> {
+        let tag = stream.read_u8().await.ok()?;
+        let len = stream.read_i32().await.ok()? as usize;
+        let mut body = vec![0; len - 4];
+        stream.read_exact(&mut body).await.ok()?;
+        Some((tag, body))
+    }
+
+    async fn send(stream: &mut TcpStream, tag: u8, body: &[u8]) {
+        let mut out = vec![tag];
+        out.extend_from_slice(&((body.len() + 4) as i32).to_be_bytes());
+        out.extend_from_slice(body);
+        let _ = stream.write_all(&out).await;
+    }
+
+    async fn auth(stream: &mut TcpStream, code: i32, data: &[u8]) {
+        let mut body = code.to_be_bytes().to_vec();
+        body.extend_from_slice(data);
+        send(stream, b'R', &body).await;
+    }
+
+    async fn serve(mut stream: TcpStream, password: &str, behaviour: Behaviour) {
+        // The start-up message has no type byte.
+        let Ok(len) = stream.read_i32().await else { return };
+        let mut startup = vec![0; len as usize - 4];
+        if stream.read_exact(&mut startup).await.is_err() {
+            return;
+        }
+        auth(&mut stream, 10, b"SCRAM-SHA-256\0\0").await;
+        let Some((b'p', initial)) = message(&mut stream).await else { return };
+        // `SCRAM-SHA-256\0`, the length of the data (4 bytes), the data.
+        let first = String::from_utf8_lossy(initial.get(18..).unwrap_or_default()).into_owned();
+        let client_first_bare = first.trim_start_matches("n,,").to_string();
+        let client_nonce = client_first_bare.rsplit("r=").next().unwrap_or("").to_string();
+        let server_first = format!("r={client_nonce}server-part,s={},i={ITERATIONS}", BASE64.encode(SALT));
+        auth(&mut stream, 11, server_first.as_bytes()).await;
+        let Some((b'p', final_message)) = message(&mut stream).await else { return };
+        let client_final = String::from_utf8_lossy(&final_message).into_owned();
+        let (without_proof, proof) = client_final.rsplit_once(",p=").unwrap_or((&client_final, ""));
+        let auth_message = format!("{client_first_bare},{server_first},{without_proof}");
+
+        let salted = salted(password);
+        let stored_key = Sha256::digest(hmac(&salted, b"Client Key"));
+        let signature = hmac(&stored_key, auth_message.as_bytes());
+        let proof = BASE64.decode(proof).unwrap_or_default();
+        let client_key: Vec<u8> = proof.iter().zip(&signature).map(|(p, s)| p ^ s).collect();
+        let proof_holds = Sha256::digest(&client_key) == stored_key;
+        if behaviour == Behaviour::Honest && !proof_holds {
+            send(&mut stream, b'E', b"SFATAL\0C28P01\0Mpassword authentication failed\0\0").await;
+            return;
+        }
+        let server_key = match behaviour {
+            Behaviour::Honest => hmac(&salted, b"Server Key"),
+            Behaviour::Impostor => hmac(b"not the password", b"Server Key"),
+        };
+        let verifier = format!("v={}", BASE64.encode(hmac(&server_key, auth_message.as_bytes())));
+        auth(&mut stream, 12, verifier.as_bytes()).await;
+        auth(&mut stream, 0, b"").await;
+        send(&mut stream, b'Z', b"I").await;
+        // Acknowledge every query (simple) and every Sync (extended).
+        while let Some((tag, _)) = message(&mut stream).await {
+            match tag {
+                b'Q' => {
+                    send(&mut stream, b'C', b"CREATE TABLE\0").await;
+                    send(&mut stream, b'Z', b"I").await;
+                }
+                b'S' => {
+                    send(&mut stream, b'1', b"").await;
+                    send(&mut stream, b'2', b"").await;
+                    send(&mut stream, b'C', b"INSERT 0 1\0").await;
+                    send(&mut stream, b'Z', b"I").await;
+                }
+                _ => {}
+            }
+        }
+    }
+}

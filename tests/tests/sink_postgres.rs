@@ -1,0 +1,160 @@
+//! The postgres sink against the machine's real PostgreSQL: rows, the id
+//! that makes a retry harmless, refusals by SQLSTATE and the egress gate.
+
+use ankusa_harness::{ErrorClass, Harness, Outcome, OutcomeExt, SinkUnderTest, TestHook};
+use ankusa_tests::postgres::scram_server::{self, Behaviour};
+use ankusa_tests::postgres::{ADDR, Table, psql};
+use ankusa_tests::relay::Relay;
+use serde_json::{Value as Json, json};
+
+const ALLOW: &str = "tcp://127.0.0.1:5432";
+
+async fn load(options: Json) -> SinkUnderTest {
+    Harness::shared().builtin("postgres").options(options).allow([ALLOW]).load().await.expect("loads")
+}
+
+fn url() -> String {
+    format!("postgres://postgres@{ADDR}/test")
+}
+
+#[tokio::test]
+async fn inserts_each_hook_once_by_id() {
+    let table = Table::new("rows");
+    let sink = load(json!({"url": url(), "table": table.name})).await;
+    assert!(sink.durable(), "ok is the server's commit");
+
+    let body = b"{\"n\":1}\x00\xff\r\n".to_vec();
+    let hook = || {
+        TestHook::new()
+            .id("hook-a")
+            .seq(41)
+            .source("shop")
+            .tenant("acme")
+            .received_at(1_700_000_000_123)
+            .body(body.clone())
+            .replay_id(Some("r-1"))
+    };
+    let sha256 = hook().build().sha256;
+    sink.deliver(hook(), 1).await.assert_delivered();
+    sink.deliver(hook(), 2).await.assert_delivered();
+    sink.deliver(TestHook::new().id("hook-b").seq(42), 1).await.assert_delivered();
+
+    let rows = psql(&format!(
+        "SELECT id, seq, source, tenant, (extract(epoch FROM received_at) * 1000)::bigint, sha256, \
+         coalesce(replay_id, '-'), encode(body, 'hex') FROM {} ORDER BY seq",
+        table.name
+    ));
+    let rows: Vec<&str> = rows.lines().collect();
+    assert_eq!(rows.len(), 2, "the retried hook-a is one row: {rows:?}");
+    let expected = format!("hook-a|41|shop|acme|1700000000123|{sha256}|r-1|{}", hex::encode(&body));
+    assert_eq!(rows[0], expected);
+    assert!(rows[1].starts_with("hook-b|42|"), "{}", rows[1]);
+}
+
+#[tokio::test]
+async fn a_missing_table_is_permanent_when_not_created() {
+    let table = Table::new("absent");
+    let sink = load(json!({"url": url(), "table": table.name, "create_table": false})).await;
+    let outcome = sink.deliver(TestHook::new(), 1).await;
+    let failure = outcome.assert_failed(ErrorClass::Permanent);
+    assert!(failure.reason.contains("42P01"), "undefined table: {}", failure.reason);
+}
+
+#[tokio::test]
+async fn a_missing_database_or_role_is_permanent() {
+    let table = Table::new("login");
+    for url in [format!("postgres://postgres@{ADDR}/no_such_database"), format!("postgres://no_such_role@{ADDR}/test")]
+    {
+        let sink = load(json!({"url": url, "table": table.name})).await;
+        let outcome = sink.deliver(TestHook::new(), 1).await;
+        let failure = outcome.assert_failed(ErrorClass::Permanent);
+        assert!(failure.reason.contains("3D000") || failure.reason.contains("28000"), "{url}: {}", failure.reason);
+    }
+}
+
+#[tokio::test]
+async fn a_dropped_connection_is_replaced() {
+    let table = Table::new("reconnect");
+    let relay = Relay::start(ADDR.parse().expect("address")).await;
+    let sink = Harness::shared()
+        .builtin("postgres")
+        .options(json!({"url": format!("postgres://postgres@{}/test", relay.addr), "table": table.name}))
+        .allow([format!("tcp://{}", relay.addr)])
+        .load()
+        .await
+        .expect("loads");
+    sink.deliver(TestHook::new().id("first"), 1).await.assert_delivered();
+    assert_eq!(relay.cut(), 1, "the sink kept one connection");
+    sink.deliver(TestHook::new().id("second"), 1).await.assert_delivered();
+    assert_eq!(psql(&format!("SELECT count(*) FROM {}", table.name)), "2");
+}
+
+async fn scram_sink(addr: std::net::SocketAddr, password: &str, table: &str) -> SinkUnderTest {
+    Harness::shared()
+        .builtin("postgres")
+        .options(json!({"url": format!("postgres://app:{password}@{addr}/test"), "table": table}))
+        .allow([format!("tcp://{addr}")])
+        .load()
+        .await
+        .expect("loads")
+}
+
+#[tokio::test]
+async fn logs_in_with_scram_sha_256() {
+    let server = scram_server::start("s3cret/pa@ss:x", Behaviour::Honest).await;
+    // In the URL, `@` is escaped; `/` and `:` in a password need not be.
+    let sink = scram_sink(server, "s3cret/pa%40ss:x", "hooks").await;
+    sink.deliver(TestHook::new(), 1).await.assert_delivered();
+
+    let sink = scram_sink(server, "wrong", "hooks").await;
+    let outcome = sink.deliver(TestHook::new(), 1).await;
+    let failure = outcome.assert_failed(ErrorClass::Permanent);
+    assert!(failure.reason.contains("28P01"), "{}", failure.reason);
+}
+
+#[tokio::test]
+async fn a_server_that_cannot_prove_it_knows_the_password_is_refused() {
+    let server = scram_server::start("s3cret", Behaviour::Impostor).await;
+    let sink = scram_sink(server, "s3cret", "hooks").await;
+    let outcome = sink.deliver(TestHook::new(), 1).await;
+    let failure = outcome.assert_failed(ErrorClass::Permanent);
+    assert!(failure.reason.contains("does not know the password"), "{}", failure.reason);
+}
+
+#[tokio::test]
+async fn an_address_outside_the_allow_list_is_denied() {
+    let table = Table::new("denied");
+    for allow in [vec![], vec!["tcp://127.0.0.1:5433"]] {
+        let sink = Harness::shared()
+            .builtin("postgres")
+            .options(json!({"url": url(), "table": table.name}))
+            .allow(allow.clone())
+            .load()
+            .await
+            .expect("loads");
+        let outcome = sink.deliver(TestHook::new(), 1).await;
+        assert!(
+            matches!(&outcome, Outcome::Failed(f) if f.class == ErrorClass::Denied),
+            "allow {allow:?}: {outcome:?}"
+        );
+    }
+    let exists = psql(&format!("SELECT to_regclass('{}') IS NOT NULL", table.name));
+    assert_eq!(exists, "f", "nothing was created");
+}
+
+#[tokio::test]
+async fn bad_options_name_the_field() {
+    let refused = |options: Json| async move {
+        Harness::shared().builtin("postgres").options(options).load().await.err().expect("refused").to_string()
+    };
+    let err = refused(json!({"url": "postgres://u@db.internal/test", "table": "t"})).await;
+    assert!(err.contains("`url`") && err.contains("IP address"), "{err}");
+    let err = refused(json!({"url": format!("postgres://{ADDR}/test"), "table": "t"})).await;
+    assert!(err.contains("`url`") && err.contains("user"), "{err}");
+    let err = refused(json!({"url": format!("postgres://u@{ADDR}"), "table": "t"})).await;
+    assert!(err.contains("`url`") && err.contains("database"), "{err}");
+    for table in ["hooks; DROP TABLE x", "a.b.c", "1abc", "\"quoted\""] {
+        let err = refused(json!({"url": url(), "table": table})).await;
+        assert!(err.contains("`table`"), "{table}: {err}");
+    }
+}
