@@ -1,7 +1,8 @@
 //! Egress policy: which destinations a sink may reach.
 //!
 //! A sink's `allow` list names `scheme://host[:port]` targets (`http`,
-//! `https`, or `tcp` for raw sockets; `*.example.com` matches subdomains).
+//! `https`, or `tcp://ip:port` for raw sockets; `*.example.com` matches
+//! subdomains).
 //! Everything else is denied before any connection is attempted.
 //!
 //! Names are resolved by the host, never by the guest, and every resolved
@@ -101,6 +102,10 @@ impl AllowEntry {
         }
         let host = if let Ok(ip) = host.parse::<IpAddr>() {
             HostPattern::Ip(ip)
+        } else if scheme == EgressScheme::Tcp {
+            // Guests connect by address and cannot resolve names, so a
+            // name here could never match a connect.
+            return Err(err("tcp entries name an IP address, not a host name"));
         } else if let Some(suffix) = host.strip_prefix("*.") {
             HostPattern::Subdomains(suffix.to_ascii_lowercase())
         } else if host.contains('*') {
@@ -351,6 +356,17 @@ mod tests {
 
     fn policy(allow: &[&str], nets: &[&str]) -> EgressPolicy {
         EgressPolicy::new(allow, nets).expect("valid policy")
+    }
+
+    #[test]
+    fn tcp_entries_name_an_address() {
+        let p = policy(&["tcp://10.0.0.7:6379", "tcp://[::1]:4222"], &[]);
+        assert!(p.check_socket("10.0.0.7".parse().unwrap(), 6379).is_ok());
+        assert!(p.check_socket("::1".parse().unwrap(), 4222).is_ok());
+        assert!(p.check_socket("10.0.0.7".parse().unwrap(), 6380).is_err());
+        assert!(p.check_socket("10.0.0.8".parse().unwrap(), 6379).is_err());
+        let refused = EgressPolicy::new(&["tcp://redis.internal:6379"], &[]).err().expect("a name is refused");
+        assert!(refused.to_string().contains("IP address"), "{refused}");
     }
 
     #[test]
