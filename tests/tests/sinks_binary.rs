@@ -1,0 +1,66 @@
+//! The broker and database sinks through the real binary: one source fanned
+//! out to Redis, NATS JetStream and PostgreSQL by an `ankusa.yml`, each
+//! hook landing once in each, a provider retry absorbed at the edge.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use ankusa_tests::binary::{RunningNode, eventually, write_config};
+use ankusa_tests::nats::Stream;
+use ankusa_tests::postgres::{Table, psql};
+use ankusa_tests::redis::{Client, Scratch};
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_source_fans_out_to_redis_nats_and_postgres() {
+    let stream = Scratch::new("fanout");
+    let subject = Stream::create("fanout", json!({}));
+    let table = Table::new("fanout");
+    let dir = tempfile::tempdir().expect("dir");
+    let yaml = format!(
+        "sinks:
+  events:
+    component: redis
+    options: {{url: \"redis://127.0.0.1:6379\", stream: \"{stream}\"}}
+    allow: [\"tcp://127.0.0.1:6379\"]
+  orders:
+    component: nats
+    options: {{url: \"nats://127.0.0.1:4222\", subject: \"{subject}\"}}
+    allow: [\"tcp://127.0.0.1:4222\"]
+  archive:
+    component: postgres
+    options: {{url: \"postgres://postgres@127.0.0.1:5432/test\", table: \"{table}\"}}
+    allow: [\"tcp://127.0.0.1:5432\"]
+sources:
+  shop:
+    dedupe: {{header: x-event-id}}
+    sinks: [events, orders, archive]
+",
+        stream = stream.key,
+        subject = subject.subject,
+        table = table.name,
+    );
+    let config = write_config(dir.path(), &yaml);
+    let node = RunningNode::start(&config, &dir.path().join("data"), &[]).await;
+
+    let mut ids = BTreeSet::new();
+    for event in ["e-1", "e-2", "e-3", "e-2"] {
+        let (status, answer) =
+            node.post_hook("shop", &[("x-event-id", event)], &json!({"event": event}).to_string()).await;
+        assert_eq!(status, 201, "{answer}");
+        ids.insert(answer["id"].as_str().expect("an id").to_string());
+    }
+    assert_eq!(ids.len(), 3, "the repeated e-2 is answered with its first id");
+
+    eventually("every hook in every sink", Duration::from_secs(20), async || {
+        Client::connect().call(&["XLEN", &stream.key]).int() == 3
+            && subject.messages() == 3
+            && psql(&format!("SELECT count(*) FROM {}", table.name)) == "3"
+    })
+    .await;
+    let stored: BTreeSet<String> =
+        psql(&format!("SELECT id FROM {} ORDER BY id", table.name)).lines().map(str::to_string).collect();
+    assert_eq!(stored, ids, "the rows carry the ids the edge answered with");
+    let (_, dlq) = node.admin("GET", "/v1/dlq", None, None).await;
+    assert_eq!(dlq["entries"].as_array().map(Vec::len), Some(0), "nothing dead: {dlq}");
+}
