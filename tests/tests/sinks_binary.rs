@@ -3,9 +3,9 @@
 //! hook landing once in each, a provider retry absorbed at the edge.
 
 use std::collections::BTreeSet;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use ankusa_tests::binary::{RunningNode, eventually, write_config};
+use ankusa_tests::binary::{RunningNode, write_config};
 use ankusa_tests::nats::Stream;
 use ankusa_tests::postgres::{Table, psql};
 use ankusa_tests::redis::{Client, Scratch};
@@ -52,12 +52,21 @@ sources:
     }
     assert_eq!(ids.len(), 3, "the repeated e-2 is answered with its first id");
 
-    eventually("every hook in every sink", Duration::from_secs(20), async || {
-        Client::connect().call(&["XLEN", &stream.key]).int() == 3
-            && subject.messages() == 3
-            && psql(&format!("SELECT count(*) FROM {}", table.name)) == "3"
-    })
-    .await;
+    let counts = || {
+        (
+            Client::connect().call(&["XLEN", &stream.key]).int(),
+            subject.messages(),
+            psql(&format!("SELECT count(*) FROM {}", table.name)),
+        )
+    };
+    let started = Instant::now();
+    while counts() != (3, 3, "3".to_string()) {
+        if started.elapsed() > Duration::from_secs(30) {
+            let (_, dlq) = node.admin("GET", "/v1/dlq", None, None).await;
+            panic!("(redis, nats, postgres) = {:?} after 30 s\ndead: {dlq}\nlog:\n{}", counts(), node.log());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let stored: BTreeSet<String> =
         psql(&format!("SELECT id FROM {} ORDER BY id", table.name)).lines().map(str::to_string).collect();
     assert_eq!(stored, ids, "the rows carry the ids the edge answered with");
