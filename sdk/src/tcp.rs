@@ -11,6 +11,8 @@
 use std::io::{self, BufRead, Read};
 use std::net::{IpAddr, SocketAddr};
 
+use crate::Failure;
+
 /// `scheme://[user][:password]@ip[:port][/path]`, credentials %-escaped
 /// where they hold reserved characters.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -95,5 +97,16 @@ pub fn read_line(reader: &mut impl BufRead, max: usize) -> io::Result<Vec<u8>> {
         Some(content) => Ok(content.to_vec()),
         None if line.len() > max => Err(io::Error::new(io::ErrorKind::InvalidData, "protocol line too long")),
         None => Err(io::ErrorKind::UnexpectedEof.into()),
+    }
+}
+
+/// The failure for a connection that broke or never opened. A connect the
+/// host refused is reported permanent (the host classes it `denied`
+/// anyway); anything else on the wire is worth retrying.
+pub fn connection_failure(peer: &str, error: &io::Error) -> Failure {
+    if error.kind() == io::ErrorKind::PermissionDenied {
+        Failure::permanent(format!("connection refused by the host's egress policy: {error}"))
+    } else {
+        Failure::transient(format!("{peer} connection: {error}"))
     }
 }

@@ -78,3 +78,27 @@ pub fn plain_source(name: &str, sinks: Vec<std::sync::Arc<ankusa::runtime::Sink>
         forward_headers: Default::default(),
     }
 }
+
+/// A shipped TCP sink (`redis`, `nats`, `postgres`) with `options`, allowed
+/// to connect to `allow` (`tcp://ip:port` entries).
+pub async fn tcp_sink<S: AsRef<str>>(name: &str, options: serde_json::Value, allow: &[S]) -> SinkUnderTest {
+    Harness::shared()
+        .builtin(name)
+        .options(options)
+        .allow(allow.iter().map(|a| a.as_ref().to_string()))
+        .load()
+        .await
+        .unwrap_or_else(|e| panic!("the {name} sink loads: {e}"))
+}
+
+/// Assert that the shipped sink `name` is classed `denied` under each of
+/// `allows`, none of which admits the server its `options` name.
+pub async fn assert_denied(name: &str, options: serde_json::Value, allows: &[&[&str]]) {
+    for allow in allows {
+        let sink = tcp_sink(name, options.clone(), allow).await;
+        let outcome = sink.deliver(ankusa_harness::TestHook::new(), 1).await;
+        let denied =
+            matches!(&outcome, ankusa_harness::Outcome::Failed(f) if f.class == ankusa_harness::ErrorClass::Denied);
+        assert!(denied, "{name} under allow {allow:?}: {outcome:?}");
+    }
+}

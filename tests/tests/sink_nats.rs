@@ -1,15 +1,16 @@
 //! The nats sink against the machine's NATS server with JetStream: acks,
 //! dedupe by message id, refusals and the egress gate.
 
-use ankusa_harness::{ErrorClass, Harness, Outcome, OutcomeExt, SinkUnderTest, TestHook};
+use ankusa_harness::{ErrorClass, Harness, OutcomeExt, SinkUnderTest, TestHook};
 use ankusa_tests::nats::{ADDR, Stream};
 use ankusa_tests::relay::Relay;
+use ankusa_tests::{assert_denied, tcp_sink};
 use serde_json::{Value as Json, json};
 
 const ALLOW: &str = "tcp://127.0.0.1:4222";
 
 async fn load(options: Json) -> SinkUnderTest {
-    Harness::shared().builtin("nats").options(options).allow([ALLOW]).load().await.expect("loads")
+    tcp_sink("nats", options, &[ALLOW]).await
 }
 
 #[tokio::test]
@@ -81,13 +82,8 @@ async fn a_body_over_the_server_payload_limit_is_permanent_and_the_connection_li
 async fn a_dropped_connection_is_replaced_and_the_hook_stored_once() {
     let stream = Stream::create("reconnect", json!({}));
     let relay = Relay::start(ADDR.parse().expect("address")).await;
-    let sink = Harness::shared()
-        .builtin("nats")
-        .options(json!({"url": format!("nats://{}", relay.addr), "subject": stream.subject}))
-        .allow([format!("tcp://{}", relay.addr)])
-        .load()
-        .await
-        .expect("loads");
+    let options = json!({"url": format!("nats://{}", relay.addr), "subject": stream.subject});
+    let sink = tcp_sink("nats", options, &[format!("tcp://{}", relay.addr)]).await;
     sink.deliver(TestHook::new().id("first").idempotency_key("first:0"), 1).await.assert_delivered();
     assert_eq!(relay.cut(), 1, "the sink kept one connection");
     sink.deliver(TestHook::new().id("second").idempotency_key("second:0"), 1).await.assert_delivered();
@@ -98,20 +94,8 @@ async fn a_dropped_connection_is_replaced_and_the_hook_stored_once() {
 #[tokio::test]
 async fn an_address_outside_the_allow_list_is_denied() {
     let stream = Stream::create("denied", json!({}));
-    for allow in [vec![], vec!["tcp://127.0.0.1:4223"]] {
-        let sink = Harness::shared()
-            .builtin("nats")
-            .options(json!({"url": format!("nats://{ADDR}"), "subject": stream.subject}))
-            .allow(allow.clone())
-            .load()
-            .await
-            .expect("loads");
-        let outcome = sink.deliver(TestHook::new(), 1).await;
-        assert!(
-            matches!(&outcome, Outcome::Failed(f) if f.class == ErrorClass::Denied),
-            "allow {allow:?}: {outcome:?}"
-        );
-    }
+    let options = json!({"url": format!("nats://{ADDR}"), "subject": stream.subject});
+    assert_denied("nats", options, &[&[], &["tcp://127.0.0.1:4223"]]).await;
     assert_eq!(stream.messages(), 0);
 }
 

@@ -1,16 +1,17 @@
 //! The postgres sink against the machine's real PostgreSQL: rows, the id
 //! that makes a retry harmless, refusals by SQLSTATE and the egress gate.
 
-use ankusa_harness::{ErrorClass, Harness, Outcome, OutcomeExt, SinkUnderTest, TestHook};
+use ankusa_harness::{ErrorClass, Harness, OutcomeExt, SinkUnderTest, TestHook};
 use ankusa_tests::postgres::scram_server::{self, Behaviour};
 use ankusa_tests::postgres::{ADDR, Table, psql};
 use ankusa_tests::relay::Relay;
+use ankusa_tests::{assert_denied, tcp_sink};
 use serde_json::{Value as Json, json};
 
 const ALLOW: &str = "tcp://127.0.0.1:5432";
 
 async fn load(options: Json) -> SinkUnderTest {
-    Harness::shared().builtin("postgres").options(options).allow([ALLOW]).load().await.expect("loads")
+    tcp_sink("postgres", options, &[ALLOW]).await
 }
 
 fn url() -> String {
@@ -76,13 +77,8 @@ async fn a_missing_database_or_role_is_permanent() {
 async fn a_dropped_connection_is_replaced() {
     let table = Table::new("reconnect");
     let relay = Relay::start(ADDR.parse().expect("address")).await;
-    let sink = Harness::shared()
-        .builtin("postgres")
-        .options(json!({"url": format!("postgres://postgres@{}/test", relay.addr), "table": table.name}))
-        .allow([format!("tcp://{}", relay.addr)])
-        .load()
-        .await
-        .expect("loads");
+    let options = json!({"url": format!("postgres://postgres@{}/test", relay.addr), "table": table.name});
+    let sink = tcp_sink("postgres", options, &[format!("tcp://{}", relay.addr)]).await;
     sink.deliver(TestHook::new().id("first"), 1).await.assert_delivered();
     assert_eq!(relay.cut(), 1, "the sink kept one connection");
     sink.deliver(TestHook::new().id("second"), 1).await.assert_delivered();
@@ -90,13 +86,8 @@ async fn a_dropped_connection_is_replaced() {
 }
 
 async fn scram_sink(addr: std::net::SocketAddr, password: &str, table: &str) -> SinkUnderTest {
-    Harness::shared()
-        .builtin("postgres")
-        .options(json!({"url": format!("postgres://app:{password}@{addr}/test"), "table": table}))
-        .allow([format!("tcp://{addr}")])
-        .load()
-        .await
-        .expect("loads")
+    let options = json!({"url": format!("postgres://app:{password}@{addr}/test"), "table": table});
+    tcp_sink("postgres", options, &[format!("tcp://{addr}")]).await
 }
 
 #[tokio::test]
@@ -124,20 +115,7 @@ async fn a_server_that_cannot_prove_it_knows_the_password_is_refused() {
 #[tokio::test]
 async fn an_address_outside_the_allow_list_is_denied() {
     let table = Table::new("denied");
-    for allow in [vec![], vec!["tcp://127.0.0.1:5433"]] {
-        let sink = Harness::shared()
-            .builtin("postgres")
-            .options(json!({"url": url(), "table": table.name}))
-            .allow(allow.clone())
-            .load()
-            .await
-            .expect("loads");
-        let outcome = sink.deliver(TestHook::new(), 1).await;
-        assert!(
-            matches!(&outcome, Outcome::Failed(f) if f.class == ErrorClass::Denied),
-            "allow {allow:?}: {outcome:?}"
-        );
-    }
+    assert_denied("postgres", json!({"url": url(), "table": table.name}), &[&[], &["tcp://127.0.0.1:5433"]]).await;
     let exists = psql(&format!("SELECT to_regclass('{}') IS NOT NULL", table.name));
     assert_eq!(exists, "f", "nothing was created");
 }

@@ -3,14 +3,15 @@
 
 use std::time::Duration;
 
-use ankusa_harness::{ErrorClass, Harness, Outcome, OutcomeExt, SinkUnderTest, TestHook};
+use ankusa_harness::{ErrorClass, Harness, OutcomeExt, SinkUnderTest, TestHook};
 use ankusa_tests::redis::{ADDR, Client, Scratch, Value};
+use ankusa_tests::{assert_denied, tcp_sink};
 use serde_json::{Value as Json, json};
 
 const ALLOW: &str = "tcp://127.0.0.1:6379";
 
 async fn load(options: Json) -> SinkUnderTest {
-    Harness::shared().builtin("redis").options(options).allow([ALLOW]).load().await.expect("loads")
+    tcp_sink("redis", options, &[ALLOW]).await
 }
 
 /// Field/value pairs of a stream entry, as a lookup.
@@ -136,20 +137,8 @@ async fn selects_the_database_and_reconnects_after_the_server_drops_it() {
 #[tokio::test]
 async fn an_address_outside_the_allow_list_is_denied() {
     let stream = Scratch::new("denied");
-    for allow in [vec![], vec!["tcp://127.0.0.1:6380"], vec!["http://127.0.0.1:6379"]] {
-        let sink = Harness::shared()
-            .builtin("redis")
-            .options(json!({"url": format!("redis://{ADDR}"), "stream": stream.key}))
-            .allow(allow.clone())
-            .load()
-            .await
-            .expect("loads");
-        let outcome = sink.deliver(TestHook::new(), 1).await;
-        assert!(
-            matches!(&outcome, Outcome::Failed(f) if f.class == ErrorClass::Denied),
-            "allow {allow:?}: {outcome:?}"
-        );
-    }
+    let options = json!({"url": format!("redis://{ADDR}"), "stream": stream.key});
+    assert_denied("redis", options, &[&[], &["tcp://127.0.0.1:6380"], &["http://127.0.0.1:6379"]]).await;
     assert_eq!(Client::connect().call(&["EXISTS", &stream.key]).int(), 0, "nothing written");
 }
 

@@ -1,8 +1,7 @@
 //! One hook, one JetStream publish: `ok` only on the stream's ack.
 
-use std::io;
-
 use ankusa_sdk::bindings::wasi::random::random::get_random_u64;
+use ankusa_sdk::tcp::connection_failure;
 use ankusa_sdk::{Failure, Hook};
 use serde::Deserialize;
 
@@ -111,11 +110,7 @@ fn acknowledged(subject: &str, reply: Reply) -> Result<(), Failure> {
 
 fn exchange_failure(err: NatsError) -> Failure {
     match err {
-        // The host refused the address: it records the attempt as `denied`.
-        NatsError::Io(error) if error.kind() == io::ErrorKind::PermissionDenied => {
-            Failure::permanent(format!("connection refused by the host's egress policy: {error}"))
-        }
-        NatsError::Io(error) => Failure::transient(format!("nats connection: {error}")),
+        NatsError::Io(error) => connection_failure("nats", &error),
         NatsError::Auth(message) => Failure::permanent(format!("nats login refused: {message}")),
         NatsError::Unsupported(message) => Failure::permanent(format!("nats: {message}")),
         NatsError::Protocol(message) => Failure::transient(format!("nats: {message}")),

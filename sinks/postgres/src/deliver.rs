@@ -1,9 +1,8 @@
 //! One hook, one row: `INSERT ... ON CONFLICT (id) DO NOTHING`, so a
 //! retried or replayed delivery leaves the table as the first one did.
 
-use std::io;
-
 use ankusa_sdk::bindings::wasi::random::random::get_random_u64;
+use ankusa_sdk::tcp::connection_failure;
 use ankusa_sdk::{Failure, Hook};
 
 use crate::options::Options;
@@ -113,11 +112,7 @@ fn create_table(table: &str) -> String {
 
 fn failure(err: PgError) -> Failure {
     match err {
-        // The host refused the address: it records the attempt as `denied`.
-        PgError::Io(error) if error.kind() == io::ErrorKind::PermissionDenied => {
-            Failure::permanent(format!("connection refused by the host's egress policy: {error}"))
-        }
-        PgError::Io(error) => Failure::transient(format!("postgres connection: {error}")),
+        PgError::Io(error) => connection_failure("postgres", &error),
         PgError::Login(message) => Failure::permanent(format!("postgres login: {message}")),
         PgError::Protocol(message) => Failure::transient(format!("postgres: {message}")),
         PgError::Server { code, message } => {

@@ -1,8 +1,7 @@
 //! One hook, one command: `XADD` to the stream or `PUBLISH` on the channel,
 //! on a connection kept open between deliveries.
 
-use std::io;
-
+use ankusa_sdk::tcp::connection_failure;
 use ankusa_sdk::{Failure, Hook};
 
 use crate::options::{Options, Target};
@@ -134,11 +133,7 @@ fn server_error(message: &str) -> Failure {
 
 fn exchange_failure(err: RespError) -> Failure {
     match err {
-        // The host refused the address: it records the attempt as `denied`.
-        RespError::Io { error, .. } if error.kind() == io::ErrorKind::PermissionDenied => {
-            Failure::permanent(format!("connection refused by the host's egress policy: {error}"))
-        }
-        RespError::Io { error, .. } => Failure::transient(format!("redis connection: {error}")),
+        RespError::Io { error, .. } => connection_failure("redis", &error),
         RespError::Protocol(message) if is_login_error(&message) => Failure::permanent(format!("redis: {message}")),
         RespError::Protocol(message) => Failure::transient(format!("redis: {message}")),
     }
