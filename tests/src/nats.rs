@@ -46,6 +46,12 @@ impl Client {
         line.trim_end().to_string()
     }
 
+    /// Listen on `subject` (and never answer), until this client drops.
+    pub fn subscribe(&mut self, subject: &str) {
+        self.write(format!("SUB {subject} 2\r\nPING\r\n").as_bytes());
+        while self.line() != "PONG" {}
+    }
+
     /// Send `payload` to `subject` and return the reply's payload.
     pub fn request(&mut self, subject: &str, payload: &[u8]) -> Vec<u8> {
         self.next += 1;

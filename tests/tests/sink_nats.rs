@@ -2,7 +2,7 @@
 //! dedupe by message id, refusals and the egress gate.
 
 use ankusa_harness::{ErrorClass, Harness, OutcomeExt, SinkUnderTest, TestHook};
-use ankusa_tests::nats::{ADDR, Stream};
+use ankusa_tests::nats::{ADDR, Client, Stream};
 use ankusa_tests::relay::Relay;
 use ankusa_tests::{assert_denied, tcp_sink};
 use serde_json::{Value as Json, json};
@@ -51,6 +51,20 @@ async fn a_subject_no_stream_captures_is_transient() {
     let outcome = sink.deliver(TestHook::new(), 1).await;
     let failure = outcome.assert_failed(ErrorClass::Transient);
     assert!(failure.reason.contains("no JetStream stream"), "{}", failure.reason);
+}
+
+#[tokio::test]
+async fn a_subject_with_a_plain_subscriber_and_no_stream_times_out_as_transient() {
+    let subject = "ankusa.test.plain.subscriber";
+    let mut listener = Client::connect();
+    listener.subscribe(subject);
+    let options = json!({"url": format!("nats://{ADDR}"), "subject": subject, "ack_timeout_ms": 300});
+    let sink = load(options).await;
+    let started = std::time::Instant::now();
+    let outcome = sink.deliver(TestHook::new(), 1).await;
+    let failure = outcome.assert_failed(ErrorClass::Transient);
+    assert!(failure.reason.contains("ack_timeout_ms"), "{}", failure.reason);
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "given up after the ack timeout, not the deadline");
 }
 
 #[tokio::test]

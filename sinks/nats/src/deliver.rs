@@ -52,7 +52,10 @@ impl Delivery {
     fn request(&mut self, headers: &[(&str, &str)], body: &[u8]) -> Result<Reply, NatsError> {
         let mut connection = match self.connection.take() {
             Some(connection) => connection,
-            None => Connection::open(self.options.addr, &self.options.credentials, get_random_u64())?,
+            None => {
+                let options = &self.options;
+                Connection::open(options.addr, &options.credentials, get_random_u64(), options.ack_timeout)?
+            }
         };
         let reply = connection.request(&self.options.subject, headers, body)?;
         self.connection = Some(connection);
@@ -111,6 +114,9 @@ fn acknowledged(subject: &str, reply: Reply) -> Result<(), Failure> {
 fn exchange_failure(err: NatsError) -> Failure {
     match err {
         NatsError::Io(error) => connection_failure("nats", &error),
+        NatsError::NoAnswer => Failure::transient(
+            "no answer from the nats server within `ack_timeout_ms` (a subject no stream captures is never acked)",
+        ),
         NatsError::Auth(message) => Failure::permanent(format!("nats login refused: {message}")),
         NatsError::Unsupported(message) => Failure::permanent(format!("nats: {message}")),
         NatsError::Protocol(message) => Failure::transient(format!("nats: {message}")),

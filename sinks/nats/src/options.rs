@@ -1,6 +1,7 @@
 //! Options of the `nats` sink.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use ankusa_sdk::tcp::ServerUrl;
 use ankusa_sdk::{ConfigError, options};
@@ -17,6 +18,13 @@ struct Raw {
     /// Refuse the publish unless this stream is the one that captures it.
     #[serde(default)]
     expect_stream: Option<String>,
+    /// How long to wait for the stream's ack (and for any server answer).
+    #[serde(default = "default_ack_timeout_ms")]
+    ack_timeout_ms: u64,
+}
+
+fn default_ack_timeout_ms() -> u64 {
+    5_000
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,6 +40,7 @@ pub struct Options {
     pub credentials: Credentials,
     pub subject: String,
     pub expect_stream: Option<String>,
+    pub ack_timeout: Duration,
 }
 
 impl Options {
@@ -59,7 +68,16 @@ impl Options {
                 return Err(ConfigError::field("expect_stream", "not a valid stream name"));
             }
         }
-        Ok(Options { addr: url.addr, credentials, subject: raw.subject, expect_stream: raw.expect_stream })
+        if raw.ack_timeout_ms == 0 {
+            return Err(ConfigError::field("ack_timeout_ms", "must be positive"));
+        }
+        Ok(Options {
+            addr: url.addr,
+            credentials,
+            subject: raw.subject,
+            expect_stream: raw.expect_stream,
+            ack_timeout: Duration::from_millis(raw.ack_timeout_ms),
+        })
     }
 }
 

@@ -4,6 +4,7 @@
 
 use std::io::{self, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
 
 use ankusa_sdk::tcp::read_line;
 use serde::Deserialize;
@@ -19,6 +20,8 @@ const MAX_REPLY: usize = 1 << 20;
 pub enum NatsError {
     /// The connection failed.
     Io(io::Error),
+    /// The server did not answer within the ack timeout.
+    NoAnswer,
     /// The server refused the login.
     Auth(String),
     /// The server cannot take what is asked of it (no headers, payload
@@ -56,8 +59,16 @@ pub struct Connection {
 }
 
 impl Connection {
-    pub fn open(addr: SocketAddr, credentials: &Credentials, inbox_token: u64) -> Result<Connection, NatsError> {
+    pub fn open(
+        addr: SocketAddr,
+        credentials: &Credentials,
+        inbox_token: u64,
+        answer_timeout: Duration,
+    ) -> Result<Connection, NatsError> {
         let stream = TcpStream::connect(addr).map_err(NatsError::Io)?;
+        // A subject with a plain subscriber but no stream is never acked:
+        // give up on the answer rather than hold the attempt to its deadline.
+        stream.set_read_timeout(Some(answer_timeout)).map_err(NatsError::Io)?;
         let _ = stream.set_nodelay(true);
         let mut reader = BufReader::new(stream);
         let line = read_line(&mut reader, MAX_LINE).map_err(NatsError::Io)?;
@@ -128,7 +139,10 @@ impl Connection {
 
     /// Read one server operation, answering `PING` on the way.
     fn next_op(&mut self) -> Result<Op, NatsError> {
-        let line = read_line(&mut self.reader, MAX_LINE).map_err(NatsError::Io)?;
+        let line = read_line(&mut self.reader, MAX_LINE).map_err(|e| match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => NatsError::NoAnswer,
+            _ => NatsError::Io(e),
+        })?;
         let text = String::from_utf8_lossy(&line);
         let mut words = text.split_ascii_whitespace();
         let op = words.next().unwrap_or("").to_ascii_uppercase();
