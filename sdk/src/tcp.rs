@@ -9,7 +9,8 @@
 //! attempt `denied` whatever the sink reports.
 
 use std::io::{self, BufRead, Read};
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::time::Duration;
 
 use crate::Failure;
 
@@ -100,12 +101,30 @@ pub fn read_line(reader: &mut impl BufRead, max: usize) -> io::Result<Vec<u8>> {
     }
 }
 
-/// The failure for a connection that broke or never opened. A connect the
-/// host refused is reported permanent (the host classes it `denied`
-/// anyway); anything else on the wire is worth retrying.
+/// Connect to `addr` for a request/answer protocol: no send delay, and a
+/// read that waits longer than `answer_timeout` fails (see [`is_timeout`])
+/// instead of holding the attempt to its deadline.
+pub fn connect(addr: SocketAddr, answer_timeout: Duration) -> io::Result<TcpStream> {
+    let stream = TcpStream::connect(addr)?;
+    // Requests are written whole; no point waiting to coalesce them.
+    let _ = stream.set_nodelay(true);
+    stream.set_read_timeout(Some(answer_timeout))?;
+    Ok(stream)
+}
+
+/// A read that outlasted the answer timeout set by [`connect`].
+pub fn is_timeout(error: &io::Error) -> bool {
+    matches!(error.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut)
+}
+
+/// The failure for a connection that broke, never opened or went quiet. A
+/// connect the host refused is reported permanent (the host classes it
+/// `denied` anyway); anything else on the wire is worth retrying.
 pub fn connection_failure(peer: &str, error: &io::Error) -> Failure {
     if error.kind() == io::ErrorKind::PermissionDenied {
         Failure::permanent(format!("connection refused by the host's egress policy: {error}"))
+    } else if is_timeout(error) {
+        Failure::transient(format!("{peer} did not answer within the sink's timeout"))
     } else {
         Failure::transient(format!("{peer} connection: {error}"))
     }

@@ -102,3 +102,22 @@ pub async fn assert_denied(name: &str, options: serde_json::Value, allows: &[&[&
         assert!(denied, "{name} under allow {allow:?}: {outcome:?}");
     }
 }
+
+/// Assert that the shipped TCP sink `name`, pointed by `options` at a server
+/// that never answers, fails as transient soon after its `timeout_ms`
+/// (300 ms here) rather than at the attempt's deadline.
+pub async fn assert_gives_up_on_a_silent_server(
+    name: &str,
+    options: impl FnOnce(std::net::SocketAddr) -> serde_json::Value,
+) {
+    let (addr, _server) = relay::silent_server().await;
+    let mut options = options(addr);
+    options["timeout_ms"] = 300.into();
+    let sink = tcp_sink(name, options, &[format!("tcp://{addr}")]).await;
+    let started = std::time::Instant::now();
+    let outcome = sink.deliver(ankusa_harness::TestHook::new(), 1).await;
+    let transient = matches!(&outcome, ankusa_harness::Outcome::Failed(f)
+        if f.class == ankusa_harness::ErrorClass::Transient && f.reason.contains("did not answer"));
+    assert!(transient, "{name}: {outcome:?}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "{name} waited past its timeout");
+}

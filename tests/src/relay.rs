@@ -47,3 +47,17 @@ impl Drop for Relay {
         self.cut();
     }
 }
+
+/// A server that accepts connections and never says a word (a hung
+/// broker); connections are held until the returned task is dropped.
+pub async fn silent_server() -> (SocketAddr, JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("address");
+    let task = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            held.push(stream);
+        }
+    });
+    (addr, task)
+}

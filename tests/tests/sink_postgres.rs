@@ -5,7 +5,7 @@ use ankusa_harness::{ErrorClass, Harness, OutcomeExt, SinkUnderTest, TestHook};
 use ankusa_tests::postgres::scram_server::{self, Behaviour};
 use ankusa_tests::postgres::{ADDR, Table, psql};
 use ankusa_tests::relay::Relay;
-use ankusa_tests::{assert_denied, tcp_sink};
+use ankusa_tests::{assert_denied, assert_gives_up_on_a_silent_server, tcp_sink};
 use serde_json::{Value as Json, json};
 
 const ALLOW: &str = "tcp://127.0.0.1:5432";
@@ -118,6 +118,15 @@ async fn an_address_outside_the_allow_list_is_denied() {
     assert_denied("postgres", json!({"url": url(), "table": table.name}), &[&[], &["tcp://127.0.0.1:5433"]]).await;
     let exists = psql(&format!("SELECT to_regclass('{}') IS NOT NULL", table.name));
     assert_eq!(exists, "f", "nothing was created");
+}
+
+#[tokio::test]
+async fn a_server_that_never_answers_is_transient_after_the_timeout() {
+    assert_gives_up_on_a_silent_server(
+        "postgres",
+        |addr| json!({"url": format!("postgres://app@{addr}/test"), "table": "t"}),
+    )
+    .await;
 }
 
 #[tokio::test]

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use ankusa_harness::{ErrorClass, Harness, OutcomeExt, SinkUnderTest, TestHook};
 use ankusa_tests::redis::{ADDR, Client, Scratch, Value};
-use ankusa_tests::{assert_denied, tcp_sink};
+use ankusa_tests::{assert_denied, assert_gives_up_on_a_silent_server, tcp_sink};
 use serde_json::{Value as Json, json};
 
 const ALLOW: &str = "tcp://127.0.0.1:6379";
@@ -157,6 +157,11 @@ async fn a_server_that_is_down_is_transient() {
     let outcome = sink.deliver(TestHook::new(), 1).await;
     let failure = outcome.assert_failed(ErrorClass::Transient);
     assert!(failure.reason.contains("redis connection"), "{}", failure.reason);
+}
+
+#[tokio::test]
+async fn a_server_that_never_answers_is_transient_after_the_timeout() {
+    assert_gives_up_on_a_silent_server("redis", |addr| json!({"url": format!("redis://{addr}"), "stream": "s"})).await;
 }
 
 #[tokio::test]

@@ -6,7 +6,7 @@ use std::io::{self, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-use ankusa_sdk::tcp::read_line;
+use ankusa_sdk::tcp::{self, read_line};
 use serde::Deserialize;
 
 use crate::options::Credentials;
@@ -65,11 +65,9 @@ impl Connection {
         inbox_token: u64,
         answer_timeout: Duration,
     ) -> Result<Connection, NatsError> {
-        let stream = TcpStream::connect(addr).map_err(NatsError::Io)?;
         // A subject with a plain subscriber but no stream is never acked:
         // give up on the answer rather than hold the attempt to its deadline.
-        stream.set_read_timeout(Some(answer_timeout)).map_err(NatsError::Io)?;
-        let _ = stream.set_nodelay(true);
+        let stream = tcp::connect(addr, answer_timeout).map_err(NatsError::Io)?;
         let mut reader = BufReader::new(stream);
         let line = read_line(&mut reader, MAX_LINE).map_err(NatsError::Io)?;
         let info = line
@@ -139,10 +137,8 @@ impl Connection {
 
     /// Read one server operation, answering `PING` on the way.
     fn next_op(&mut self) -> Result<Op, NatsError> {
-        let line = read_line(&mut self.reader, MAX_LINE).map_err(|e| match e.kind() {
-            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => NatsError::NoAnswer,
-            _ => NatsError::Io(e),
-        })?;
+        let line = read_line(&mut self.reader, MAX_LINE)
+            .map_err(|e| if tcp::is_timeout(&e) { NatsError::NoAnswer } else { NatsError::Io(e) })?;
         let text = String::from_utf8_lossy(&line);
         let mut words = text.split_ascii_whitespace();
         let op = words.next().unwrap_or("").to_ascii_uppercase();

@@ -2,7 +2,7 @@
 //! retried or replayed delivery leaves the table as the first one did.
 
 use ankusa_sdk::bindings::wasi::random::random::get_random_u64;
-use ankusa_sdk::tcp::connection_failure;
+use ankusa_sdk::tcp::{connection_failure, is_timeout};
 use ankusa_sdk::{Failure, Hook};
 
 use crate::options::Options;
@@ -46,7 +46,7 @@ impl Delivery {
         let done = match self.insert(&params) {
             // A kept connection the server dropped meanwhile: insert again
             // on a fresh one (the row's id makes a repeat harmless).
-            Err(PgError::Io(_)) if reused => self.insert(&params),
+            Err(PgError::Io(error)) if reused && !is_timeout(&error) => self.insert(&params),
             other => other,
         };
         done.map_err(failure)
@@ -76,7 +76,7 @@ impl Delivery {
         let nonce = format!("{:016x}{:016x}", get_random_u64(), get_random_u64());
         let login =
             Login { user: &options.user, password: options.password.as_deref(), database: &options.database, nonce };
-        let mut connection = Connection::open(options.addr, &login)?;
+        let mut connection = Connection::open(options.addr, &login, options.timeout)?;
         if options.create_table {
             match connection.simple_query(&create_table(&options.table)) {
                 // Two instances creating the table at once: one wins.

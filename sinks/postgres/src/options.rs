@@ -1,6 +1,7 @@
 //! Options of the `postgres` sink.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use ankusa_sdk::tcp::ServerUrl;
 use ankusa_sdk::{ConfigError, options};
@@ -16,6 +17,13 @@ struct Raw {
     /// Create the table (if it does not exist) on each new connection.
     #[serde(default = "yes")]
     create_table: bool,
+    /// How long to wait for any answer of the server (login, the insert).
+    #[serde(default = "default_timeout_ms")]
+    timeout_ms: u64,
+}
+
+fn default_timeout_ms() -> u64 {
+    10_000
 }
 
 fn yes() -> bool {
@@ -31,6 +39,7 @@ pub struct Options {
     /// Quoted, ready for SQL.
     pub table: String,
     pub create_table: bool,
+    pub timeout: Duration,
 }
 
 impl Options {
@@ -38,6 +47,9 @@ impl Options {
         let raw: Raw = options::parse(json)?;
         let scheme = if raw.url.starts_with("postgresql://") { "postgresql" } else { "postgres" };
         let url = ServerUrl::parse(&raw.url, scheme, 5432).map_err(|m| ConfigError::field("url", m))?;
+        if raw.timeout_ms == 0 {
+            return Err(ConfigError::field("timeout_ms", "must be positive"));
+        }
         let user = url.user.ok_or_else(|| ConfigError::field("url", "must name a user (postgres://user@ip/db)"))?;
         if url.path.is_empty() || url.path.contains(['/', '?']) {
             return Err(ConfigError::field("url", "must name a database (postgres://user@ip/db), without parameters"));
@@ -49,6 +61,7 @@ impl Options {
             database: url.path,
             table: quoted_table(&raw.table)?,
             create_table: raw.create_table,
+            timeout: Duration::from_millis(raw.timeout_ms),
         })
     }
 }

@@ -4,6 +4,9 @@
 
 use std::io::{self, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use ankusa_sdk::tcp;
 
 use crate::scram::Scram;
 
@@ -44,9 +47,8 @@ pub struct Connection {
 }
 
 impl Connection {
-    pub fn open(addr: SocketAddr, login: &Login) -> Result<Connection, PgError> {
-        let stream = TcpStream::connect(addr).map_err(PgError::Io)?;
-        let _ = stream.set_nodelay(true);
+    pub fn open(addr: SocketAddr, login: &Login, answer_timeout: Duration) -> Result<Connection, PgError> {
+        let stream = tcp::connect(addr, answer_timeout).map_err(PgError::Io)?;
         let mut connection = Connection { reader: BufReader::new(stream) };
         let mut startup = Vec::new();
         startup.extend_from_slice(&196_608i32.to_be_bytes()); // protocol 3.0

@@ -1,7 +1,7 @@
 //! One hook, one command: `XADD` to the stream or `PUBLISH` on the channel,
 //! on a connection kept open between deliveries.
 
-use ankusa_sdk::tcp::connection_failure;
+use ankusa_sdk::tcp::{connection_failure, is_timeout};
 use ankusa_sdk::{Failure, Hook};
 
 use crate::options::{Options, Target};
@@ -29,7 +29,7 @@ impl Delivery {
             // A kept connection the server closed meanwhile (restart, idle
             // timeout) fails before any answer: the command never ran, so
             // it is sent once more on a fresh connection.
-            Err(RespError::Io { answered: false, .. }) if reused => self.call(&args),
+            Err(RespError::Io { answered: false, error }) if reused && !is_timeout(&error) => self.call(&args),
             other => other,
         };
         accept(&self.options.target, reply.map_err(exchange_failure)?)
@@ -49,7 +49,7 @@ impl Delivery {
     /// Connect, authenticate and select the database.
     fn open(&self) -> Result<Connection, RespError> {
         let unanswered = |error| RespError::Io { error, answered: false };
-        let mut connection = Connection::open(self.options.addr).map_err(unanswered)?;
+        let mut connection = Connection::open(self.options.addr, self.options.timeout).map_err(unanswered)?;
         if let Some((user, password)) = &self.options.auth {
             let mut args: Vec<&[u8]> = vec![b"AUTH"];
             args.extend(user.as_deref().map(str::as_bytes));

@@ -1,6 +1,7 @@
 //! Options of the `redis` sink.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use ankusa_sdk::tcp::ServerUrl;
 use ankusa_sdk::{ConfigError, options};
@@ -20,6 +21,13 @@ struct Raw {
     /// Trim the stream to about this many entries (`MAXLEN ~`).
     #[serde(default)]
     maxlen: Option<u64>,
+    /// How long to wait for the server's answer.
+    #[serde(default = "default_timeout_ms")]
+    timeout_ms: u64,
+}
+
+fn default_timeout_ms() -> u64 {
+    5_000
 }
 
 /// Where each hook goes.
@@ -36,6 +44,7 @@ pub struct Options {
     pub auth: Option<(Option<String>, String)>,
     pub db: u32,
     pub target: Target,
+    pub timeout: Duration,
 }
 
 impl Options {
@@ -62,7 +71,10 @@ impl Options {
             }
             _ => return Err(ConfigError::new("set exactly one of `stream` and `channel`")),
         };
-        Ok(Options { addr: url.addr, auth, db, target })
+        if raw.timeout_ms == 0 {
+            return Err(ConfigError::field("timeout_ms", "must be positive"));
+        }
+        Ok(Options { addr: url.addr, auth, db, target, timeout: Duration::from_millis(raw.timeout_ms) })
     }
 
     /// `ok` means Redis appended the hook to a stream; a published message

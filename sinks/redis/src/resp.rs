@@ -3,8 +3,9 @@
 
 use std::io::{self, BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
 
-use ankusa_sdk::tcp::read_line;
+use ankusa_sdk::tcp::{self, read_line};
 
 /// The longest status or error line accepted from a server; a longer one
 /// is not Redis talking.
@@ -34,11 +35,8 @@ pub struct Connection {
 }
 
 impl Connection {
-    pub fn open(addr: SocketAddr) -> io::Result<Connection> {
-        let stream = TcpStream::connect(addr)?;
-        // Commands are written whole; no point waiting to coalesce them.
-        let _ = stream.set_nodelay(true);
-        Ok(Connection { reader: BufReader::new(stream) })
+    pub fn open(addr: SocketAddr, answer_timeout: Duration) -> io::Result<Connection> {
+        Ok(Connection { reader: BufReader::new(tcp::connect(addr, answer_timeout)?) })
     }
 
     /// Send one command and read its reply.
