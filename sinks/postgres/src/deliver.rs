@@ -79,8 +79,10 @@ impl Delivery {
         let mut connection = Connection::open(options.addr, &login, options.timeout)?;
         if options.create_table {
             match connection.simple_query(&create_table(&options.table)) {
-                // Two instances creating the table at once: one wins.
-                Err(PgError::Server { code, .. }) if code == "23505" || code == "42P07" => {}
+                // Instances creating the table at once: one wins, the others
+                // trip over its table or row type (unique violation,
+                // duplicate table, duplicate object) and go on to insert.
+                Err(PgError::Server { code, .. }) if ["23505", "42P07", "42710"].contains(&code.as_str()) => {}
                 other => other?,
             }
         }
