@@ -3,10 +3,10 @@
 //! The host admits a connect only to an address named by one of the sink's
 //! `tcp://ip:port` allow entries, and guests cannot resolve names, so a
 //! server is given by IP address: [`ServerUrl::parse`] refuses a host name
-//! with a message that says so. Open connections with
-//! `std::net::TcpStream::connect(url.addr)`; a connect the host refuses
-//! fails with `ErrorKind::PermissionDenied`, and the host classes the
-//! attempt `denied` whatever the sink reports.
+//! with a message that says so. Open connections with [`connect`]; a
+//! connect the host refuses fails with `ErrorKind::PermissionDenied`, and
+//! the host classes the attempt `denied` whatever the sink reports
+//! ([`connection_failure`] turns any such error into the sink's failure).
 
 use std::io::{self, BufRead, Read};
 use std::net::{IpAddr, SocketAddr, TcpStream};

@@ -48,7 +48,7 @@ impl Delivery {
         acknowledged(&self.options.subject, reply.map_err(exchange_failure)?)
     }
 
-    /// One publish; the connection is kept only if it went through.
+    /// One publish; the connection is kept unless it broke or went quiet.
     fn request(&mut self, headers: &[(&str, &str)], body: &[u8]) -> Result<Reply, NatsError> {
         let mut connection = match self.connection.take() {
             Some(connection) => connection,
@@ -57,9 +57,13 @@ impl Delivery {
                 Connection::open(options.addr, &options.credentials, get_random_u64(), options.ack_timeout)?
             }
         };
-        let reply = connection.request(&self.options.subject, headers, body)?;
-        self.connection = Some(connection);
-        Ok(reply)
+        let reply = connection.request(&self.options.subject, headers, body);
+        // A message refused before it was sent (over `max_payload`) leaves
+        // the connection as it was.
+        if matches!(reply, Ok(_) | Err(NatsError::Unsupported(_))) {
+            self.connection = Some(connection);
+        }
+        reply
     }
 }
 

@@ -58,17 +58,12 @@ impl Delivery {
             Some(connection) => connection,
             None => self.open()?,
         };
-        match connection.execute(&self.insert, params) {
-            Ok(_) => {}
-            // The server answered: the connection itself is fine.
-            Err(e @ PgError::Server { .. }) => {
-                self.connection = Some(connection);
-                return Err(e);
-            }
-            Err(e) => return Err(e),
+        let done = connection.execute(&self.insert, params);
+        // An error the server reported leaves the connection itself fine.
+        if matches!(done, Ok(_) | Err(PgError::Server { .. })) {
+            self.connection = Some(connection);
         }
-        self.connection = Some(connection);
-        Ok(())
+        done.map(|_| ())
     }
 
     fn open(&self) -> Result<Connection, PgError> {

@@ -113,20 +113,22 @@ fn accept(target: &Target, reply: Reply) -> Result<(), Failure> {
 fn expect_ok(reply: Reply) -> Result<(), RespError> {
     match reply {
         Reply::Status(s) if s == "OK" => Ok(()),
-        Reply::Error(message) => Err(RespError::Protocol(message)),
+        Reply::Error(message) => Err(RespError::Server(message)),
         other => Err(RespError::Protocol(format!("unexpected reply {other:?}"))),
     }
 }
 
-/// Retrying cannot fix a refused login, a missing permission or a key of
-/// another type; anything else (loading, out of memory, a replica that is
-/// read-only during failover) may pass.
+/// Retrying cannot fix a refused login, a bad database index, a missing
+/// permission, a key of another type or a command the server rejects;
+/// anything else (loading, out of memory, a replica that is read-only
+/// during failover) may pass.
 fn server_error(message: &str) -> Failure {
-    let kind = message.split_whitespace().next().unwrap_or("");
     let reason = format!("redis: {message}");
+    let kind = message.split_whitespace().next().unwrap_or("");
+    let refused = ["syntax", "unknown command", "invalid password", "AUTH", "DB index"];
     match kind {
         "WRONGTYPE" | "NOAUTH" | "WRONGPASS" | "NOPERM" => Failure::permanent(reason),
-        "ERR" if message.contains("syntax") || message.contains("unknown command") => Failure::permanent(reason),
+        "ERR" if refused.iter().any(|r| message.contains(r)) => Failure::permanent(reason),
         _ => Failure::transient(reason),
     }
 }
@@ -134,13 +136,7 @@ fn server_error(message: &str) -> Failure {
 fn exchange_failure(err: RespError) -> Failure {
     match err {
         RespError::Io { error, .. } => connection_failure("redis", &error),
-        RespError::Protocol(message) if is_login_error(&message) => Failure::permanent(format!("redis: {message}")),
+        RespError::Server(message) => server_error(&message),
         RespError::Protocol(message) => Failure::transient(format!("redis: {message}")),
     }
-}
-
-fn is_login_error(message: &str) -> bool {
-    ["WRONGPASS", "NOAUTH", "NOPERM", "ERR invalid password", "ERR AUTH", "ERR DB index"]
-        .iter()
-        .any(|kind| message.starts_with(kind))
 }

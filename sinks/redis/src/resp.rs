@@ -26,6 +26,8 @@ pub enum Reply {
 pub enum RespError {
     /// The exchange failed; `answered` tells whether any reply byte arrived.
     Io { error: io::Error, answered: bool },
+    /// The server refused a login step (`AUTH`, `SELECT`) with this error.
+    Server(String),
     /// The server sent something that is not a RESP scalar.
     Protocol(String),
 }
