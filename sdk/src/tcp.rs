@@ -43,32 +43,33 @@ impl ServerUrl {
         let (user, password) = match credentials {
             None => (None, None),
             Some(credentials) => match credentials.split_once(':') {
-                Some((user, password)) => (Some(user), Some(percent_decoded(password)?)),
+                Some((user, password)) => (Some(user), Some(percent_decode(password)?)),
                 None => (Some(credentials), None),
             },
         };
-        let user = user.filter(|u| !u.is_empty()).map(percent_decoded).transpose()?;
+        let user = user.filter(|u| !u.is_empty()).map(percent_decode).transpose()?;
         let addr = parse_addr(hostport, default_port)?;
         Ok(ServerUrl { addr, user, password, path: path.to_string() })
     }
 }
 
-/// `%XX` escapes decoded, as URLs carry reserved characters in credentials.
-fn percent_decoded(text: &str) -> Result<String, String> {
+/// `%XX` escapes decoded, as URLs carry reserved characters in credentials
+/// (and AMQP URLs the virtual host `/` as `%2f`).
+pub fn percent_decode(text: &str) -> Result<String, String> {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] == b'%' {
             let hex = text.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(h, 16).ok());
-            out.push(hex.ok_or("a `%` in the credentials must start a %XX escape")?);
+            out.push(hex.ok_or("a `%` must start a %XX escape")?);
             i += 3;
         } else {
             out.push(bytes[i]);
             i += 1;
         }
     }
-    String::from_utf8(out).map_err(|_| "the credentials are not UTF-8 once unescaped".to_string())
+    String::from_utf8(out).map_err(|_| "not UTF-8 once unescaped".to_string())
 }
 
 fn parse_addr(hostport: &str, default_port: u16) -> Result<SocketAddr, String> {
@@ -127,5 +128,53 @@ pub fn connection_failure(peer: &str, error: &io::Error) -> Failure {
         Failure::transient(format!("{peer} did not answer within the sink's timeout"))
     } else {
         Failure::transient(format!("{peer} connection: {error}"))
+    }
+}
+
+/// A connection a sink keeps open between deliveries.
+///
+/// [`Kept::exchange`] runs one exchange on it, opening a connection first
+/// if none is kept, and keeps the connection afterwards only if the outcome
+/// leaves it usable. A kept connection can go stale between deliveries (the
+/// server restarted, or closed it as idle); an exchange that fails on one
+/// in a way `stale` recognises is tried once more on a fresh connection.
+pub struct Kept<C>(Option<C>);
+
+impl<C> Default for Kept<C> {
+    fn default() -> Self {
+        Kept(None)
+    }
+}
+
+impl<C> Kept<C> {
+    pub fn exchange<T, E>(
+        &mut self,
+        mut open: impl FnMut() -> Result<C, E>,
+        mut exchange: impl FnMut(&mut C) -> Result<T, E>,
+        keeps: impl Fn(&Result<T, E>) -> bool,
+        stale: impl Fn(&E) -> bool,
+    ) -> Result<T, E> {
+        let reused = self.0.is_some();
+        match self.once(&mut open, &mut exchange, &keeps) {
+            Err(error) if reused && stale(&error) => self.once(&mut open, &mut exchange, &keeps),
+            other => other,
+        }
+    }
+
+    fn once<T, E>(
+        &mut self,
+        open: &mut impl FnMut() -> Result<C, E>,
+        exchange: &mut impl FnMut(&mut C) -> Result<T, E>,
+        keeps: &impl Fn(&Result<T, E>) -> bool,
+    ) -> Result<T, E> {
+        let mut connection = match self.0.take() {
+            Some(connection) => connection,
+            None => open()?,
+        };
+        let outcome = exchange(&mut connection);
+        if keeps(&outcome) {
+            self.0 = Some(connection);
+        }
+        outcome
     }
 }

@@ -7,6 +7,7 @@ pub mod crash;
 pub mod examples;
 pub mod nats;
 pub mod postgres;
+pub mod rabbitmq;
 pub mod receiver;
 pub mod redis;
 pub mod relay;
@@ -53,6 +54,17 @@ pub async fn networked_http_sink(options: serde_json::Value, allow: &[String], n
         .load()
         .await
         .expect("the http sink loads")
+}
+
+/// A name no other test (of this run or another) uses:
+/// `<prefix><sep><pid><sep><nanos><sep><n><sep><what>`.
+pub fn unique_name(prefix: &str, sep: &str, what: &str) -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or_default();
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!("{prefix}{sep}{}{sep}{nanos}{sep}{n}{sep}{what}", std::process::id())
 }
 
 /// Lower-case hex SHA-256 of a file.

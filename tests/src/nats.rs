@@ -5,8 +5,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use base64::Engine;
 use serde_json::{Value, json};
@@ -102,11 +101,9 @@ pub struct Stream {
 
 impl Stream {
     pub fn create(what: &str, config: Value) -> Stream {
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or_default();
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let name = format!("ANKUSA_TEST_{}_{nanos}_{n}_{what}", std::process::id());
-        let subject = format!("ankusa.test.{}.{nanos}.{n}.{what}", std::process::id());
+        let subject = crate::unique_name("ankusa.test", ".", what);
+        // Stream names cannot hold dots.
+        let name = subject.replace('.', "_").to_uppercase();
         let mut body = json!({"name": name, "subjects": [subject], "storage": "memory"});
         if let (Some(body), Some(extra)) = (body.as_object_mut(), config.as_object()) {
             body.extend(extra.clone());

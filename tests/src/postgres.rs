@@ -3,8 +3,6 @@
 //! unique per test and dropped when the [`Table`] drops.
 
 use std::process::Command;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 pub const ADDR: &str = "127.0.0.1:5432";
 
@@ -38,10 +36,7 @@ pub struct Table {
 
 impl Table {
     pub fn new(what: &str) -> Table {
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or_default();
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        Table { name: format!("ankusa_test_{}_{nanos}_{n}_{what}", std::process::id()) }
+        Table { name: crate::unique_name("ankusa_test", "_", what) }
     }
 }
 

@@ -4,8 +4,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 pub const ADDR: &str = "127.0.0.1:6379";
 
@@ -101,10 +100,7 @@ pub struct Scratch {
 
 impl Scratch {
     pub fn new(what: &str) -> Scratch {
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or_default();
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        Scratch { key: format!("ankusa-test:{}:{nanos}:{n}:{what}", std::process::id()) }
+        Scratch { key: crate::unique_name("ankusa-test", ":", what) }
     }
 }
 

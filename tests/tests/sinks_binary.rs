@@ -1,6 +1,6 @@
 //! The broker and database sinks through the real binary: one source fanned
-//! out to Redis, NATS JetStream and PostgreSQL by an `ankusa.yml`, each
-//! hook landing once in each, a provider retry absorbed at the edge.
+//! out to Redis, NATS JetStream, PostgreSQL and RabbitMQ by an `ankusa.yml`,
+//! each hook landing once in each, a provider retry absorbed at the edge.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -8,14 +8,16 @@ use std::time::{Duration, Instant};
 use ankusa_tests::binary::{RunningNode, write_config};
 use ankusa_tests::nats::Stream;
 use ankusa_tests::postgres::{Table, psql};
+use ankusa_tests::rabbitmq;
 use ankusa_tests::redis::{Client, Scratch};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_source_fans_out_to_redis_nats_and_postgres() {
+async fn one_source_fans_out_to_redis_nats_postgres_and_rabbitmq() {
     let stream = Scratch::new("fanout");
     let subject = Stream::create("fanout", json!({}));
     let table = Table::new("fanout");
+    let queue = rabbitmq::Scratch::queue("fanout", &[]).await;
     let dir = tempfile::tempdir().expect("dir");
     let yaml = format!(
         "sinks:
@@ -31,14 +33,19 @@ async fn one_source_fans_out_to_redis_nats_and_postgres() {
     component: postgres
     options: {{url: \"postgres://postgres@127.0.0.1:5432/test\", table: \"{table}\"}}
     allow: [\"tcp://127.0.0.1:5432\"]
+  fulfilment:
+    component: rabbitmq
+    options: {{url: \"amqp://127.0.0.1:5672\", routing_key: \"{queue}\"}}
+    allow: [\"tcp://127.0.0.1:5672\"]
 sources:
   shop:
     dedupe: {{header: x-event-id}}
-    sinks: [events, orders, archive]
+    sinks: [events, orders, archive, fulfilment]
 ",
         stream = stream.key,
         subject = subject.subject,
         table = table.name,
+        queue = queue.queue,
     );
     let config = write_config(dir.path(), &yaml);
     let node = RunningNode::start(&config, &dir.path().join("data"), &[]).await;
@@ -52,18 +59,20 @@ sources:
     }
     assert_eq!(ids.len(), 3, "the repeated e-2 is answered with its first id");
 
-    let counts = || {
+    let counts = || async {
         (
             Client::connect().call(&["XLEN", &stream.key]).int(),
             subject.messages(),
             psql(&format!("SELECT count(*) FROM {}", table.name)),
+            queue.count().await,
         )
     };
     let started = Instant::now();
-    while counts() != (3, 3, "3".to_string()) {
+    while counts().await != (3, 3, "3".to_string(), 3) {
         if started.elapsed() > Duration::from_secs(30) {
             let (_, dlq) = node.admin("GET", "/v1/dlq", None, None).await;
-            panic!("(redis, nats, postgres) = {:?} after 30 s\ndead: {dlq}\nlog:\n{}", counts(), node.log());
+            let counts = counts().await;
+            panic!("(redis, nats, postgres, rabbitmq) = {counts:?} after 30 s\ndead: {dlq}\nlog:\n{}", node.log());
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -72,4 +81,5 @@ sources:
     assert_eq!(stored, ids, "the rows carry the ids the edge answered with");
     let (_, dlq) = node.admin("GET", "/v1/dlq", None, None).await;
     assert_eq!(dlq["entries"].as_array().map(Vec::len), Some(0), "nothing dead: {dlq}");
+    queue.delete().await;
 }

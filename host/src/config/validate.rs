@@ -107,7 +107,7 @@ pub fn sink_problems(name: &str, sink: &SinkSection, max_memory_mib: u32) -> Vec
     if sink.component.trim().is_empty() {
         p.add(
             format!("{key}.component"),
-            "required: a shipped sink (log, http, redis, nats, postgres) or a .wasm path",
+            "required: a shipped sink (log, http, redis, nats, postgres, rabbitmq) or a .wasm path",
         );
     }
     for (i, entry) in sink.allow.iter().enumerate() {

@@ -11,9 +11,10 @@ pub const HTTP: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/http.
 pub const REDIS: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/redis.wasm"));
 pub const NATS: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/nats.wasm"));
 pub const POSTGRES: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/postgres.wasm"));
+pub const RABBITMQ: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/rabbitmq.wasm"));
 
 const SHIPPED: &[(&str, &[u8])] =
-    &[("log", LOG), ("http", HTTP), ("redis", REDIS), ("nats", NATS), ("postgres", POSTGRES)];
+    &[("log", LOG), ("http", HTTP), ("redis", REDIS), ("nats", NATS), ("postgres", POSTGRES), ("rabbitmq", RABBITMQ)];
 
 /// The bytes of the built-in sink called `name`.
 pub fn builtin(name: &str) -> Option<&'static [u8]> {

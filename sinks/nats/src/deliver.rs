@@ -1,7 +1,7 @@
 //! One hook, one JetStream publish: `ok` only on the stream's ack.
 
 use ankusa_sdk::bindings::wasi::random::random::get_random_u64;
-use ankusa_sdk::tcp::connection_failure;
+use ankusa_sdk::tcp::{Kept, connection_failure};
 use ankusa_sdk::{Failure, Hook};
 use serde::Deserialize;
 
@@ -10,12 +10,12 @@ use crate::protocol::{Connection, NatsError, Reply};
 
 pub struct Delivery {
     options: Options,
-    connection: Option<Connection>,
+    connection: Kept<Connection>,
 }
 
 impl Delivery {
     pub fn new(options: Options) -> Delivery {
-        Delivery { options, connection: None }
+        Delivery { options, connection: Kept::default() }
     }
 
     pub fn deliver(&mut self, hook: &Hook) -> Result<(), Failure> {
@@ -38,32 +38,18 @@ impl Delivery {
         if let Some(replay) = &hook.replay_id {
             headers.push(("Ankusa-Replay-Id", replay));
         }
-        let reused = self.connection.is_some();
-        let reply = match self.request(&headers, &hook.body) {
+        let options = &self.options;
+        let reply = self.connection.exchange(
+            || Connection::open(options.addr, &options.credentials, get_random_u64(), options.ack_timeout),
+            |connection| connection.request(&options.subject, &headers, &hook.body),
+            // Kept unless it broke or went quiet: a message refused before
+            // it was sent (over `max_payload`) leaves it as it was.
+            |reply| matches!(reply, Ok(_) | Err(NatsError::Unsupported(_))),
             // A kept connection the server dropped meanwhile: publish again
             // on a fresh one (the message id makes a repeat harmless).
-            Err(NatsError::Io(_)) if reused => self.request(&headers, &hook.body),
-            other => other,
-        };
-        acknowledged(&self.options.subject, reply.map_err(exchange_failure)?)
-    }
-
-    /// One publish; the connection is kept unless it broke or went quiet.
-    fn request(&mut self, headers: &[(&str, &str)], body: &[u8]) -> Result<Reply, NatsError> {
-        let mut connection = match self.connection.take() {
-            Some(connection) => connection,
-            None => {
-                let options = &self.options;
-                Connection::open(options.addr, &options.credentials, get_random_u64(), options.ack_timeout)?
-            }
-        };
-        let reply = connection.request(&self.options.subject, headers, body);
-        // A message refused before it was sent (over `max_payload`) leaves
-        // the connection as it was.
-        if matches!(reply, Ok(_) | Err(NatsError::Unsupported(_))) {
-            self.connection = Some(connection);
-        }
-        reply
+            |error| matches!(error, NatsError::Io(_)),
+        );
+        acknowledged(&options.subject, reply.map_err(exchange_failure)?)
     }
 }
 

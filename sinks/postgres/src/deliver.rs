@@ -2,7 +2,7 @@
 //! retried or replayed delivery leaves the table as the first one did.
 
 use ankusa_sdk::bindings::wasi::random::random::get_random_u64;
-use ankusa_sdk::tcp::{connection_failure, is_timeout};
+use ankusa_sdk::tcp::{Kept, connection_failure, is_timeout};
 use ankusa_sdk::{Failure, Hook};
 
 use crate::options::Options;
@@ -11,7 +11,7 @@ use crate::wire::{Connection, Login, Param, PgError};
 pub struct Delivery {
     options: Options,
     insert: String,
-    connection: Option<Connection>,
+    connection: Kept<Connection>,
 }
 
 impl Delivery {
@@ -23,7 +23,7 @@ impl Delivery {
              ON CONFLICT (id) DO NOTHING",
             options.table
         );
-        Delivery { options, insert, connection: None }
+        Delivery { options, insert, connection: Kept::default() }
     }
 
     pub fn deliver(&mut self, hook: &Hook) -> Result<(), Failure> {
@@ -42,47 +42,35 @@ impl Delivery {
             text(&hook.replay_id),
             Param::Binary(&hook.body),
         ];
-        let reused = self.connection.is_some();
-        let done = match self.insert(&params) {
+        let (options, insert) = (&self.options, &self.insert);
+        let done = self.connection.exchange(
+            || open(options),
+            |connection| connection.execute(insert, &params),
+            // An error the server reported leaves the connection itself fine.
+            |done| matches!(done, Ok(_) | Err(PgError::Server { .. })),
             // A kept connection the server dropped meanwhile: insert again
             // on a fresh one (the row's id makes a repeat harmless).
-            Err(PgError::Io(error)) if reused && !is_timeout(&error) => self.insert(&params),
-            other => other,
-        };
-        done.map_err(failure)
+            |error| matches!(error, PgError::Io(error) if !is_timeout(error)),
+        );
+        done.map(|_| ()).map_err(failure)
     }
+}
 
-    /// One insert; the connection is kept unless it failed.
-    fn insert(&mut self, params: &[Param]) -> Result<(), PgError> {
-        let mut connection = match self.connection.take() {
-            Some(connection) => connection,
-            None => self.open()?,
-        };
-        let done = connection.execute(&self.insert, params);
-        // An error the server reported leaves the connection itself fine.
-        if matches!(done, Ok(_) | Err(PgError::Server { .. })) {
-            self.connection = Some(connection);
+fn open(options: &Options) -> Result<Connection, PgError> {
+    let nonce = format!("{:016x}{:016x}", get_random_u64(), get_random_u64());
+    let login =
+        Login { user: &options.user, password: options.password.as_deref(), database: &options.database, nonce };
+    let mut connection = Connection::open(options.addr, &login, options.timeout)?;
+    if options.create_table {
+        match connection.simple_query(&create_table(&options.table)) {
+            // Instances creating the table at once: one wins, the others
+            // trip over its table or row type (unique violation,
+            // duplicate table, duplicate object) and go on to insert.
+            Err(PgError::Server { code, .. }) if ["23505", "42P07", "42710"].contains(&code.as_str()) => {}
+            other => other?,
         }
-        done.map(|_| ())
     }
-
-    fn open(&self) -> Result<Connection, PgError> {
-        let options = &self.options;
-        let nonce = format!("{:016x}{:016x}", get_random_u64(), get_random_u64());
-        let login =
-            Login { user: &options.user, password: options.password.as_deref(), database: &options.database, nonce };
-        let mut connection = Connection::open(options.addr, &login, options.timeout)?;
-        if options.create_table {
-            match connection.simple_query(&create_table(&options.table)) {
-                // Instances creating the table at once: one wins, the others
-                // trip over its table or row type (unique violation,
-                // duplicate table, duplicate object) and go on to insert.
-                Err(PgError::Server { code, .. }) if ["23505", "42P07", "42710"].contains(&code.as_str()) => {}
-                other => other?,
-            }
-        }
-        Ok(connection)
-    }
+    Ok(connection)
 }
 
 fn text(value: &Option<String>) -> Param<'_> {

@@ -1,7 +1,7 @@
 //! One hook, one command: `XADD` to the stream or `PUBLISH` on the channel,
 //! on a connection kept open between deliveries.
 
-use ankusa_sdk::tcp::{connection_failure, is_timeout};
+use ankusa_sdk::tcp::{Kept, connection_failure, is_timeout};
 use ankusa_sdk::{Failure, Hook};
 
 use crate::options::{Options, Target};
@@ -9,12 +9,12 @@ use crate::resp::{Connection, Reply, RespError};
 
 pub struct Delivery {
     options: Options,
-    connection: Option<Connection>,
+    connection: Kept<Connection>,
 }
 
 impl Delivery {
     pub fn new(options: Options) -> Delivery {
-        Delivery { options, connection: None }
+        Delivery { options, connection: Kept::default() }
     }
 
     pub fn options(&self) -> &Options {
@@ -22,45 +22,37 @@ impl Delivery {
     }
 
     pub fn deliver(&mut self, hook: &Hook) -> Result<(), Failure> {
-        let args = command(&self.options.target, hook);
+        let options = &self.options;
+        let args = command(&options.target, hook);
         let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
-        let reused = self.connection.is_some();
-        let reply = match self.call(&args) {
+        let reply = self.connection.exchange(
+            || open(options),
+            |connection| connection.call(&args),
+            // Kept only if the exchange went through.
+            Result::is_ok,
             // A kept connection the server closed meanwhile (restart, idle
             // timeout) fails before any answer: the command never ran, so
             // it is sent once more on a fresh connection.
-            Err(RespError::Io { answered: false, error }) if reused && !is_timeout(&error) => self.call(&args),
-            other => other,
-        };
-        accept(&self.options.target, reply.map_err(exchange_failure)?)
+            |error| matches!(error, RespError::Io { answered: false, error } if !is_timeout(error)),
+        );
+        accept(&options.target, reply.map_err(exchange_failure)?)
     }
+}
 
-    /// One exchange; the connection is kept only if it went through.
-    fn call(&mut self, args: &[&[u8]]) -> Result<Reply, RespError> {
-        let mut connection = match self.connection.take() {
-            Some(connection) => connection,
-            None => self.open()?,
-        };
-        let reply = connection.call(args)?;
-        self.connection = Some(connection);
-        Ok(reply)
+/// Connect, authenticate and select the database.
+fn open(options: &Options) -> Result<Connection, RespError> {
+    let unanswered = |error| RespError::Io { error, answered: false };
+    let mut connection = Connection::open(options.addr, options.timeout).map_err(unanswered)?;
+    if let Some((user, password)) = &options.auth {
+        let mut args: Vec<&[u8]> = vec![b"AUTH"];
+        args.extend(user.as_deref().map(str::as_bytes));
+        args.push(password.as_bytes());
+        expect_ok(connection.call(&args)?)?;
     }
-
-    /// Connect, authenticate and select the database.
-    fn open(&self) -> Result<Connection, RespError> {
-        let unanswered = |error| RespError::Io { error, answered: false };
-        let mut connection = Connection::open(self.options.addr, self.options.timeout).map_err(unanswered)?;
-        if let Some((user, password)) = &self.options.auth {
-            let mut args: Vec<&[u8]> = vec![b"AUTH"];
-            args.extend(user.as_deref().map(str::as_bytes));
-            args.push(password.as_bytes());
-            expect_ok(connection.call(&args)?)?;
-        }
-        if self.options.db != 0 {
-            expect_ok(connection.call(&[b"SELECT", self.options.db.to_string().as_bytes()])?)?;
-        }
-        Ok(connection)
+    if options.db != 0 {
+        expect_ok(connection.call(&[b"SELECT", options.db.to_string().as_bytes()])?)?;
     }
+    Ok(connection)
 }
 
 /// The command for `hook`, as its arguments.
