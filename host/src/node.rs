@@ -396,6 +396,7 @@ fn load_error_key(sink: &str, error: &LoadError) -> String {
         }
         LoadError::Policy { .. } => format!("sinks.{sink}.allow"),
         LoadError::Limits { .. } => format!("sinks.{sink}.memory_mib"),
+        LoadError::Directory { .. } => format!("sinks.{sink}.directory"),
         LoadError::Read { .. } | LoadError::Component { .. } | LoadError::UnknownBuiltin { .. } => {
             format!("sinks.{sink}.component")
         }

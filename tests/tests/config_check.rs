@@ -56,6 +56,13 @@ fn bad_configs_exit_78_naming_the_key() {
             "no sink named `nope`",
         ),
         (
+            "file sink without a directory",
+            "sinks:\n  out:\n    component: file\nsources:\n  gh:\n    sinks: [out]\n".into(),
+            vec![],
+            "sinks.out.directory",
+            "required by the file sink",
+        ),
+        (
             "component failing its options check",
             "sinks:\n  hook:\n    component: http\n    options: {}\nsources:\n  gh:\n    sinks: [hook]\n".into(),
             vec![],

@@ -1,6 +1,7 @@
-//! The broker and database sinks through the real binary: one source fanned
-//! out to Redis, NATS JetStream, PostgreSQL and RabbitMQ by an `ankusa.yml`,
-//! each hook landing once in each, a provider retry absorbed at the edge.
+//! The broker, database and file sinks through the real binary: one source
+//! fanned out to Redis, NATS JetStream, PostgreSQL, RabbitMQ and a file by an
+//! `ankusa.yml`, each hook landing once in each, a provider retry absorbed
+//! at the edge.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -13,12 +14,13 @@ use ankusa_tests::redis::{Client, Scratch};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_source_fans_out_to_redis_nats_postgres_and_rabbitmq() {
+async fn one_source_fans_out_to_redis_nats_postgres_rabbitmq_and_a_file() {
     let stream = Scratch::new("fanout");
     let subject = Stream::create("fanout", json!({}));
     let table = Table::new("fanout");
     let queue = rabbitmq::Scratch::queue("fanout", &[]).await;
     let dir = tempfile::tempdir().expect("dir");
+    let out = tempfile::tempdir().expect("the file sink's directory");
     let yaml = format!(
         "sinks:
   events:
@@ -33,6 +35,9 @@ async fn one_source_fans_out_to_redis_nats_postgres_and_rabbitmq() {
     component: postgres
     options: {{url: \"postgres://postgres@127.0.0.1:5432/test\", table: \"{table}\"}}
     allow: [\"tcp://127.0.0.1:5432\"]
+  ledger:
+    component: file
+    directory: \"{out}\"
   fulfilment:
     component: rabbitmq
     options: {{url: \"amqp://127.0.0.1:5672\", routing_key: \"{queue}\"}}
@@ -40,12 +45,13 @@ async fn one_source_fans_out_to_redis_nats_postgres_and_rabbitmq() {
 sources:
   shop:
     dedupe: {{header: x-event-id}}
-    sinks: [events, orders, archive, fulfilment]
+    sinks: [events, orders, archive, ledger, fulfilment]
 ",
         stream = stream.key,
         subject = subject.subject,
         table = table.name,
         queue = queue.queue,
+        out = out.path().display(),
     );
     let config = write_config(dir.path(), &yaml);
     let node = RunningNode::start(&config, &dir.path().join("data"), &[]).await;
@@ -65,14 +71,18 @@ sources:
             subject.messages(),
             psql(&format!("SELECT count(*) FROM {}", table.name)),
             queue.count().await,
+            std::fs::read_to_string(out.path().join("hooks.jsonl")).map(|t| t.lines().count()).unwrap_or(0),
         )
     };
     let started = Instant::now();
-    while counts().await != (3, 3, "3".to_string(), 3) {
+    while counts().await != (3, 3, "3".to_string(), 3, 3) {
         if started.elapsed() > Duration::from_secs(30) {
             let (_, dlq) = node.admin("GET", "/v1/dlq", None, None).await;
             let counts = counts().await;
-            panic!("(redis, nats, postgres, rabbitmq) = {counts:?} after 30 s\ndead: {dlq}\nlog:\n{}", node.log());
+            panic!(
+                "(redis, nats, postgres, rabbitmq, file) = {counts:?} after 30 s\ndead: {dlq}\nlog:\n{}",
+                node.log()
+            );
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

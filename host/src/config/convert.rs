@@ -117,8 +117,13 @@ impl Config {
         spec.options = sink.options.clone();
         spec.allow = sink.allow.clone();
         spec.allow_networks = sink.allow_networks.clone();
+        spec.directory = sink.directory.clone();
+        // The shipped `file` sink appends one delivery at a time unless told
+        // otherwise: appends from several instances could interleave lines
+        // longer than one write.
+        let default_concurrency = if sink.component == "file" { 1 } else { self.dispatch.sink_concurrency };
         spec.limits = SinkLimits {
-            concurrency: sink.concurrency.unwrap_or(self.dispatch.sink_concurrency),
+            concurrency: sink.concurrency.unwrap_or(default_concurrency),
             memory_bytes: sink.memory_mib.unwrap_or(self.runtime.max_memory_mib) as usize * MIB,
             max_uses: sink.max_uses.unwrap_or(defaults.max_uses),
             attempt_timeout: Duration::from_millis(self.dispatch.attempt_timeout_ms),

@@ -386,7 +386,7 @@ impl Default for RuntimeSection {
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct SinkSection {
-    /// A shipped sink by name (`log`, `http`, `redis`, `nats`, `postgres`, `rabbitmq`) or a `.wasm` path.
+    /// A shipped sink by name (`log`, `http`, `redis`, `nats`, `postgres`, `rabbitmq`, `file`) or a `.wasm` path.
     pub component: String,
     /// Handed to the component as JSON; it checks them itself.
     pub options: serde_json::Value,
@@ -394,6 +394,9 @@ pub struct SinkSection {
     pub allow: Vec<String>,
     /// Private networks (CIDR) it may reach.
     pub allow_networks: Vec<String>,
+    /// A directory the component sees as `/`, read-write (the `file`
+    /// sink's output); it has no filesystem otherwise.
+    pub directory: Option<std::path::PathBuf>,
     /// Warm instances, and so deliveries at once, per source.
     pub concurrency: Option<usize>,
     pub memory_mib: Option<u32>,
@@ -408,6 +411,7 @@ impl Default for SinkSection {
             options: serde_json::Value::Object(Default::default()),
             allow: Vec::new(),
             allow_networks: Vec::new(),
+            directory: None,
             concurrency: None,
             memory_mib: None,
             max_uses: None,

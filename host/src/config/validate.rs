@@ -107,8 +107,11 @@ pub fn sink_problems(name: &str, sink: &SinkSection, max_memory_mib: u32) -> Vec
     if sink.component.trim().is_empty() {
         p.add(
             format!("{key}.component"),
-            "required: a shipped sink (log, http, redis, nats, postgres, rabbitmq) or a .wasm path",
+            "required: a shipped sink (log, http, redis, nats, postgres, rabbitmq, file) or a .wasm path",
         );
+    }
+    if sink.component == "file" && sink.directory.is_none() {
+        p.add(format!("{key}.directory"), "required by the file sink: the directory it appends to");
     }
     for (i, entry) in sink.allow.iter().enumerate() {
         if let Err(e) = AllowEntry::parse(entry) {

@@ -12,9 +12,17 @@ pub const REDIS: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/redi
 pub const NATS: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/nats.wasm"));
 pub const POSTGRES: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/postgres.wasm"));
 pub const RABBITMQ: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/rabbitmq.wasm"));
+pub const FILE: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/file.wasm"));
 
-const SHIPPED: &[(&str, &[u8])] =
-    &[("log", LOG), ("http", HTTP), ("redis", REDIS), ("nats", NATS), ("postgres", POSTGRES), ("rabbitmq", RABBITMQ)];
+const SHIPPED: &[(&str, &[u8])] = &[
+    ("log", LOG),
+    ("http", HTTP),
+    ("redis", REDIS),
+    ("nats", NATS),
+    ("postgres", POSTGRES),
+    ("rabbitmq", RABBITMQ),
+    ("file", FILE),
+];
 
 /// The bytes of the built-in sink called `name`.
 pub fn builtin(name: &str) -> Option<&'static [u8]> {

@@ -56,4 +56,6 @@ pub enum LoadError {
     Init { label: SinkLabel, reason: String },
     #[error("{label}: {reason}")]
     Limits { label: SinkLabel, reason: String },
+    #[error("{label}: directory {}: {reason}", path.display())]
+    Directory { label: SinkLabel, path: PathBuf, reason: String },
 }

@@ -1,17 +1,19 @@
 //! The state one sink instance's store carries, and how a store is made.
 //!
-//! No ambient authority: the WASI context has no arguments, environment,
-//! preopened directories or stdin, and sockets are refused unless the sink's
-//! policy names the address. Stdout and stderr become the sink's log lines. Memory growth past the sink's cap fails, and the
-//! cap being hit is remembered so the attempt is reported as a memory fault.
+//! No ambient authority: the WASI context has no arguments, environment or
+//! stdin, no directory unless the sink is given one, and sockets are refused
+//! unless the sink's policy names the address. Stdout and stderr become the
+//! sink's log lines. Memory growth past the sink's cap fails, and the cap
+//! being hit is remembered so the attempt is reported as a memory fault.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
 use wasmtime::component::ResourceTable;
 use wasmtime::{ResourceLimiter, Store, StoreContextMut, UpdateDeadline};
 use wasmtime_wasi::sockets::SocketAddrUse;
-use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::bindings::{Level, ankusa};
@@ -81,11 +83,17 @@ pub struct StoreFactory {
     pub log: Arc<LogChannel>,
     pub memory_bytes: usize,
     pub clock: Option<Arc<ManualClock>>,
+    /// Preopened as `/`, read-write.
+    pub directory: Option<PathBuf>,
 }
 
 impl StoreFactory {
-    pub fn new_store(&self) -> Store<InstanceState> {
+    /// A fresh store; fails only if the sink's directory cannot be opened.
+    pub fn new_store(&self) -> wasmtime::Result<Store<InstanceState>> {
         let mut wasi = WasiCtxBuilder::new();
+        if let Some(directory) = &self.directory {
+            wasi.preopened_dir(directory, "/", FsPerms::ReadWrite)?;
+        }
         wasi.stdout(GuestOutput::new(self.log.clone(), Level::Info));
         wasi.stderr(GuestOutput::new(self.log.clone(), Level::Warn));
         if let Some(clock) = &self.clock {
@@ -140,6 +148,6 @@ impl StoreFactory {
             }
         });
         store.set_epoch_deadline(1);
-        store
+        Ok(store)
     }
 }

@@ -148,6 +148,16 @@ impl Runtime {
                 ),
             });
         }
+        if let Some(path) = &spec.directory {
+            let reason = match std::fs::metadata(path) {
+                Ok(meta) if meta.is_dir() => None,
+                Ok(_) => Some("not a directory".to_string()),
+                Err(e) => Some(e.to_string()),
+            };
+            if let Some(reason) = reason {
+                return Err(LoadError::Directory { label, path: path.clone(), reason });
+            }
+        }
         let policy = EgressPolicy::new(&spec.allow, &spec.allow_networks)
             .map(Arc::new)
             .map_err(|source| LoadError::Policy { label: label.clone(), source })?;
@@ -161,6 +171,7 @@ impl Runtime {
             log: log.clone(),
             memory_bytes: limits.memory_bytes,
             clock: spec.clock.clone(),
+            directory: spec.directory.clone(),
         };
         let pre = prepared.component.pre.clone();
         let pool = InstancePool::new(pre, factory, options, limits.concurrency, limits.max_uses);

@@ -98,7 +98,13 @@ impl InstancePool {
     /// Make a fresh instance and configure it. Used at load (to validate the
     /// options and ask for durability) and whenever no warm instance is idle.
     async fn start(&self, timeout: Duration) -> Result<Warm, StartError> {
-        let mut store = self.factory.new_store();
+        let mut store = self.factory.new_store().map_err(|e| {
+            // The directory was there at load; it may be back soon (a remount).
+            StartError::Runtime(Failure::new(
+                ErrorClass::Transient,
+                format!("the sink's directory cannot be opened: {e}"),
+            ))
+        })?;
         store.data_mut().deadline = Instant::now() + timeout;
         store.set_epoch_deadline(1);
         let started = tokio::time::timeout(timeout, async {

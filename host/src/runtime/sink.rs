@@ -74,6 +74,9 @@ pub struct SinkSpec {
     pub allow: Vec<String>,
     /// Private networks (CIDR) the sink may reach by name.
     pub allow_networks: Vec<String>,
+    /// A host directory the component sees as `/`, read-write: its only
+    /// filesystem (the `file` sink's output). None by default.
+    pub directory: Option<PathBuf>,
     pub limits: SinkLimits,
     pub upstream: Upstream,
     /// A controllable clock instead of the host's (plugin tests).
@@ -90,6 +93,7 @@ impl SinkSpec {
             options: serde_json::Value::Object(Default::default()),
             allow: Vec::new(),
             allow_networks: Vec::new(),
+            directory: None,
             limits: SinkLimits::default(),
             upstream: Upstream::Network,
             clock: None,

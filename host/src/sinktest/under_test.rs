@@ -58,6 +58,12 @@ impl<'r> TestSinkBuilder<'r> {
         self
     }
 
+    /// A host directory the sink sees as `/` (the `file` sink's output).
+    pub fn directory(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.spec.directory = Some(dir.into());
+        self
+    }
+
     pub fn attempt_timeout(mut self, timeout: Duration) -> Self {
         self.spec.limits.attempt_timeout = timeout;
         self

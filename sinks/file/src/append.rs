@@ -1,0 +1,68 @@
+//! Appending one line to the sink's file through `wasi:filesystem`.
+//!
+//! The file is opened anew for every line, so a file renamed away (log
+//! rotation) is followed by a fresh one. A line goes out in as few appends
+//! as the host permits (64 KiB each), each one an `O_APPEND` write of its
+//! own; with one delivery at a time (the sink's default concurrency) no
+//! other line can land between them.
+
+use crate::bindings::wasi::filesystem::preopens::get_directories;
+use crate::bindings::wasi::filesystem::types::{Descriptor, DescriptorFlags, ErrorCode, OpenFlags, PathFlags};
+use crate::bindings::wasi::io::streams::StreamError;
+use ankusa_sdk::Failure;
+
+pub fn append(path: &str, line: &[u8], fsync: bool) -> Result<(), Failure> {
+    let directory = directory()?;
+    let file = directory
+        .open_at(PathFlags::empty(), path, OpenFlags::CREATE, DescriptorFlags::WRITE)
+        .map_err(|code| fs_failure(&format!("opening `{path}`"), code))?;
+    write_all(&file, line).map_err(|reason| Failure::transient(format!("appending to `{path}`: {reason}")))?;
+    if fsync {
+        file.sync_data().map_err(|code| fs_failure(&format!("syncing `{path}`"), code))?;
+    }
+    Ok(())
+}
+
+/// The sink's directory: the one preopen, at `/`.
+fn directory() -> Result<Descriptor, Failure> {
+    get_directories().into_iter().find(|(_, name)| name == "/").map(|(dir, _)| dir).ok_or_else(|| {
+        Failure::permanent("the sink has no directory: give it one with `directory:` in its configuration")
+    })
+}
+
+fn write_all(file: &Descriptor, mut bytes: &[u8]) -> Result<(), String> {
+    let stream = file.append_via_stream().map_err(|code| format!("{code:?}"))?;
+    let failed = |e: StreamError| match e {
+        StreamError::LastOperationFailed(error) => error.to_debug_string(),
+        StreamError::Closed => "the stream closed".to_string(),
+    };
+    while !bytes.is_empty() {
+        let permitted = stream.check_write().map_err(failed)?;
+        if permitted == 0 {
+            stream.subscribe().block();
+            continue;
+        }
+        let (now, rest) = bytes.split_at(bytes.len().min(permitted as usize));
+        stream.write(now).map_err(failed)?;
+        bytes = rest;
+    }
+    stream.blocking_flush().map_err(failed)
+}
+
+/// Errors of the directory or file as the sink's class: what an operator
+/// must fix (permissions, a read-only mount, a path that is a directory) is
+/// permanent; a full disk or an I/O error may pass.
+fn fs_failure(what: &str, code: ErrorCode) -> Failure {
+    let reason = format!("{what}: {}", code.message());
+    match code {
+        ErrorCode::Access
+        | ErrorCode::NotPermitted
+        | ErrorCode::ReadOnly
+        | ErrorCode::IsDirectory
+        | ErrorCode::NotDirectory
+        | ErrorCode::NameTooLong
+        | ErrorCode::Loop
+        | ErrorCode::Invalid => Failure::permanent(reason),
+        _ => Failure::transient(reason),
+    }
+}

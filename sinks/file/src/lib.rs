@@ -1,0 +1,43 @@
+//! The `file` sink: appends each hook as one JSON line to a file in the
+//! directory the operator gives the sink (its only filesystem, seen as `/`),
+//! and with `fsync` (the default) reports `ok` only once the line is on disk.
+
+mod append;
+mod options;
+mod record;
+
+mod bindings {
+    //! `wasi:filesystem`, which the sink world leaves out: only this sink
+    //! asks for a directory.
+    wit_bindgen::generate!({
+        path: ["../../wit/deps/io.wit", "../../wit/deps/clocks.wit", "../../wit/deps/filesystem.wit", "wit/world.wit"],
+        world: "ankusa:file-sink/filesystem",
+        generate_all,
+    });
+}
+
+use ankusa_sdk::{ConfigError, Failure, Hook, Sink, export_sink};
+
+use options::Options;
+
+struct FileSink {
+    options: Options,
+}
+
+impl Sink for FileSink {
+    fn configure(json: &str) -> Result<Self, ConfigError> {
+        Ok(FileSink { options: Options::parse(json)? })
+    }
+
+    fn durable(&self) -> bool {
+        self.options.fsync
+    }
+
+    fn deliver(&mut self, hook: &Hook, _attempt: u32) -> Result<(), Failure> {
+        let mut line = record::line(hook);
+        line.push(b'\n');
+        append::append(&self.options.file, &line, self.options.fsync)
+    }
+}
+
+export_sink!(FileSink);

@@ -1,0 +1,44 @@
+//! Options of the `file` sink.
+
+use ankusa_sdk::{ConfigError, options};
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    /// The file to append to, relative to the sink's directory.
+    #[serde(default = "default_file")]
+    file: String,
+    /// Sync each line to disk before reporting it delivered.
+    #[serde(default = "yes")]
+    fsync: bool,
+}
+
+fn default_file() -> String {
+    "hooks.jsonl".into()
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub file: String,
+    pub fsync: bool,
+}
+
+impl Options {
+    pub fn parse(json: &str) -> Result<Options, ConfigError> {
+        let raw: Raw = options::parse(json)?;
+        let inside = !raw.file.starts_with('/')
+            && raw.file.split('/').all(|part| !part.is_empty() && part != "." && part != "..");
+        if !inside {
+            return Err(ConfigError::field(
+                "file",
+                "a relative path inside the sink's directory, without `.` or `..` parts",
+            ));
+        }
+        Ok(Options { file: raw.file, fsync: raw.fsync })
+    }
+}
