@@ -124,7 +124,7 @@ async fn a_symlink_out_of_the_directory_is_refused_and_nothing_outside_is_writte
     let sink = load(dir.path(), json!({"file": "escape.jsonl"})).await;
     let outcome = sink.deliver(TestHook::new(), 1).await;
     let failure = outcome.assert_failed(ErrorClass::Permanent);
-    assert!(failure.reason.contains("escape.jsonl"), "{}", failure.reason);
+    assert!(failure.reason.contains("escape.jsonl") && failure.reason.contains("symbolic link"), "{}", failure.reason);
     assert_eq!(std::fs::read_to_string(&target).expect("read"), "untouched");
 }
 

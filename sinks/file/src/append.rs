@@ -53,7 +53,11 @@ fn write_all(file: &Descriptor, mut bytes: &[u8]) -> Result<(), String> {
 /// must fix (permissions, a read-only mount, a path that is a directory) is
 /// permanent; a full disk or an I/O error may pass.
 fn fs_failure(what: &str, code: ErrorCode) -> Failure {
-    let reason = format!("{what}: {}", code.message());
+    let reason = match code {
+        // Opened without following links, so none can lead out of the directory.
+        ErrorCode::Loop => format!("{what}: it is a symbolic link, which the sink does not follow"),
+        _ => format!("{what}: {}", code.message()),
+    };
     match code {
         ErrorCode::Access
         | ErrorCode::NotPermitted
