@@ -74,6 +74,40 @@ async fn a_rotated_file_is_followed_by_a_fresh_one() {
 }
 
 #[tokio::test]
+async fn max_bytes_rotates_the_file_before_a_line_would_pass_it() {
+    let dir = tempfile::tempdir().expect("dir");
+    let sink = load(dir.path(), json!({"max_bytes": 2_000})).await;
+    for n in 0..10 {
+        let body = format!("{{\"n\":{n},\"pad\":\"{}\"}}", "x".repeat(300));
+        sink.deliver(TestHook::new().id(format!("h{n}")).body(body), 1).await.assert_delivered();
+    }
+    let mut files: Vec<_> = std::fs::read_dir(dir.path()).expect("list").map(|e| e.expect("entry").path()).collect();
+    files.sort();
+    assert!(files.len() >= 3, "rotated at least twice: {files:?}");
+    let mut ids = Vec::new();
+    for file in &files {
+        let name = file.file_name().and_then(|n| n.to_str()).expect("name");
+        assert!(name.starts_with("hooks.jsonl"), "{name}");
+        assert!(std::fs::metadata(file).expect("size").len() <= 2_000, "{name} within max_bytes");
+        ids.extend(lines(file).iter().map(|l| l["id"].as_str().expect("id").to_string()));
+    }
+    ids.sort();
+    let mut expected: Vec<String> = (0..10).map(|n| format!("h{n}")).collect();
+    expected.sort();
+    assert_eq!(ids, expected, "every line in exactly one file");
+    let err = Harness::shared()
+        .builtin("file")
+        .options(json!({"max_bytes": 0}))
+        .directory(dir.path())
+        .load()
+        .await
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(err.contains("`max_bytes`"), "{err}");
+}
+
+#[tokio::test]
 async fn concurrent_deliveries_never_mix_lines() {
     let dir = tempfile::tempdir().expect("dir");
     let sink = Harness::shared()

@@ -1,7 +1,10 @@
 //! Appending one line to the sink's file through `wasi:filesystem`.
 //!
 //! The file is opened anew for every line, so a file renamed away (log
-//! rotation) is followed by a fresh one. A line goes out in as few appends
+//! rotation) is followed by a fresh one. With `max_bytes`, the sink rotates
+//! it itself: a line that would take the file past the limit first renames
+//! it to `<file>.<unix ms>` (never over an existing name). A line goes out
+//! in as few appends
 //! as the host permits (64 KiB each), each one an `O_APPEND` write of its
 //! own; with one delivery at a time (the sink's default concurrency) no
 //! other line can land between them.
@@ -10,17 +13,44 @@ use crate::bindings::wasi::filesystem::preopens::get_directories;
 use crate::bindings::wasi::filesystem::types::{Descriptor, DescriptorFlags, ErrorCode, OpenFlags, PathFlags};
 use crate::bindings::wasi::io::streams::StreamError;
 use ankusa_sdk::Failure;
+use std::time::{SystemTime, UNIX_EPOCH};
 
-pub fn append(path: &str, line: &[u8], fsync: bool) -> Result<(), Failure> {
+pub fn append(path: &str, line: &[u8], fsync: bool, max_bytes: Option<u64>) -> Result<(), Failure> {
     let directory = directory()?;
-    let file = directory
-        .open_at(PathFlags::empty(), path, OpenFlags::CREATE, DescriptorFlags::WRITE)
-        .map_err(|code| fs_failure(&format!("opening `{path}`"), code))?;
+    let open = || {
+        directory
+            .open_at(PathFlags::empty(), path, OpenFlags::CREATE, DescriptorFlags::WRITE)
+            .map_err(|code| fs_failure(&format!("opening `{path}`"), code))
+    };
+    let mut file = open()?;
+    if let Some(max) = max_bytes {
+        let size = file.stat().map_err(|code| fs_failure(&format!("reading the size of `{path}`"), code))?.size;
+        if size > 0 && size + line.len() as u64 > max {
+            rotate(&directory, path)?;
+            file = open()?;
+        }
+    }
     write_all(&file, line).map_err(|reason| Failure::transient(format!("appending to `{path}`: {reason}")))?;
     if fsync {
         file.sync_data().map_err(|code| fs_failure(&format!("syncing `{path}`"), code))?;
     }
     Ok(())
+}
+
+/// Rename `path` to `<path>.<unix ms>`, or `<path>.<unix ms>.<n>` if that
+/// name is taken.
+fn rotate(directory: &Descriptor, path: &str) -> Result<(), Failure> {
+    let millis = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or_default();
+    let taken = |name: &str| directory.stat_at(PathFlags::empty(), name).is_ok();
+    let mut rotated = format!("{path}.{millis}");
+    let mut n = 0;
+    while taken(&rotated) {
+        n += 1;
+        rotated = format!("{path}.{millis}.{n}");
+    }
+    directory
+        .rename_at(path, directory, &rotated)
+        .map_err(|code| fs_failure(&format!("rotating `{path}` to `{rotated}`"), code))
 }
 
 /// The sink's directory: the one preopen, at `/`.

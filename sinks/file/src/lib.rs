@@ -36,7 +36,7 @@ impl Sink for FileSink {
     fn deliver(&mut self, hook: &Hook, _attempt: u32) -> Result<(), Failure> {
         let mut line = record::line(hook);
         line.push(b'\n');
-        append::append(&self.options.file, &line, self.options.fsync)
+        append::append(&self.options.file, &line, self.options.fsync, self.options.max_bytes)
     }
 }
 

@@ -12,6 +12,9 @@ struct Raw {
     /// Sync each line to disk before reporting it delivered.
     #[serde(default = "yes")]
     fsync: bool,
+    /// Rotate the file before a line would take it past this size.
+    #[serde(default)]
+    max_bytes: Option<u64>,
 }
 
 fn default_file() -> String {
@@ -26,6 +29,7 @@ fn yes() -> bool {
 pub struct Options {
     pub file: String,
     pub fsync: bool,
+    pub max_bytes: Option<u64>,
 }
 
 impl Options {
@@ -39,6 +43,9 @@ impl Options {
                 "a relative path inside the sink's directory, without `.` or `..` parts",
             ));
         }
-        Ok(Options { file: raw.file, fsync: raw.fsync })
+        if raw.max_bytes == Some(0) {
+            return Err(ConfigError::field("max_bytes", "must be positive"));
+        }
+        Ok(Options { file: raw.file, fsync: raw.fsync, max_bytes: raw.max_bytes })
     }
 }
