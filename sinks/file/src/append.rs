@@ -4,10 +4,9 @@
 //! rotation) is followed by a fresh one. With `max_bytes`, the sink rotates
 //! it itself: a line that would take the file past the limit first renames
 //! it to `<file>.<unix ms>` (never over an existing name). A line goes out
-//! in as few appends
-//! as the host permits (64 KiB each), each one an `O_APPEND` write of its
-//! own; with one delivery at a time (the sink's default concurrency) no
-//! other line can land between them.
+//! in as few appends as the host permits (64 KiB each), each one an
+//! `O_APPEND` write of its own; with one delivery at a time (the sink's
+//! default concurrency) no other line can land between them.
 
 use crate::bindings::wasi::filesystem::preopens::get_directories;
 use crate::bindings::wasi::filesystem::types::{Descriptor, DescriptorFlags, ErrorCode, OpenFlags, PathFlags};
@@ -23,18 +22,36 @@ pub fn append(path: &str, line: &[u8], fsync: bool, max_bytes: Option<u64>) -> R
             .map_err(|code| fs_failure(&format!("opening `{path}`"), code))
     };
     let mut file = open()?;
-    if let Some(max) = max_bytes {
-        let size = file.stat().map_err(|code| fs_failure(&format!("reading the size of `{path}`"), code))?.size;
-        if size > 0 && size + line.len() as u64 > max {
-            rotate(&directory, path)?;
-            file = open()?;
-        }
+    let size = |file: &Descriptor| {
+        file.stat().map(|stat| stat.size).map_err(|code| fs_failure(&format!("reading the size of `{path}`"), code))
+    };
+    let mut before = if fsync || max_bytes.is_some() { size(&file)? } else { 0 };
+    if max_bytes.is_some_and(|max| before > 0 && before + line.len() as u64 > max) {
+        rotate(&directory, path)?;
+        file = open()?;
+        before = size(&file)?;
     }
     write_all(&file, line).map_err(|reason| Failure::transient(format!("appending to `{path}`: {reason}")))?;
     if fsync {
         file.sync_data().map_err(|code| fs_failure(&format!("syncing `{path}`"), code))?;
+        // A file this line may have created is on disk only once its
+        // directory entry is.
+        if before == 0 {
+            sync_parent(&directory, path)?;
+        }
     }
     Ok(())
+}
+
+/// Sync the directory that holds `path`.
+fn sync_parent(directory: &Descriptor, path: &str) -> Result<(), Failure> {
+    let parent = match path.rsplit_once('/') {
+        Some((parent, _)) => directory
+            .open_at(PathFlags::empty(), parent, OpenFlags::DIRECTORY, DescriptorFlags::READ)
+            .map_err(|code| fs_failure(&format!("opening the directory of `{path}`"), code))?,
+        None => return directory.sync().map_err(|code| fs_failure("syncing the sink's directory", code)),
+    };
+    parent.sync().map_err(|code| fs_failure(&format!("syncing the directory of `{path}`"), code))
 }
 
 /// Rename `path` to `<path>.<unix ms>`, or `<path>.<unix ms>.<n>` if that
