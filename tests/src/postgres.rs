@@ -52,7 +52,7 @@ impl Drop for Table {
 /// A stand-in PostgreSQL server that demands SCRAM-SHA-256 login (the
 /// machine's real server trusts loopback, so it never asks), checks the
 /// client's proof independently, and acknowledges whatever is run after.
-pub mod scram_server {
+pub mod login_server {
     use base64::Engine;
     use base64::engine::general_purpose::STANDARD as BASE64;
     use hmac::{Hmac, Mac};
@@ -63,14 +63,44 @@ pub mod scram_server {
     const SALT: &[u8] = b"ankusa-test-salt";
     const ITERATIONS: u32 = 4096;
 
-    /// How the stand-in ends the exchange.
+    /// How the stand-in asks for the password.
     #[derive(Clone, Copy, PartialEq, Eq)]
     pub enum Behaviour {
-        /// A real server: refuses a wrong proof, signs correctly.
+        /// SCRAM-SHA-256 as a real server: refuses a wrong proof, signs
+        /// correctly.
         Honest,
-        /// Accepts any proof and sends a signature made without the
-        /// password: the client must not trust it.
+        /// SCRAM-SHA-256, but accepts any proof and sends a signature made
+        /// without the password: the client must not trust it.
         Impostor,
+        /// md5 with a fixed salt: refuses a wrong answer.
+        Md5,
+    }
+
+    const MD5_SALT: [u8; 4] = [0x01, 0x02, 0x03, 0x04];
+
+    fn hex(bytes: &[u8]) -> String {
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The answer PostgreSQL expects to an md5 request.
+    pub fn md5_answer(user: &str, password: &str, salt: &[u8]) -> String {
+        use md5::{Digest, Md5};
+        let inner = hex(&Md5::digest(format!("{password}{user}")));
+        let mut outer = inner.into_bytes();
+        outer.extend_from_slice(salt);
+        format!("md5{}", hex(&Md5::digest(&outer)))
+    }
+
+    /// The `user` parameter of a start-up message.
+    fn startup_user(startup: &[u8]) -> String {
+        // The protocol version (4 bytes), then NUL-terminated key, value pairs.
+        let fields: Vec<&[u8]> = startup.get(4..).unwrap_or_default().split(|b| *b == 0).collect();
+        let user = fields.chunks(2).find(|pair| pair[0] == b"user").and_then(|pair| pair.get(1));
+        String::from_utf8_lossy(user.copied().unwrap_or_default()).into_owned()
+    }
+
+    async fn refuse_password(stream: &mut TcpStream) {
+        send(stream, b'E', b"SFATAL\0C28P01\0Mpassword authentication failed\0\0").await;
     }
 
     /// Serve logins for `password` on a fresh port; returns its address.
@@ -131,35 +161,16 @@ pub mod scram_server {
         if stream.read_exact(&mut startup).await.is_err() {
             return;
         }
-        auth(&mut stream, 10, b"SCRAM-SHA-256\0\0").await;
-        let Some((b'p', initial)) = message(&mut stream).await else { return };
-        // `SCRAM-SHA-256\0`, the length of the data (4 bytes), the data.
-        let first = String::from_utf8_lossy(initial.get(18..).unwrap_or_default()).into_owned();
-        let client_first_bare = first.trim_start_matches("n,,").to_string();
-        let client_nonce = client_first_bare.rsplit("r=").next().unwrap_or("").to_string();
-        let server_first = format!("r={client_nonce}server-part,s={},i={ITERATIONS}", BASE64.encode(SALT));
-        auth(&mut stream, 11, server_first.as_bytes()).await;
-        let Some((b'p', final_message)) = message(&mut stream).await else { return };
-        let client_final = String::from_utf8_lossy(&final_message).into_owned();
-        let (without_proof, proof) = client_final.rsplit_once(",p=").unwrap_or((&client_final, ""));
-        let auth_message = format!("{client_first_bare},{server_first},{without_proof}");
-
-        let salted = salted(password);
-        let stored_key = Sha256::digest(hmac(&salted, b"Client Key"));
-        let signature = hmac(&stored_key, auth_message.as_bytes());
-        let proof = BASE64.decode(proof).unwrap_or_default();
-        let client_key: Vec<u8> = proof.iter().zip(&signature).map(|(p, s)| p ^ s).collect();
-        let proof_holds = Sha256::digest(&client_key) == stored_key;
-        if behaviour == Behaviour::Honest && !proof_holds {
-            send(&mut stream, b'E', b"SFATAL\0C28P01\0Mpassword authentication failed\0\0").await;
+        if behaviour == Behaviour::Md5 {
+            auth(&mut stream, 5, &MD5_SALT).await;
+            let Some((b'p', answer)) = message(&mut stream).await else { return };
+            let expected = md5_answer(&startup_user(&startup), password, &MD5_SALT);
+            if answer != [expected.as_bytes(), b"\0"].concat() {
+                return refuse_password(&mut stream).await;
+            }
+        } else if !scram(&mut stream, password, behaviour).await {
             return;
         }
-        let server_key = match behaviour {
-            Behaviour::Honest => hmac(&salted, b"Server Key"),
-            Behaviour::Impostor => hmac(b"not the password", b"Server Key"),
-        };
-        let verifier = format!("v={}", BASE64.encode(hmac(&server_key, auth_message.as_bytes())));
-        auth(&mut stream, 12, verifier.as_bytes()).await;
         auth(&mut stream, 0, b"").await;
         send(&mut stream, b'Z', b"I").await;
         // Acknowledge every query (simple) and every Sync (extended).
@@ -177,6 +188,50 @@ pub mod scram_server {
                 }
                 _ => {}
             }
+        }
+    }
+
+    /// A SCRAM-SHA-256 exchange; false if it refused the client.
+    async fn scram(stream: &mut TcpStream, password: &str, behaviour: Behaviour) -> bool {
+        auth(stream, 10, b"SCRAM-SHA-256\0\0").await;
+        let Some((b'p', initial)) = message(stream).await else { return false };
+        // `SCRAM-SHA-256\0`, the length of the data (4 bytes), the data.
+        let first = String::from_utf8_lossy(initial.get(18..).unwrap_or_default()).into_owned();
+        let client_first_bare = first.trim_start_matches("n,,").to_string();
+        let client_nonce = client_first_bare.rsplit("r=").next().unwrap_or("").to_string();
+        let server_first = format!("r={client_nonce}server-part,s={},i={ITERATIONS}", BASE64.encode(SALT));
+        auth(stream, 11, server_first.as_bytes()).await;
+        let Some((b'p', final_message)) = message(stream).await else { return false };
+        let client_final = String::from_utf8_lossy(&final_message).into_owned();
+        let (without_proof, proof) = client_final.rsplit_once(",p=").unwrap_or((&client_final, ""));
+        let auth_message = format!("{client_first_bare},{server_first},{without_proof}");
+
+        let salted = salted(password);
+        let stored_key = Sha256::digest(hmac(&salted, b"Client Key"));
+        let signature = hmac(&stored_key, auth_message.as_bytes());
+        let proof = BASE64.decode(proof).unwrap_or_default();
+        let client_key: Vec<u8> = proof.iter().zip(&signature).map(|(p, s)| p ^ s).collect();
+        let proof_holds = Sha256::digest(&client_key) == stored_key;
+        if behaviour == Behaviour::Honest && !proof_holds {
+            refuse_password(stream).await;
+            return false;
+        }
+        let server_key = match behaviour {
+            Behaviour::Impostor => hmac(b"not the password", b"Server Key"),
+            Behaviour::Honest | Behaviour::Md5 => hmac(&salted, b"Server Key"),
+        };
+        let verifier = format!("v={}", BASE64.encode(hmac(&server_key, auth_message.as_bytes())));
+        auth(stream, 12, verifier.as_bytes()).await;
+        true
+    }
+
+    #[cfg(test)]
+    mod tests {
+        /// Computed independently, with Python's hashlib.
+        #[test]
+        fn the_md5_answer_matches_an_independent_vector() {
+            let answer = super::md5_answer("ankusa", "s3cret", &[1, 2, 3, 4]);
+            assert_eq!(answer, "md5afa6bb6063315356e4c64f9554334cbd");
         }
     }
 }

@@ -2,7 +2,7 @@
 //! that makes a retry harmless, refusals by SQLSTATE and the egress gate.
 
 use ankusa_harness::{ErrorClass, Harness, OutcomeExt, SinkUnderTest, TestHook};
-use ankusa_tests::postgres::scram_server::{self, Behaviour};
+use ankusa_tests::postgres::login_server::{self, Behaviour};
 use ankusa_tests::postgres::{ADDR, Table, psql};
 use ankusa_tests::relay::Relay;
 use ankusa_tests::{assert_denied, assert_gives_up_on_a_silent_server, tcp_sink};
@@ -85,28 +85,38 @@ async fn a_dropped_connection_is_replaced() {
     assert_eq!(psql(&format!("SELECT count(*) FROM {}", table.name)), "2");
 }
 
-async fn scram_sink(addr: std::net::SocketAddr, password: &str, table: &str) -> SinkUnderTest {
+async fn password_sink(addr: std::net::SocketAddr, password: &str, table: &str) -> SinkUnderTest {
     let options = json!({"url": format!("postgres://app:{password}@{addr}/test"), "table": table});
     tcp_sink("postgres", options, &[format!("tcp://{addr}")]).await
 }
 
-#[tokio::test]
-async fn logs_in_with_scram_sha_256() {
-    let server = scram_server::start("s3cret/pa@ss:x", Behaviour::Honest).await;
+/// The right password logs in; a wrong one is refused as permanent (28P01).
+async fn assert_password_login(behaviour: Behaviour) {
+    let server = login_server::start("s3cret/pa@ss:x", behaviour).await;
     // In the URL, `@` is escaped; `/` and `:` in a password need not be.
-    let sink = scram_sink(server, "s3cret/pa%40ss:x", "hooks").await;
+    let sink = password_sink(server, "s3cret/pa%40ss:x", "hooks").await;
     sink.deliver(TestHook::new(), 1).await.assert_delivered();
 
-    let sink = scram_sink(server, "wrong", "hooks").await;
+    let sink = password_sink(server, "wrong", "hooks").await;
     let outcome = sink.deliver(TestHook::new(), 1).await;
     let failure = outcome.assert_failed(ErrorClass::Permanent);
     assert!(failure.reason.contains("28P01"), "{}", failure.reason);
 }
 
 #[tokio::test]
+async fn logs_in_with_scram_sha_256() {
+    assert_password_login(Behaviour::Honest).await;
+}
+
+#[tokio::test]
+async fn logs_in_with_md5() {
+    assert_password_login(Behaviour::Md5).await;
+}
+
+#[tokio::test]
 async fn a_server_that_cannot_prove_it_knows_the_password_is_refused() {
-    let server = scram_server::start("s3cret", Behaviour::Impostor).await;
-    let sink = scram_sink(server, "s3cret", "hooks").await;
+    let server = login_server::start("s3cret", Behaviour::Impostor).await;
+    let sink = password_sink(server, "s3cret", "hooks").await;
     let outcome = sink.deliver(TestHook::new(), 1).await;
     let failure = outcome.assert_failed(ErrorClass::Permanent);
     assert!(failure.reason.contains("does not know the password"), "{}", failure.reason);

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use ankusa_sdk::tcp;
 
+use crate::md5_login;
 use crate::scram::Scram;
 
 /// The largest backend message read; replies to an INSERT are small.
@@ -80,7 +81,13 @@ impl Connection {
                     cstring(&mut message, password()?);
                     self.send(b'p', &message)?;
                 }
-                5 => return Err(PgError::Login("md5 password login is not supported: use scram-sha-256".into())),
+                5 => {
+                    let salt =
+                        rest.get(..4).ok_or_else(|| PgError::Protocol("an md5 request without its salt".into()))?;
+                    let mut message = Vec::new();
+                    cstring(&mut message, &md5_login::answer(login.user, password()?, salt));
+                    self.send(b'p', &message)?;
+                }
                 10 => {
                     let offered: Vec<&[u8]> = rest.split(|b| *b == 0).filter(|m| !m.is_empty()).collect();
                     if !offered.contains(&&b"SCRAM-SHA-256"[..]) {
