@@ -49,9 +49,10 @@ impl Drop for Table {
     }
 }
 
-/// A stand-in PostgreSQL server that demands SCRAM-SHA-256 login (the
-/// machine's real server trusts loopback, so it never asks), checks the
-/// client's proof independently, and acknowledges whatever is run after.
+/// A stand-in PostgreSQL server that demands a password, by SCRAM-SHA-256
+/// or md5 (the machine's real server trusts loopback, so it never asks),
+/// checks the client's answer independently, and acknowledges whatever is
+/// run after.
 pub mod login_server {
     use base64::Engine;
     use base64::engine::general_purpose::STANDARD as BASE64;
@@ -168,7 +169,7 @@ pub mod login_server {
             if answer != [expected.as_bytes(), b"\0"].concat() {
                 return refuse_password(&mut stream).await;
             }
-        } else if !scram(&mut stream, password, behaviour).await {
+        } else if !scram(&mut stream, password, behaviour == Behaviour::Honest).await {
             return;
         }
         auth(&mut stream, 0, b"").await;
@@ -191,8 +192,9 @@ pub mod login_server {
         }
     }
 
-    /// A SCRAM-SHA-256 exchange; false if it refused the client.
-    async fn scram(stream: &mut TcpStream, password: &str, behaviour: Behaviour) -> bool {
+    /// A SCRAM-SHA-256 exchange; false if it refused the client. An
+    /// impostor (not `honest`) accepts any proof and cannot sign.
+    async fn scram(stream: &mut TcpStream, password: &str, honest: bool) -> bool {
         auth(stream, 10, b"SCRAM-SHA-256\0\0").await;
         let Some((b'p', initial)) = message(stream).await else { return false };
         // `SCRAM-SHA-256\0`, the length of the data (4 bytes), the data.
@@ -212,14 +214,11 @@ pub mod login_server {
         let proof = BASE64.decode(proof).unwrap_or_default();
         let client_key: Vec<u8> = proof.iter().zip(&signature).map(|(p, s)| p ^ s).collect();
         let proof_holds = Sha256::digest(&client_key) == stored_key;
-        if behaviour == Behaviour::Honest && !proof_holds {
+        if honest && !proof_holds {
             refuse_password(stream).await;
             return false;
         }
-        let server_key = match behaviour {
-            Behaviour::Impostor => hmac(b"not the password", b"Server Key"),
-            Behaviour::Honest | Behaviour::Md5 => hmac(&salted, b"Server Key"),
-        };
+        let server_key = if honest { hmac(&salted, b"Server Key") } else { hmac(b"not the password", b"Server Key") };
         let verifier = format!("v={}", BASE64.encode(hmac(&server_key, auth_message.as_bytes())));
         auth(stream, 12, verifier.as_bytes()).await;
         true

@@ -4,8 +4,8 @@
 //! The table is created if missing (`create_table`, default on) with one
 //! column per hook field and the body as `bytea`. One connection per
 //! instance, kept between deliveries and reopened after a failure. Login by
-//! trust, password, md5 or SCRAM-SHA-256. The server is named by IP address and
-//! must be allowed as `tcp://ip:port`.
+//! trust, password, md5 or SCRAM-SHA-256. The server is named by IP address
+//! and must be allowed as `tcp://ip:port`.
 
 mod deliver;
 mod md5_login;
