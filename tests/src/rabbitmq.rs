@@ -110,3 +110,84 @@ impl Scratch {
         let _ = self.connection.close(200, "done".into()).await;
     }
 }
+
+/// A stand-in broker that lets a client in, then meets its first publish
+/// with `connection.blocked` and nothing else, as RabbitMQ does when a
+/// memory or disk alarm stops publishers. (The machine's broker is shared,
+/// so its alarms are not for a test to raise.) Speaks just enough AMQP
+/// 0-9-1 for a publisher in confirm mode.
+pub mod blocking_broker {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+
+    const METHOD: u8 = 1;
+    const FRAME_END: u8 = 0xCE;
+
+    /// Serve on a fresh port, blocking with `reason`; returns the address.
+    pub async fn start(reason: &'static str) -> std::net::SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("address");
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                tokio::spawn(serve(stream, reason));
+            }
+        });
+        addr
+    }
+
+    async fn send_method(stream: &mut TcpStream, channel: u16, (class, method): (u16, u16), args: &[u8]) {
+        let mut payload = [class.to_be_bytes(), method.to_be_bytes()].concat();
+        payload.extend_from_slice(args);
+        let mut frame = vec![METHOD];
+        frame.extend_from_slice(&channel.to_be_bytes());
+        frame.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+        frame.extend_from_slice(&payload);
+        frame.push(FRAME_END);
+        let _ = stream.write_all(&frame).await;
+    }
+
+    /// The next frame: its type, channel and, for a method, its id.
+    async fn frame(stream: &mut TcpStream) -> Option<(u8, u16, Option<(u16, u16)>)> {
+        let kind = stream.read_u8().await.ok()?;
+        let channel = stream.read_u16().await.ok()?;
+        let size = stream.read_u32().await.ok()? as usize;
+        let mut payload = vec![0; size + 1];
+        stream.read_exact(&mut payload).await.ok()?;
+        let id = (kind == METHOD && size >= 4)
+            .then(|| (u16::from_be_bytes([payload[0], payload[1]]), u16::from_be_bytes([payload[2], payload[3]])));
+        Some((kind, channel, id))
+    }
+
+    fn short(text: &str) -> Vec<u8> {
+        [&[text.len() as u8][..], text.as_bytes()].concat()
+    }
+
+    fn long(bytes: &[u8]) -> Vec<u8> {
+        [&(bytes.len() as u32).to_be_bytes()[..], bytes].concat()
+    }
+
+    async fn serve(mut stream: TcpStream, reason: &str) {
+        let mut header = [0u8; 8];
+        if stream.read_exact(&mut header).await.is_err() || &header != b"AMQP\x00\x00\x09\x01" {
+            return;
+        }
+        // connection.start: version 0-9, no server properties, PLAIN.
+        let start = [&[0u8, 9][..], &long(b""), &long(b"PLAIN"), &long(b"en_US")].concat();
+        send_method(&mut stream, 0, (10, 10), &start).await;
+        while let Some((_, channel, id)) = frame(&mut stream).await {
+            match id {
+                // start-ok → tune: no channel limit, 128 KiB frames, no heartbeats.
+                Some((10, 11)) => {
+                    let tune = [&0u16.to_be_bytes()[..], &131_072u32.to_be_bytes(), &0u16.to_be_bytes()].concat();
+                    send_method(&mut stream, 0, (10, 30), &tune).await;
+                }
+                Some((10, 40)) => send_method(&mut stream, 0, (10, 41), &short("")).await,
+                Some((20, 10)) => send_method(&mut stream, channel, (20, 11), &long(b"")).await,
+                Some((85, 10)) => send_method(&mut stream, channel, (85, 11), &[]).await,
+                // basic.publish: block, and never confirm.
+                Some((60, 40)) => send_method(&mut stream, 0, (10, 60), &short(reason)).await,
+                _ => {}
+            }
+        }
+    }
+}

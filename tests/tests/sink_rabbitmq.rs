@@ -3,7 +3,7 @@
 //! the sink published is read back with lapin, not the sink's own code.
 
 use ankusa_harness::{ErrorClass, Harness, OutcomeExt, SinkUnderTest, TestHook};
-use ankusa_tests::rabbitmq::{ADDR, Scratch};
+use ankusa_tests::rabbitmq::{ADDR, Scratch, blocking_broker};
 use ankusa_tests::relay::Relay;
 use ankusa_tests::{assert_denied, assert_gives_up_on_a_silent_server, tcp_sink};
 use lapin::types::AMQPValue;
@@ -182,6 +182,16 @@ async fn a_server_that_does_not_speak_amqp_fails_clearly() {
     let outcome = sink.deliver(TestHook::new(), 1).await;
     let failure = outcome.assert_failed(ErrorClass::Transient);
     assert!(failure.reason.contains("does not speak AMQP") && failure.reason.contains("INFO"), "{}", failure.reason);
+}
+
+#[tokio::test]
+async fn a_broker_that_blocks_publishers_is_transient_and_says_why() {
+    let broker = blocking_broker::start("low on memory").await;
+    let options = json!({"url": format!("amqp://{broker}"), "routing_key": "hooks", "timeout_ms": 300});
+    let sink = tcp_sink("rabbitmq", options, &[format!("tcp://{broker}")]).await;
+    let outcome = sink.deliver(TestHook::new(), 1).await;
+    let failure = outcome.assert_failed(ErrorClass::Transient);
+    assert!(failure.reason.contains("blocks publishers (low on memory)"), "{}", failure.reason);
 }
 
 #[tokio::test]
