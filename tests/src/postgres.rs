@@ -79,17 +79,13 @@ pub mod login_server {
 
     const MD5_SALT: [u8; 4] = [0x01, 0x02, 0x03, 0x04];
 
-    fn hex(bytes: &[u8]) -> String {
-        bytes.iter().map(|b| format!("{b:02x}")).collect()
-    }
-
     /// The answer PostgreSQL expects to an md5 request.
     pub fn md5_answer(user: &str, password: &str, salt: &[u8]) -> String {
         use md5::{Digest, Md5};
-        let inner = hex(&Md5::digest(format!("{password}{user}")));
+        let inner = hex::encode(Md5::digest(format!("{password}{user}")));
         let mut outer = inner.into_bytes();
         outer.extend_from_slice(salt);
-        format!("md5{}", hex(&Md5::digest(&outer)))
+        format!("md5{}", hex::encode(Md5::digest(&outer)))
     }
 
     /// The `user` parameter of a start-up message.
