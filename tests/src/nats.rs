@@ -14,6 +14,10 @@ pub const ADDR: &str = "127.0.0.1:4222";
 
 pub struct Client {
     reader: BufReader<TcpStream>,
+    /// This client's own reply subjects: the server delivers a reply to
+    /// every client subscribed to its subject, so clients of tests running
+    /// side by side must not share them.
+    inbox: String,
     next: u32,
 }
 
@@ -21,11 +25,14 @@ impl Client {
     pub fn connect() -> Client {
         let stream = TcpStream::connect(ADDR).expect("NATS answers on 127.0.0.1:4222");
         stream.set_read_timeout(Some(Duration::from_secs(10))).expect("read timeout");
-        let mut client = Client { reader: BufReader::new(stream), next: 0 };
+        let inbox = crate::unique_name("_INBOX", ".", "test");
+        let mut client = Client { reader: BufReader::new(stream), inbox, next: 0 };
         assert!(client.line().starts_with("INFO "), "NATS greets with INFO");
-        client.write(
-            b"CONNECT {\"verbose\":false,\"headers\":true,\"no_responders\":true}\r\nPING\r\nSUB _INBOX.test.* 1\r\n",
+        let hello = format!(
+            "CONNECT {{\"verbose\":false,\"headers\":true,\"no_responders\":true}}\r\nPING\r\nSUB {}.* 1\r\n",
+            client.inbox
         );
+        client.write(hello.as_bytes());
         loop {
             match client.line().as_str() {
                 "PONG" => return client,
@@ -54,7 +61,7 @@ impl Client {
     /// Send `payload` to `subject` and return the reply's payload.
     pub fn request(&mut self, subject: &str, payload: &[u8]) -> Vec<u8> {
         self.next += 1;
-        let inbox = format!("_INBOX.test.{}", self.next);
+        let inbox = format!("{}.{}", self.inbox, self.next);
         let mut out = format!("PUB {subject} {inbox} {}\r\n", payload.len()).into_bytes();
         out.extend_from_slice(payload);
         out.extend_from_slice(b"\r\n");
