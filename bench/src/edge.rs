@@ -1,7 +1,10 @@
 //! Durable ingest over HTTP: the load generator against the edge in `disk`
 //! mode (1 KiB bodies, 64 keep-alive connections), and in the same run the
 //! HTTP ceiling of this machine: a bare axum handler that reads the body
-//! and answers `201` without storing anything. Then open loop at 5 000/s.
+//! and answers `201` without storing anything, and the disk's floor: the
+//! same handler answering only once a group commit has `fdatasync`ed the
+//! body to a plain file (see `ankusa_bench::floor`). Then open loop at
+//! 5 000/s.
 //! Every ack is verified against the store afterwards.
 //! `ANKUSA_BENCH_ONLY=open` runs the open loop alone, on a fresh store.
 //!
@@ -63,6 +66,18 @@ async fn bare_ceiling() -> anyhow::Result<Measured> {
     Ok(load)
 }
 
+/// The fsync floor, measured like the others.
+async fn fsync_floor(dir: &std::path::Path) -> anyhow::Result<Measured> {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let addr = ankusa_bench::floor::serve(dir, async move {
+        let _ = stopped.await;
+    })
+    .await?;
+    let load = measured(addr).await?;
+    let _ = stop.send(());
+    Ok(load)
+}
+
 fn config(addr: std::net::SocketAddr, rate: Option<f64>) -> LoadConfig {
     LoadConfig {
         addr,
@@ -102,6 +117,12 @@ fn main() -> anyhow::Result<()> {
         }
 
         let dir = tempfile::tempdir()?;
+        let floor = if open_only { None } else { Some(fsync_floor(dir.path()).await?) };
+        if let (Some(floor), Some(ceiling)) = (&floor, &ceiling) {
+            print("edge.fsync_floor", &floor.load);
+            report("edge.fsync_floor.cpu_per_ack", floor.cpu_per_ack_us, "us");
+            ratio("edge.fsync_floor_vs_bare_axum", floor.load.acks_per_sec(), ceiling.load.acks_per_sec());
+        }
         let queue = Arc::new(Queue::open(&dir.path().join("store"), QueueConfig::default())?);
         let runtime = Runtime::new(EngineConfig::default(), None)?;
         let log = runtime.load(SinkSpec::new(SinkLabel::new("bench", "log"), ComponentSource::Builtin("log".into())));
@@ -138,6 +159,9 @@ fn main() -> anyhow::Result<()> {
         // The same comparison in CPU per ack (bare over durable), which the
         // machine's other tenants disturb less than rates.
         ratio("edge.durable_vs_bare_axum_cpu", ceiling.cpu_per_ack_us, durable.cpu_per_ack_us);
+        if let Some(floor) = &floor {
+            ratio("edge.durable_vs_fsync_floor", durable.load.acks_per_sec(), floor.load.acks_per_sec());
+        }
         let commits = queue.commit_stats();
         report("edge.durable_disk.hooks_per_commit", commits.hooks as f64 / commits.commits.max(1) as f64, "hooks");
         // The mean fsync a commit waited for under this load: every closed
