@@ -18,6 +18,7 @@ const GUESTS: &[(&str, &str)] = &[
     ("ankusa_sink_file", "file"),
     ("ankusa_sink_misbehave", "misbehave"),
     ("ankusa_sink_noop", "noop"),
+    ("ankusa_sink_post", "post"),
 ];
 
 fn main() {

@@ -1,12 +1,15 @@
 //! The http sink against a local keep-alive receiver, compared with a native
 //! hyper client sending the same requests with the same concurrency, in the
-//! same run.
+//! same run. Beside them, the `post` test sink: the fewest `wasi:http` calls
+//! a delivery can make, so the interface's own cost shows apart from the
+//! sink's.
 //!
 //! `cargo run --release -p ankusa-bench --bin bench-http-sink`
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ankusa::runtime::builtin::artifact_dir;
 use ankusa::runtime::http::{RecordedRequest, ReplyFuture, ScriptedReply, ScriptedUpstream, Upstream};
 use ankusa::runtime::{ComponentSource, EngineConfig, Outcome, Runtime, Sink, SinkLabel, SinkSpec};
 use ankusa::sinktest::TestHook;
@@ -136,13 +139,19 @@ fn main() -> anyhow::Result<()> {
         spec.allow = vec![format!("http://{}", receiver.addr)];
         spec.limits.concurrency = CONCURRENCY;
         let sink = Arc::new(runtime.load(spec).await?);
+        let post_wasm = ComponentSource::Path(artifact_dir().join("post.wasm"));
+        let mut spec = SinkSpec::new(SinkLabel::new("bench", "post"), post_wasm);
+        spec.options = serde_json::json!({"url": url});
+        spec.allow = vec![format!("http://{}", receiver.addr)];
+        spec.limits.concurrency = CONCURRENCY;
+        let post = Arc::new(runtime.load(spec).await?);
 
         // For profiling one side alone: ANKUSA_BENCH_ONLY=native, wasm or instant.
         let only = std::env::var("ANKUSA_BENCH_ONLY").unwrap_or_default();
         let (run_native, run_wasm) = (only.is_empty() || only == "native", only.is_empty() || only == "wasm");
         // Warm both paths (connections, instances) before measuring.
         let unmeasured = Round { rate: f64::NAN, cpu_us: f64::NAN };
-        let (mut native, mut wasm) = (vec![unmeasured], vec![unmeasured]);
+        let (mut native, mut wasm, mut minimal) = (vec![unmeasured], vec![unmeasured], vec![unmeasured]);
         if run_native {
             native_round(&url).await?;
             native = Vec::new();
@@ -150,6 +159,8 @@ fn main() -> anyhow::Result<()> {
         if run_wasm {
             wasm_round(sink.clone()).await?;
             wasm = Vec::new();
+            wasm_round(post.clone()).await?;
+            minimal = Vec::new();
         }
         for _ in 0..ROUNDS {
             if run_native {
@@ -157,9 +168,10 @@ fn main() -> anyhow::Result<()> {
             }
             if run_wasm {
                 wasm.push(wasm_round(sink.clone()).await?);
+                minimal.push(wasm_round(post.clone()).await?);
             }
         }
-        let (native, wasm) = (Round::mean(&native), Round::mean(&wasm));
+        let (native, wasm, minimal) = (Round::mean(&native), Round::mean(&wasm), Round::mean(&minimal));
         // The same sink against a peer that answers instantly in memory:
         // what the guest and the wasi:http layer cost without any network.
         let mut spec = SinkSpec::new(SinkLabel::new("bench", "http-null"), ComponentSource::Builtin("http".into()));
@@ -180,6 +192,10 @@ fn main() -> anyhow::Result<()> {
         // The same comparison in CPU per request (native over wasm), which
         // the machine's other tenants disturb less than rates.
         ratio("http_sink.wasm_vs_native_cpu", native.cpu_us, wasm.cpu_us);
+        report("http_sink.wasm_minimal_post", minimal.rate, "deliveries/s");
+        report("http_sink.wasm_minimal_post_cpu", minimal.cpu_us, "us/delivery");
+        ratio("http_sink.minimal_post_vs_native", minimal.rate, native.rate);
+        ratio("http_sink.minimal_post_vs_native_cpu", native.cpu_us, minimal.cpu_us);
         report(
             "http_sink.receiver_total",
             receiver.received.load(std::sync::atomic::Ordering::Relaxed) as f64,

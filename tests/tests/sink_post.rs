@@ -1,0 +1,59 @@
+//! The `post` test sink, the http benchmark's floor: it must send the body
+//! and nothing of its own but `content-length`, on a reused connection,
+//! and fail a non-2xx answer.
+
+use ankusa_harness::{ErrorClass, Harness, OutcomeExt, SinkUnderTest, TestHook};
+use ankusa_tests::guest_wasm;
+use ankusa_tests::receiver::{Receiver, Reply};
+use serde_json::json;
+
+async fn post_sink(receiver: &Receiver) -> SinkUnderTest {
+    Harness::shared()
+        .wasm(guest_wasm("post"))
+        .options(json!({"url": receiver.url("/hooks")}))
+        .allow([receiver.origin()])
+        .real_network()
+        .load()
+        .await
+        .expect("the post sink loads")
+}
+
+#[tokio::test]
+async fn sends_the_bare_body_on_one_connection() {
+    let receiver = Receiver::start(Reply::status(200)).await;
+    let sink = post_sink(&receiver).await;
+    for n in 0..3 {
+        let body = format!("{{\"n\":{n}}}");
+        sink.deliver(TestHook::new().body(body.clone().into_bytes()), 1).await.assert_delivered();
+        let received = receiver.received();
+        let request = received.last().expect("the receiver saw the request");
+        assert_eq!((request.method.as_str(), request.path.as_str()), ("POST", "/hooks"));
+        assert_eq!(request.body, body.as_bytes());
+        let mut names: Vec<&str> = request.headers.iter().map(|(name, _)| name.as_str()).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["content-length", "host"]);
+        assert_eq!(request.header("content-length"), Some(body.len().to_string().as_str()));
+    }
+    assert_eq!(receiver.connections(), 1, "the keep-alive connection is reused");
+}
+
+#[tokio::test]
+async fn a_failing_status_is_transient_and_named() {
+    let receiver = Receiver::start(Reply::status(500)).await;
+    let sink = post_sink(&receiver).await;
+    let outcome = sink.deliver(TestHook::new(), 1).await;
+    let failure = outcome.assert_failed(ErrorClass::Transient);
+    assert!(failure.reason.contains("500"), "{failure}");
+}
+
+#[tokio::test]
+async fn a_url_that_is_not_http_is_refused_at_configure() {
+    let error = Harness::shared()
+        .wasm(guest_wasm("post"))
+        .options(json!({"url": "ftp://example.com/"}))
+        .load()
+        .await
+        .err()
+        .expect("an ftp url is refused");
+    assert!(error.to_string().contains("url"), "{error}");
+}
