@@ -1,6 +1,6 @@
 //! The `post` test sink, the http benchmark's floor: it must send the body
-//! and nothing of its own but `content-length`, on a reused connection,
-//! and fail a non-2xx answer.
+//! with the same headers as the benchmark's native client and nothing
+//! else, on a reused connection, and fail a non-2xx answer.
 
 use ankusa_harness::{ErrorClass, Harness, OutcomeExt, SinkUnderTest, TestHook};
 use ankusa_tests::guest_wasm;
@@ -24,15 +24,26 @@ async fn sends_the_bare_body_on_one_connection() {
     let sink = post_sink(&receiver).await;
     for n in 0..3 {
         let body = format!("{{\"n\":{n}}}");
-        sink.deliver(TestHook::new().body(body.clone().into_bytes()), 1).await.assert_delivered();
+        let hook = TestHook::new().body(body.clone().into_bytes()).content_type(Some("application/json"));
+        sink.deliver(hook, 1).await.assert_delivered();
         let received = receiver.received();
         let request = received.last().expect("the receiver saw the request");
         assert_eq!((request.method.as_str(), request.path.as_str()), ("POST", "/hooks"));
         assert_eq!(request.body, body.as_bytes());
         let mut names: Vec<&str> = request.headers.iter().map(|(name, _)| name.as_str()).collect();
         names.sort_unstable();
-        assert_eq!(names, ["content-length", "host"]);
+        let expected = [
+            "content-length",
+            "content-type",
+            "host",
+            "x-ankusa-id",
+            "x-ankusa-idempotency-key",
+            "x-ankusa-source",
+            "x-ankusa-tenant",
+        ];
+        assert_eq!(names, expected);
         assert_eq!(request.header("content-length"), Some(body.len().to_string().as_str()));
+        assert_eq!(request.header("content-type"), Some("application/json"));
     }
     assert_eq!(receiver.connections(), 1, "the keep-alive connection is reused");
 }
