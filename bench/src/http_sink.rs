@@ -1,8 +1,8 @@
 //! The http sink against a local keep-alive receiver, compared with a native
 //! hyper client sending the same requests with the same concurrency, in the
-//! same run. Beside them, the `post` test sink: the fewest `wasi:http` calls
-//! a delivery can make, so the interface's own cost shows apart from the
-//! sink's.
+//! same run. Beside them, the `post` test sink: the same request in the
+//! fewest `wasi:http` calls a delivery can make, so the interface's own
+//! cost shows apart from the sink's.
 //!
 //! `cargo run --release -p ankusa-bench --bin bench-http-sink`
 
@@ -125,26 +125,29 @@ async fn native_round(url: &str) -> anyhow::Result<Round> {
     Ok(Round::since(started, cpu_before))
 }
 
+/// A sink of this benchmark, posting to the receiver with as many
+/// deliveries in flight as there are callers.
+fn spec(name: &str, component: ComponentSource, receiver: &Receiver) -> SinkSpec {
+    let mut spec = SinkSpec::new(SinkLabel::new("bench", name), component);
+    spec.options = serde_json::json!({"url": receiver.url()});
+    spec.allow = vec![format!("http://{}", receiver.addr)];
+    spec.limits.concurrency = CONCURRENCY;
+    spec
+}
+
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> anyhow::Result<()> {
     let receiver = Receiver::start()?;
-    let url = format!("http://{}/hooks", receiver.addr);
+    let url = receiver.url();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async {
         let runtime = Runtime::new(EngineConfig::default(), None)?;
-        let mut spec = SinkSpec::new(SinkLabel::new("bench", "http"), ComponentSource::Builtin("http".into()));
-        spec.options = serde_json::json!({"url": url});
-        spec.allow = vec![format!("http://{}", receiver.addr)];
-        spec.limits.concurrency = CONCURRENCY;
-        let sink = Arc::new(runtime.load(spec).await?);
+        let http = || ComponentSource::Builtin("http".into());
+        let sink = Arc::new(runtime.load(spec("http", http(), &receiver)).await?);
         let post_wasm = ComponentSource::Path(artifact_dir().join("post.wasm"));
-        let mut spec = SinkSpec::new(SinkLabel::new("bench", "post"), post_wasm);
-        spec.options = serde_json::json!({"url": url});
-        spec.allow = vec![format!("http://{}", receiver.addr)];
-        spec.limits.concurrency = CONCURRENCY;
-        let post = Arc::new(runtime.load(spec).await?);
+        let post = Arc::new(runtime.load(spec("post", post_wasm, &receiver)).await?);
 
         // For profiling one side alone: ANKUSA_BENCH_ONLY=native, wasm or instant.
         let only = std::env::var("ANKUSA_BENCH_ONLY").unwrap_or_default();
@@ -174,12 +177,9 @@ fn main() -> anyhow::Result<()> {
         let (native, wasm, minimal) = (Round::mean(&native), Round::mean(&wasm), Round::mean(&minimal));
         // The same sink against a peer that answers instantly in memory:
         // what the guest and the wasi:http layer cost without any network.
-        let mut spec = SinkSpec::new(SinkLabel::new("bench", "http-null"), ComponentSource::Builtin("http".into()));
-        spec.options = serde_json::json!({"url": url});
-        spec.allow = vec![format!("http://{}", receiver.addr)];
-        spec.limits.concurrency = CONCURRENCY;
-        spec.upstream = Upstream::Scripted(Arc::new(InstantPeer));
-        let null = Arc::new(runtime.load(spec).await?);
+        let mut null = spec("http-null", http(), &receiver);
+        null.upstream = Upstream::Scripted(Arc::new(InstantPeer));
+        let null = Arc::new(runtime.load(null).await?);
         wasm_round(null.clone()).await?;
         let null = wasm_round(null).await?;
         report("http_sink.wasm_http_sink_instant_peer", null.rate, "deliveries/s");

@@ -80,4 +80,9 @@ impl Receiver {
         })?;
         Ok(Receiver { addr, received })
     }
+
+    /// Where the benchmarks post.
+    pub fn url(&self) -> String {
+        format!("http://{}/hooks", self.addr)
+    }
 }
