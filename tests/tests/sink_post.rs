@@ -19,7 +19,7 @@ async fn post_sink(receiver: &Receiver) -> SinkUnderTest {
 }
 
 #[tokio::test]
-async fn sends_the_bare_body_on_one_connection() {
+async fn sends_the_body_with_the_native_clients_headers_on_one_connection() {
     let receiver = Receiver::start(Reply::status(200)).await;
     let sink = post_sink(&receiver).await;
     for n in 0..3 {
