@@ -2,23 +2,27 @@
 //! WebAssembly components.
 //!
 //! Subsystems, each in its own folder, with dependencies pointing one way
-//! (edge → queue → store; dispatch → queue + runtime; admin → everything):
-//! - [`store`]: durable storage (RocksDB) behind the `Store` trait;
-//! - [`edge`]: HTTP ingest: routing, limits, verification, the batcher;
-//! - [`intake`]: the intake log, a second durable copy (`wal.mode: dual`);
-//! - [`queue`]: hooks and delivery rows, their formats and states;
-//! - [`runtime`]: loads sink components and runs deliveries, sandboxed;
-//! - [`config`]: `ankusa.yml`, its defaults and checks;
-//! - [`digest`]: SHA-256 of bodies and files;
-//! - [`node`]: the running node, started from a config;
-//! - [`source`]: sources as the edge and dispatch see them;
+//! (see `ARCHITECTURE.md`):
+//! - [`store`]: durable storage behind the `Store` trait (RocksDB), and
+//!   every key layout;
+//! - [`intake`]: the intake log behind the `IntakeLog` trait, a second
+//!   durable copy (`wal.mode: dual`);
+//! - [`queue`]: hooks and delivery rows, their formats and states, the
+//!   commit path, the DLQ, job records;
+//! - [`runtime`]: loads sink components and runs deliveries, sandboxed,
+//!   one module per capability;
+//! - [`source`]: sources: verification, admission, dedupe keys, forwarded
+//!   headers, loading and reload;
+//! - [`edge`]: HTTP ingest: routing, limits, the batcher;
 //! - [`dispatch`]: delivers due rows through sink components;
 //! - [`replay`]: durable jobs that move rows back into delivery;
-//! - [`sinktest`]: scripted peers and JSON test cases for sink components;
 //! - [`tenant`]: runtime sources, rate limits and erasure of tenants;
-//! - [`metrics`]: the Prometheus registry;
-//! - [`admin`]: the admin API;
-//! - [`cli`]: the `ankusa` command line.
+//! - [`config`]: `ankusa.yml`, its defaults and checks;
+//! - [`problem`]: a configuration problem, named by its key;
+//! - [`node`]: the running node, started from a config;
+//! - [`admin`]: the admin API; [`cli`]: the `ankusa` command line;
+//! - [`sinktest`]: scripted peers and JSON test cases for sink components;
+//! - [`metrics`], [`digest`], [`error_class`]: shared leaves.
 
 pub mod admin;
 pub mod cli;
@@ -27,10 +31,10 @@ pub mod digest;
 pub mod dispatch;
 pub mod edge;
 pub mod error_class;
-pub mod hook;
 pub mod intake;
 pub mod metrics;
 pub mod node;
+pub mod problem;
 pub mod queue;
 pub mod replay;
 pub mod runtime;

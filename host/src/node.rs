@@ -11,10 +11,10 @@ use tokio::task::JoinHandle;
 use crate::config::{Config, Problem, Role};
 use crate::dispatch::Dispatcher;
 use crate::edge::Edge;
-use crate::queue::{Queue, QueueError, SinkDurability, SourceDurability, WalMode, check_durable};
+use crate::queue::{Queue, QueueError, WalMode};
 use crate::replay::{ReplayError, Replays};
-use crate::runtime::{LoadError, Runtime, RuntimeError};
-use crate::source::{LiveDirectory, Origin, SinkBinding, Source};
+use crate::runtime::{Runtime, RuntimeError};
+use crate::source::{LiveDirectory, Origin, ReloadReport};
 use crate::tenant::{Erasures, SourceRecords};
 
 #[derive(Debug, Error)]
@@ -67,32 +67,6 @@ pub struct Node {
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
-/// What a sink reload did.
-#[derive(Clone, Debug, Default, serde::Serialize, utoipa::ToSchema)]
-pub struct ReloadReport {
-    /// Sinks now running a new component: (source, sink, old sha256, new sha256).
-    pub swapped: Vec<Swapped>,
-    /// Sinks whose component had not changed.
-    pub unchanged: usize,
-    /// Sinks whose new component failed to load (the old one keeps running).
-    pub failed: Vec<ReloadFailure>,
-}
-
-#[derive(Clone, Debug, serde::Serialize, utoipa::ToSchema)]
-pub struct Swapped {
-    pub source: String,
-    pub sink: String,
-    pub from: String,
-    pub to: String,
-}
-
-#[derive(Clone, Debug, serde::Serialize, utoipa::ToSchema)]
-pub struct ReloadFailure {
-    pub source: String,
-    pub sink: String,
-    pub reason: String,
-}
-
 impl Node {
     /// Start everything but the listeners: load and check every sink, open
     /// the store and recover it, then start dispatch, replays and the edge
@@ -102,7 +76,9 @@ impl Node {
         std::fs::create_dir_all(data_dir)
             .map_err(|source| StartError::Io { path: data_dir.display().to_string(), source })?;
         let runtime = Arc::new(Runtime::new(config.engine_config(), Some(config.component_cache_dir()))?);
-        let loaded = load_sources(&config, &runtime).await.map_err(StartError::Config)?;
+        let settings = config.sources_settings().map_err(StartError::Config)?;
+        let loaded =
+            crate::source::load_all(settings, &runtime, config.wal_mode()).await.map_err(StartError::Config)?;
         let sources = Arc::new(LiveDirectory::default());
         for source in loaded {
             sources.insert(source, Origin::Config);
@@ -126,7 +102,7 @@ impl Node {
             Some(q) => SourceRecords::Store(q.clone()),
             None => SourceRecords::File(config.node.data_dir.join("sources.json")),
         };
-        boot.runtime_sources = load_runtime_sources(&config, &runtime, &source_records, &sources).await;
+        boot.runtime_sources = source_records.load_into(&config, &runtime, &sources).await;
         let dispatching = config.node.roles.contains(&Role::Dispatch);
         let (dispatcher, replays) = match &queue {
             Some(queue) if dispatching => {
@@ -176,64 +152,12 @@ impl Node {
     }
 
     /// Load every sink whose component file changed since it was loaded,
-    /// and swap it in: deliveries already running finish on the old
-    /// instance; the next ones use the new. A component that fails to
-    /// load leaves the old one running.
+    /// and swap it in (see [`crate::source::reload_sinks`]); serialised with
+    /// the admin API's source writes.
     pub async fn reload_sinks(&self) -> ReloadReport {
         let _writing = self.source_writes.lock().await;
-        let mut report = ReloadReport::default();
-        for (source, origin) in self.sources.all() {
-            let mut bindings = Vec::with_capacity(source.sinks.len());
-            let mut changed = false;
-            for binding in &source.sinks {
-                let name = binding.sink.label().sink.clone();
-                let Some(spec) = self.config.sink_spec(&source.name, &name) else {
-                    bindings.push(binding.clone());
-                    continue;
-                };
-                let current = match &spec.component {
-                    crate::runtime::ComponentSource::Path(path) => {
-                        std::fs::read(path).map(|b| crate::digest::sha256_hex(&b))
-                    }
-                    _ => Ok(binding.sink.sha256().to_string()),
-                };
-                let fresh = match current {
-                    Ok(sha) if sha == binding.sink.sha256() => None,
-                    Ok(_) => Some(self.runtime.load(spec).await.map_err(|e| e.to_string())),
-                    Err(e) => Some(Err(format!("cannot read the component: {e}"))),
-                };
-                match fresh {
-                    None => {
-                        report.unchanged += 1;
-                        bindings.push(binding.clone());
-                    }
-                    Some(Ok(sink)) => {
-                        report.swapped.push(Swapped {
-                            source: source.name.clone(),
-                            sink: name,
-                            from: binding.sink.sha256().to_string(),
-                            to: sink.sha256().to_string(),
-                        });
-                        bindings.push(SinkBinding { index: binding.index, sink: Arc::new(sink) });
-                        changed = true;
-                    }
-                    Some(Err(reason)) => {
-                        tracing::error!(source = %source.name, sink = %name, "reload failed, keeping the loaded component: {reason}");
-                        report.failed.push(ReloadFailure { source: source.name.clone(), sink: name, reason });
-                        bindings.push(binding.clone());
-                    }
-                }
-            }
-            if changed {
-                let mut swapped = (*source).clone();
-                swapped.sinks = bindings;
-                self.sources.insert(swapped, origin);
-            }
-        }
-        for s in &report.swapped {
-            tracing::info!(source = %s.source, sink = %s.sink, from = %&s.from[..12], to = %&s.to[..12], "sink reloaded");
-        }
-        report
+        crate::source::reload_sinks(&self.sources, &self.runtime, |source, sink| self.config.sink_spec(source, sink))
+            .await
     }
 
     /// Keep a background task of the node, stopped at shutdown.
@@ -274,146 +198,5 @@ impl Node {
             }
         }
         tracing::warn!("the store is still in use after 5 s; leaving its last writes to recovery");
-    }
-}
-
-/// Load every configured source with its sinks, and check that each can
-/// run: the component loads, takes its options, and (under `wal.mode:
-/// none`) some sink of each source is durable. Every failure is a problem
-/// naming its key.
-pub async fn load_sources(config: &Config, runtime: &Runtime) -> Result<Vec<Source>, Vec<Problem>> {
-    let mut problems = Vec::new();
-    let mut sources = Vec::new();
-    for (name, section) in &config.sources {
-        match load_source(config, runtime, name, section).await {
-            Ok(source) => sources.push(source),
-            Err(mut more) => problems.append(&mut more),
-        }
-    }
-    if problems.is_empty() { Ok(sources) } else { Err(problems) }
-}
-
-/// One source, from its section: its verifier, dedupe rule and loaded
-/// sinks. The admin API builds runtime sources with this too.
-pub async fn load_source(
-    config: &Config,
-    runtime: &Runtime,
-    name: &str,
-    section: &crate::config::SourceSection,
-) -> Result<Source, Vec<Problem>> {
-    let key = format!("sources.{name}");
-    let mut problems = Vec::new();
-    let verifier = match &section.verify {
-        Some(verify) => crate::config::verifier(&format!("{key}.verify"), verify).map_err(|p| problems.push(p)).ok(),
-        None => None,
-    };
-    let dedupe = match &section.dedupe {
-        Some(rule) => crate::config::dedupe_rule(&format!("{key}.dedupe"), rule).map_err(|p| problems.push(p)).ok(),
-        None => None,
-    };
-    let mut sinks = Vec::new();
-    for (index, sink_name) in section.sinks.iter().enumerate() {
-        let Some(spec) = config.sink_spec(name, sink_name) else {
-            problems.push(Problem::new(format!("{key}.sinks[{index}]"), format!("no sink named `{sink_name}`")));
-            continue;
-        };
-        match runtime.load(spec).await {
-            Ok(sink) => sinks.push(SinkBinding { index: index as u16, sink: Arc::new(sink) }),
-            Err(e) => problems.push(Problem::new(load_error_key(sink_name, &e), e.to_string())),
-        }
-    }
-    if problems.is_empty() {
-        let durability = SourceDurability {
-            source: name.to_string(),
-            sinks: sinks
-                .iter()
-                .map(|b| SinkDurability { name: b.sink.label().sink.clone(), durable: b.sink.durable() })
-                .collect(),
-        };
-        if let Err(e) = check_durable(config.wal_mode(), &durability) {
-            problems.push(Problem::new(format!("{key}.sinks"), e.to_string()));
-        }
-    }
-    if !problems.is_empty() {
-        return Err(problems);
-    }
-    Ok(Source {
-        name: name.to_string(),
-        tenant: section.tenant.clone(),
-        verifier,
-        on_verify_failure: crate::config::on_verify_failure(section.on_verify_failure),
-        dedupe,
-        sinks,
-        forward_headers: Arc::new(match &section.forward_headers {
-            Some(names) => crate::source::ForwardHeaders::Only(names.iter().map(|n| n.to_ascii_lowercase()).collect()),
-            None => crate::source::ForwardHeaders::Safe,
-        }),
-    })
-}
-
-/// Load the sources the admin API created. One that no longer loads (its
-/// sink was removed from the config, say) is reported and left out: its
-/// hooks are refused and its rows dead-lettered as `gone`.
-async fn load_runtime_sources(
-    config: &Config,
-    runtime: &Runtime,
-    records: &SourceRecords,
-    sources: &LiveDirectory,
-) -> usize {
-    let stored = match records.all() {
-        Ok(stored) => stored,
-        Err(e) => {
-            tracing::error!("cannot read the stored sources: {e}");
-            return 0;
-        }
-    };
-    let mut loaded = 0;
-    for (name, section) in stored {
-        if sources.get(&name).is_some() {
-            tracing::error!(source = %name, "a stored source has the name of a config source; the config's wins");
-            continue;
-        }
-        match load_source(config, runtime, &name, &section).await {
-            Ok(source) => {
-                sources.insert(source, Origin::Runtime);
-                loaded += 1;
-            }
-            Err(problems) => {
-                for problem in problems {
-                    tracing::error!(source = %name, "stored source not loaded: {problem}");
-                }
-            }
-        }
-    }
-    loaded
-}
-
-/// The key a sink's load failure is about.
-fn load_error_key(sink: &str, error: &LoadError) -> String {
-    match error {
-        LoadError::Options { .. } | LoadError::OptionsJson { .. } | LoadError::Init { .. } => {
-            format!("sinks.{sink}.options")
-        }
-        LoadError::Policy { .. } => format!("sinks.{sink}.allow"),
-        LoadError::Limits { .. } => format!("sinks.{sink}.memory_mib"),
-        LoadError::Directory { .. } => format!("sinks.{sink}.directory"),
-        LoadError::Read { .. } | LoadError::Component { .. } | LoadError::UnknownBuiltin { .. } => {
-            format!("sinks.{sink}.component")
-        }
-    }
-}
-
-/// What a `201` promises under this configuration, without flattery.
-pub fn durability_line(config: &Config) -> String {
-    match config.wal_mode() {
-        WalMode::Disk => "an acked hook is fsynced to this host's disk: durable to power loss on THIS host only".into(),
-        WalMode::Dual => format!(
-            "an acked hook is fsynced to the store and to the intake log at {}: it survives losing either copy, \
-             still on THIS host only",
-            config.intake_dir().display()
-        ),
-        WalMode::None => "an acked hook was confirmed by every sink of its source; nothing is kept here, so a \
-                          failed sink means a 503 and the provider's retry"
-            .into(),
     }
 }

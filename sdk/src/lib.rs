@@ -47,6 +47,7 @@ mod failure;
 pub mod http;
 pub mod log;
 pub mod options;
+pub mod protocol;
 pub mod signing;
 mod sink;
 pub mod tcp;

@@ -322,8 +322,8 @@ async fn an_interrupted_replay_resumes_from_its_cursor_and_moves_each_row_once()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_quarantine_replay_releases_hooks_that_verify_with_the_new_secret() {
-    use ankusa::edge::verify::{Scheme, Verifier};
     use ankusa::source::OnVerifyFailure;
+    use ankusa::source::verify::{Scheme, Verifier};
     use hmac::{Hmac, Mac};
     let rt = Runtime::new(EngineConfig::default(), None).expect("runtime");
     let receiver = Receiver::start(Reply::status(200)).await;
@@ -333,7 +333,7 @@ async fn a_quarantine_replay_releases_hooks_that_verify_with_the_new_secret() {
         Source {
             verifier: Some(Verifier::new(Scheme::preset("github").expect("preset"), &secrets).expect("verifier")),
             on_verify_failure: OnVerifyFailure::Quarantine,
-            dedupe: ankusa::edge::dedupe_key::DedupeRule::preset("github"),
+            dedupe: ankusa::source::DedupeRule::preset("github"),
             ..source("github", vec![sink.clone()])
         }
     };

@@ -2,7 +2,7 @@
 //! any header bytes give a key or no key, never a panic, and a key written
 //! where the rule points is found whatever surrounds it.
 
-use ankusa::edge::dedupe_key::DedupeRule;
+use ankusa::source::DedupeRule;
 use proptest::prelude::*;
 
 /// A JSON value of bounded depth, with strings, numbers and nesting.

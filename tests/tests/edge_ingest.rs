@@ -8,10 +8,10 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use ankusa::edge::batcher::BatcherConfig;
-use ankusa::edge::dedupe_key::DedupeRule;
 use ankusa::edge::{Edge, EdgeConfig};
 use ankusa::queue::{Queue, QueueConfig, SinkDurability, SourceDurability, WalMode, validate_config};
 use ankusa::runtime::{ComponentSource, EngineConfig, Runtime, Sink, SinkLabel, SinkSpec};
+use ankusa::source::DedupeRule;
 use ankusa::source::{Source, StaticDirectory};
 use ankusa::store::Faults;
 use ankusa_tests::receiver::{Receiver, Reply};

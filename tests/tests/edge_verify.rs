@@ -5,7 +5,7 @@
 //! rotation accepts either secret. Plus the Standard Webhooks published
 //! vector and custom `hmac` schemes.
 
-use ankusa::edge::verify::{CustomHmac, Scheme, Verifier, VerifyFailure};
+use ankusa::source::verify::{CustomHmac, Scheme, Verifier, VerifyFailure};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use hmac::{Hmac, Mac};

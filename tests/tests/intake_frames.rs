@@ -6,13 +6,13 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use ankusa::intake::{IntakeError, IntakeLog, IntakeOptions, MAGIC, Record};
+use ankusa::intake::{IntakeError, IntakeOptions, MAGIC, Record, SegmentLog};
 use proptest::prelude::*;
 
 /// Appends `payloads` as records with seqs 1, 2, … to a fresh log in `dir`
 /// (one segment), and returns the segment and its length after each record.
 fn write(dir: &Path, payloads: &[Vec<u8>]) -> (PathBuf, Vec<u64>) {
-    let (mut log, replay) = IntakeLog::open(IntakeOptions::new(dir)).expect("open a new log");
+    let (mut log, replay) = SegmentLog::open(IntakeOptions::new(dir)).expect("open a new log");
     assert!(replay.records.is_empty());
     let segment = log.current_segment().to_path_buf();
     let mut ends = Vec::new();
@@ -51,7 +51,7 @@ proptest! {
         fs::write(&segment, &full[..cut]).expect("cut");
 
         let whole = ends.iter().filter(|end| **end <= cut as u64).count();
-        let (_, replay) = IntakeLog::open(IntakeOptions::new(dir.path())).expect("a torn tail opens");
+        let (_, replay) = SegmentLog::open(IntakeOptions::new(dir.path())).expect("a torn tail opens");
         prop_assert_eq!(&replay.records, &expected(&payloads, whole));
         // A segment cut inside its magic is torn from its first byte.
         let good_end = match whole {
@@ -62,7 +62,7 @@ proptest! {
         prop_assert_eq!(replay.torn_bytes, cut as u64 - good_end);
 
         // The cut was repaired on disk: the next open finds nothing torn.
-        let (_, again) = IntakeLog::open(IntakeOptions::new(dir.path())).expect("reopen");
+        let (_, again) = SegmentLog::open(IntakeOptions::new(dir.path())).expect("reopen");
         prop_assert_eq!(&again.records, &expected(&payloads, whole));
         prop_assert_eq!(again.torn_bytes, 0);
     }
@@ -81,7 +81,7 @@ proptest! {
         bytes[position] ^= flip;
         fs::write(&segment, &bytes).expect("damage");
 
-        match IntakeLog::open(IntakeOptions::new(dir.path())) {
+        match SegmentLog::open(IntakeOptions::new(dir.path())) {
             Err(IntakeError::Damaged { path, offset, .. }) => {
                 prop_assert_eq!(path, segment.display().to_string());
                 prop_assert!(offset <= position as u64, "damage at {} reported at {}", position, offset);

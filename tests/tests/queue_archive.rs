@@ -2,7 +2,7 @@
 //! tenant over a receive window, swept past its retention, purged by
 //! tenant, and never written by a redrive.
 
-use ankusa::queue::{Entry, Envelope, Queue, QueueConfig, RedriveEntry};
+use ankusa::queue::{Entry, Envelope, Queue, QueueConfig};
 
 fn entry(id: &str, tenant: &str, received_at: u64) -> Entry {
     let envelope = Envelope::new(id.into(), "src".into(), tenant.into(), received_at, b"{}".to_vec());
@@ -32,7 +32,7 @@ async fn the_archive_keeps_windows_sweeps_and_purges() {
     let rest = queue.archived("beta", 0, u64::MAX, Some(&first[0].key), 10).expect("page");
     assert_eq!((first[0].envelope.id.as_str(), rest[0].envelope.id.as_str()), ("b-old", "b-new"), "paged by key");
 
-    let redriven = RedriveEntry { envelope: first[0].envelope.clone(), sinks: vec![(0, "log".into())] };
+    let redriven = Entry { envelope: first[0].envelope.clone(), sinks: vec![(0, "log".into())] };
     assert_eq!(queue.redrive(vec![redriven], "r1", Default::default()).await.expect("redrive"), 1);
     assert_eq!(ids(&queue, "beta", 0, u64::MAX).len(), 2, "a redriven hook is not archived again");
 

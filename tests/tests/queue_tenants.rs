@@ -4,8 +4,8 @@
 
 use ankusa::error_class::ErrorClass;
 use ankusa::queue::{
-    Entry, EntryOutcome, Envelope, PURGE_CHUNK, PurgeCounts, PurgeKinds, Queue, QueueConfig, QueueError, RedriveEntry,
-    Refusal, SourcePending,
+    Entry, EntryOutcome, Envelope, PURGE_CHUNK, PurgeCounts, PurgeKinds, Queue, QueueConfig, QueueError, Refusal,
+    SourcePending,
 };
 use ankusa::store::{Batch, Cf};
 
@@ -173,7 +173,7 @@ async fn release_and_redrive_commit_their_extra_ops_atomically() {
 
     let redriven = queue
         .redrive(
-            vec![RedriveEntry {
+            vec![Entry {
                 envelope: entry("orig", "acme", "s", Some("evt-1")).envelope,
                 sinks: vec![(0, "sha-a".into())],
             }],

@@ -74,6 +74,10 @@ impl From<QueueError> for ApiError {
                 ApiError::bad_request("invalid_cursor", "the cursor was not issued by this node, or was altered")
             }
             QueueError::Closed => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", e.to_string()),
+            QueueError::Corrupt(_) => {
+                tracing::error!("admin request found damage in the store: {e}");
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "corrupt", e.to_string())
+            }
             other => {
                 tracing::error!("admin request failed on the store: {other}");
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", other.to_string())

@@ -89,7 +89,7 @@ pub async fn list(State(node): State<Arc<Node>>, Params(params): Params<PenParam
     let after = match &params.cursor {
         None => None,
         Some(cursor) => {
-            let key = hex::decode(cursor).ok().filter(|k| crate::queue::parse_pen_key(k).is_some());
+            let key = hex::decode(cursor).ok().filter(|k| crate::queue::is_pen_key(k));
             Some(key.ok_or_else(|| ApiError::bad_request("invalid_cursor", "not a cursor of this listing"))?)
         }
     };

@@ -13,7 +13,7 @@ use super::ApiError;
 use super::error::Body;
 use crate::error_class::ErrorClass;
 use crate::node::Node;
-use crate::replay::{Control, DlqFilter, Job, JobSpec, ReplayConfig, Replays};
+use crate::replay::{Control, DlqFilter, Job, JobKind, JobSpec, ReplayConfig, Replays};
 use crate::source::valid_tenant;
 
 /// A new replay job.
@@ -25,7 +25,7 @@ pub struct NewReplay {
     /// `dlq` (revive dead rows), `archive` (redrive archived hooks received
     /// in `[since, until)`) or `quarantine` (re-verify and release held
     /// hooks of one source).
-    pub kind: String,
+    pub kind: JobKind,
     /// `dlq`, `archive`: only this source's; `quarantine`: the source (required).
     pub source: Option<String>,
     /// `dlq`, `archive`: only these tenants'.
@@ -51,8 +51,17 @@ pub struct NewReplay {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReplayUpdate {
-    /// `running` (resume), `paused` or `cancelled`.
-    pub state: String,
+    pub state: WantedState,
+}
+
+/// The state an operator asks a job to be in.
+#[derive(Clone, Copy, Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum WantedState {
+    /// Resume a paused job.
+    Running,
+    Paused,
+    Cancelled,
 }
 
 fn replays_of(node: &Node) -> Result<&Replays, ApiError> {
@@ -107,8 +116,8 @@ pub async fn create(
 
 fn spec_of(node: &Node, new: NewReplay) -> Result<JobSpec, ApiError> {
     let bad = |m: &str| ApiError::bad_request("invalid_body", m.to_string());
-    match new.kind.as_str() {
-        "dlq" => {
+    match new.kind {
+        JobKind::Dlq => {
             let error_class = new
                 .error_class
                 .as_deref()
@@ -129,7 +138,7 @@ fn spec_of(node: &Node, new: NewReplay) -> Result<JobSpec, ApiError> {
                 error_class,
             }))
         }
-        "quarantine" => {
+        JobKind::Quarantine => {
             let source = new.source.ok_or_else(|| bad("source: required for kind quarantine"))?;
             let Some((found, _)) = node.sources.get(&source) else {
                 return Err(ApiError::not_found(format!("no source `{source}`")));
@@ -137,7 +146,7 @@ fn spec_of(node: &Node, new: NewReplay) -> Result<JobSpec, ApiError> {
             let tenant = new.tenant.unwrap_or_else(|| found.tenant.clone());
             Ok(JobSpec::Quarantine { tenant, source })
         }
-        "archive" => {
+        JobKind::Archive => {
             if !node.config.archive.enabled {
                 return Err(ApiError::bad_request(
                     "archive_disabled",
@@ -159,7 +168,6 @@ fn spec_of(node: &Node, new: NewReplay) -> Result<JobSpec, ApiError> {
                 error_class: None,
             }))
         }
-        other => Err(bad(&format!("kind: `{other}` is not one of dlq, archive, quarantine"))),
     }
 }
 
@@ -186,16 +194,10 @@ pub async fn update(
     Path(id): Path<String>,
     Body(update): Body<ReplayUpdate>,
 ) -> Result<Json<Value>, ApiError> {
-    let wanted = match update.state.as_str() {
-        "running" => Control::Run,
-        "paused" => Control::Pause,
-        "cancelled" => Control::Cancel,
-        other => {
-            return Err(ApiError::bad_request(
-                "invalid_body",
-                format!("state: `{other}` is not one of running, paused, cancelled"),
-            ));
-        }
+    let wanted = match update.state {
+        WantedState::Running => Control::Run,
+        WantedState::Paused => Control::Pause,
+        WantedState::Cancelled => Control::Cancel,
     };
     match replays_of(&node)?.control(&id, wanted).await? {
         Some(job) => Ok(Json(job_json(&job))),

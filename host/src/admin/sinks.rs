@@ -8,7 +8,8 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::dispatch::BreakerState;
-use crate::node::{Node, ReloadReport};
+use crate::node::Node;
+use crate::source::ReloadReport;
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct LoadedSink {

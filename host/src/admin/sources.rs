@@ -242,10 +242,9 @@ async fn write(node: &Node, tenant: &str, name: &str, body: SourceBody) -> Resul
         sinks: body.sinks,
         forward_headers: body.forward_headers,
     };
-    let problems = crate::config::source_problems(&format!("sources.{name}"), name, &section, &node.config.sinks);
-    let source = match problems.is_empty() {
-        true => crate::node::load_source(&node.config, &node.runtime, name, &section).await,
-        false => Err(problems),
+    let source = match node.config.source_settings(name, &section) {
+        Ok(settings) => crate::source::load(settings, &node.runtime, node.config.wal_mode()).await,
+        Err(problems) => Err(problems),
     };
     let source = source.map_err(|problems| {
         let details: Vec<Value> = problems.iter().map(|p| json!({"key": p.key, "message": p.message})).collect();

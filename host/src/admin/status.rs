@@ -67,9 +67,10 @@ fn refresh_levels(node: &Node) {
         if let Ok(jobs) = crate::replay::jobs(queue) {
             m.replay_moved.set(jobs.iter().map(|j| j.moved as i64).sum());
             m.replay_throttled_seconds.set(jobs.iter().map(|j| j.throttled_ms as f64 / 1000.0).sum());
-            for state in ["running", "paused", "done", "cancelled", "failed"] {
-                let n = jobs.iter().filter(|j| state_name(j.state) == state).count();
-                m.replay_jobs.get_or_create(&StateLabels { state }).set(n as i64);
+            use crate::replay::JobState;
+            for state in [JobState::Running, JobState::Paused, JobState::Done, JobState::Cancelled, JobState::Failed] {
+                let n = jobs.iter().filter(|j| j.state == state).count();
+                m.replay_jobs.get_or_create(&StateLabels { state: state.as_str() }).set(n as i64);
             }
         }
     }
@@ -87,17 +88,6 @@ fn refresh_levels(node: &Node) {
             m.sink_timeouts.get_or_create(&labels).set(pool.timeouts as i64);
             m.sink_memory_faults.get_or_create(&labels).set(pool.memory_faults as i64);
         }
-    }
-}
-
-fn state_name(state: crate::replay::JobState) -> &'static str {
-    use crate::replay::JobState::*;
-    match state {
-        Running => "running",
-        Paused => "paused",
-        Done => "done",
-        Cancelled => "cancelled",
-        Failed => "failed",
     }
 }
 
@@ -169,7 +159,7 @@ pub async fn wal(State(node): State<Arc<Node>>) -> Result<Json<WalStats>, ApiErr
     };
     Ok(Json(WalStats {
         mode: config.wal_mode().label(),
-        durability: crate::node::durability_line(config),
+        durability: config.wal_mode().ack_means(&config.intake_dir()),
         store,
         intake_dir: (config.wal_mode() == crate::queue::WalMode::Dual)
             .then(|| config.intake_dir().display().to_string()),

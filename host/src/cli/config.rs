@@ -14,27 +14,46 @@ use crate::runtime::Runtime;
 /// `EX_CONFIG`).
 pub const EXIT_CONFIG: u8 = 78;
 
+/// The file read when no `--config` is given, if it is in the working
+/// directory.
+const DEFAULT_FILE: &str = "ankusa.yml";
+
 #[derive(Debug, Args)]
 pub struct ConfigArgs {
-    /// The configuration file; without one, the embedded demo (a `demo`
-    /// source delivering to the `log` sink, data in ./data).
+    /// The configuration file. Without one, `./ankusa.yml` if there is
+    /// one, else the embedded demo (a `demo` source delivering to the `log`
+    /// sink, data in ./data).
     #[arg(long, short = 'c', env = "ANKUSA_CONFIG")]
     pub config: Option<PathBuf>,
 }
 
 impl ConfigArgs {
+    /// The file to read: the one named, or `./ankusa.yml` when present.
+    fn file(&self) -> Option<PathBuf> {
+        self.config.clone().or_else(|| {
+            let found = PathBuf::from(DEFAULT_FILE);
+            found.is_file().then_some(found)
+        })
+    }
+
     /// The file's configuration, or the default, with `${VAR}` and
     /// `ANKUSA_*__*` taken from this process's environment.
     pub fn load(&self) -> Result<Config, ConfigError> {
         let env = environment();
-        match &self.config {
-            Some(path) => crate::config::load(path, &env),
+        match self.file() {
+            Some(path) => crate::config::load(&path, &env),
             None => crate::config::load_default(&env),
         }
     }
 
+    /// What the configuration was read from, as the banner and messages
+    /// name it.
     pub fn origin(&self) -> String {
-        self.config.as_ref().map_or_else(|| "the default configuration".into(), |p| p.display().to_string())
+        match (&self.config, self.file()) {
+            (Some(path), _) => path.display().to_string(),
+            (None, Some(found)) => format!("{} (found in the working directory)", found.display()),
+            (None, None) => "the embedded demo configuration (no --config, no ./ankusa.yml)".into(),
+        }
     }
 }
 
@@ -85,7 +104,11 @@ pub async fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         Err(e) => return Ok(refuse_error(&args.config, &e, args.json)),
     };
     let runtime = Runtime::new(config.engine_config(), None)?;
-    let sources = match crate::node::load_sources(&config, &runtime).await {
+    let loaded = match config.sources_settings() {
+        Ok(settings) => crate::source::load_all(settings, &runtime, config.wal_mode()).await,
+        Err(problems) => Err(problems),
+    };
+    let sources = match loaded {
         Ok(sources) => sources,
         Err(problems) => return Ok(refuse(&args.config.origin(), &problems, args.json)),
     };

@@ -1,6 +1,7 @@
 //! The `ankusa` command line. This is the binary's edge: errors from the
 //! library are typed; here they become messages and exit codes.
 
+mod banner;
 mod client;
 mod config;
 mod operate;

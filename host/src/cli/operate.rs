@@ -117,15 +117,16 @@ pub struct ReplayArgs {
 enum ReplayCommand {
     /// Start a replay job.
     Start {
-        /// `dlq` (revive dead rows) or `quarantine` (re-verify and release).
-        #[arg(long, default_value = "dlq")]
-        kind: String,
+        /// What the job walks.
+        #[arg(long, value_enum, default_value_t = Kind::Dlq)]
+        kind: Kind,
         /// The job's id (a new one when absent).
         #[arg(long)]
         id: Option<String>,
         #[command(flatten)]
         filters: DlqFilters,
-        /// `dlq`: dead before this time (unix ms).
+        /// `dlq`: dead before this time; `archive`: received before it
+        /// (unix ms). Default: when the job starts.
         #[arg(long)]
         until: Option<u64>,
         /// Rows moved per second at most.
@@ -148,12 +149,33 @@ enum ReplayCommand {
     Cancel { id: String },
 }
 
+/// What a replay job walks, as `--kind` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Kind {
+    /// Revive dead rows (filters: source, tenant, since, until, sink, error class).
+    Dlq,
+    /// Redrive archived hooks received in [since, until) (filters: source, tenant).
+    Archive,
+    /// Re-verify one source's held hooks and release those that pass (source, tenant).
+    Quarantine,
+}
+
+impl Kind {
+    fn job_kind(self) -> crate::replay::JobKind {
+        match self {
+            Kind::Dlq => crate::replay::JobKind::Dlq,
+            Kind::Archive => crate::replay::JobKind::Archive,
+            Kind::Quarantine => crate::replay::JobKind::Quarantine,
+        }
+    }
+}
+
 pub async fn replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     let client = AdminClient::new(&args.admin)?;
     let json = args.admin.json;
     let job = match args.command {
         ReplayCommand::Start { kind, id, filters, until, rate, max_lag_ms, wait } => {
-            let mut body = json!({"kind": kind});
+            let mut body = json!({"kind": kind.job_kind()});
             let fields = [
                 ("id", id.map(Value::from)),
                 ("source", filters.source.map(Value::from)),
@@ -172,7 +194,7 @@ pub async fn replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
             if let Some(tenants) = filters.tenant {
                 let list: Vec<&str> = tenants.split(',').collect();
                 // A quarantine job walks one tenant's pen; a dlq job filters.
-                if kind == "quarantine" {
+                if kind == Kind::Quarantine {
                     body["tenant"] = json!(list.first());
                 } else {
                     body["tenants"] = json!(list);

@@ -11,7 +11,6 @@ use clap::Args;
 use super::config::{ConfigArgs, refuse, refuse_error};
 use crate::config::Role;
 use crate::node::{Node, StartError};
-use crate::queue::WalMode;
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -78,7 +77,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         admin_at = Some(listener.local_addr()?);
         servers.push(tokio::spawn(crate::admin::serve(listener, node.clone(), shutdown())));
     }
-    banner(&node, ingest_at, admin_at);
+    super::banner::print(&node, &args.config.origin(), ingest_at, admin_at);
     // SIGHUP reloads changed sink components, as `POST /v1/sinks/reload`.
     let reloader = {
         let node = node.clone();
@@ -111,70 +110,6 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     println!("stopped");
     Ok(ExitCode::SUCCESS)
-}
-
-/// What an operator sees first: what runs, where, and what an ack means.
-fn banner(node: &Node, ingest: Option<SocketAddr>, admin: Option<SocketAddr>) {
-    let config = &node.config;
-    let roles: Vec<&str> = config
-        .node
-        .roles
-        .iter()
-        .map(|r| match r {
-            Role::Ingest => "ingest",
-            Role::Dispatch => "dispatch",
-            Role::Admin => "admin",
-        })
-        .collect();
-    println!("ankusa {} (ankusa:sink@{})", env!("CARGO_PKG_VERSION"), crate::runtime::WIT_VERSION);
-    println!("roles: {}", roles.join(", "));
-    println!("data: {}", config.node.data_dir.display());
-    let boot = &node.boot;
-    match config.wal_mode() {
-        WalMode::None => println!("wal: none — no local queue; each hook is published to its sinks before the answer"),
-        mode => println!(
-            "wal: {} — store {} (RocksDB, {} bytes on disk, next seq {}, {} inflight rows due again)",
-            mode.label(),
-            config.store_dir().display(),
-            boot.disk_bytes,
-            boot.next_seq,
-            boot.recovered,
-        ),
-    }
-    if boot.resumed_replays + boot.resumed_erasures > 0 {
-        println!("resumed: {} replay job(s), {} tenant erase(s) resumed", boot.resumed_replays, boot.resumed_erasures);
-    }
-    println!(
-        "sources: {} from the config, {} created through the admin API",
-        config.sources.len(),
-        boot.runtime_sources
-    );
-    println!("durability: {}", crate::node::durability_line(config));
-    for (source, _) in node.sources.all() {
-        for binding in &source.sinks {
-            let sink = &binding.sink;
-            println!(
-                "sink: {} [{}] sha256:{} durable={}",
-                sink.label(),
-                config.sinks.get(&sink.label().sink).map_or("?", |s| s.component.as_str()),
-                &sink.sha256()[..16],
-                sink.durable()
-            );
-        }
-    }
-    if let Some(addr) = ingest {
-        let routes = if config.http.tenant_routing {
-            "/webhooks/{source}, /webhooks/{tenant}/{source}"
-        } else {
-            "/webhooks/{source}"
-        };
-        println!("ingest: http://{addr} ({routes})");
-    }
-    if let Some(addr) = admin {
-        let auth = if config.admin.token.is_some() { "bearer token required" } else { "loopback only, no token" };
-        println!("admin: http://{addr} ({auth})");
-    }
-    println!("ready; Ctrl-C to stop");
 }
 
 async fn wait_for_shutdown() -> anyhow::Result<()> {

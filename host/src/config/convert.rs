@@ -3,16 +3,15 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::{Config, DedupeKeySection, OnVerifyFailureName, Problem, VerifySection, WalModeName};
+use super::{Config, DedupeKeySection, OnVerifyFailureName, Problem, SourceSection, VerifySection, WalModeName};
 use crate::dispatch::{BreakerPolicy, DispatchConfig, RetryPolicy};
 use crate::edge::EdgeConfig;
 use crate::edge::batcher::BatcherConfig;
-use crate::edge::dedupe_key::DedupeRule;
 use crate::edge::rate::Rate;
-use crate::edge::verify::{Scheme, Verifier};
 use crate::queue::{QueueConfig, WalMode};
 use crate::runtime::{ComponentSource, EngineConfig, SinkLabel, SinkLimits, SinkSpec};
-use crate::source::OnVerifyFailure;
+use crate::source::verify::Scheme;
+use crate::source::{DedupeRule, ForwardHeaders, OnVerifyFailure, SinkSettings, SourceSettings, Verifier};
 
 const MIB: usize = 1 << 20;
 
@@ -131,9 +130,59 @@ impl Config {
         };
         Some(spec)
     }
+
+    /// A source section (of this file, or written through the admin API)
+    /// checked and made into what the source loads from. Every problem
+    /// found is named by its key under `sources.{name}`.
+    pub fn source_settings(&self, name: &str, section: &SourceSection) -> Result<SourceSettings, Vec<Problem>> {
+        let key = format!("sources.{name}");
+        let problems = super::source_problems(&key, name, section, &self.sinks);
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        let verifier = section.verify.as_ref().map(|v| verifier(&format!("{key}.verify"), v)).transpose();
+        let dedupe = section.dedupe.as_ref().map(|d| dedupe_rule(&format!("{key}.dedupe"), d)).transpose();
+        let (verifier, dedupe) = match (verifier, dedupe) {
+            (Ok(verifier), Ok(dedupe)) => (verifier, dedupe),
+            (verifier, dedupe) => return Err(verifier.err().into_iter().chain(dedupe.err()).collect()),
+        };
+        let mut sinks = Vec::with_capacity(section.sinks.len());
+        for (index, sink_name) in section.sinks.iter().enumerate() {
+            // Checked above: every named sink is configured.
+            let spec = self.sink_spec(name, sink_name).ok_or_else(|| {
+                vec![Problem::new(format!("{key}.sinks[{index}]"), format!("no sink named `{sink_name}`"))]
+            })?;
+            sinks.push(SinkSettings { index: index as u16, spec });
+        }
+        Ok(SourceSettings {
+            name: name.to_string(),
+            tenant: section.tenant.clone(),
+            verifier,
+            on_verify_failure: on_verify_failure(section.on_verify_failure),
+            dedupe,
+            forward_headers: match &section.forward_headers {
+                Some(names) => ForwardHeaders::Only(names.iter().map(|n| n.to_ascii_lowercase()).collect()),
+                None => ForwardHeaders::Safe,
+            },
+            sinks,
+        })
+    }
+
+    /// The settings of every source of this file.
+    pub fn sources_settings(&self) -> Result<Vec<SourceSettings>, Vec<Problem>> {
+        let mut all = Vec::new();
+        let mut problems = Vec::new();
+        for (name, section) in &self.sources {
+            match self.source_settings(name, section) {
+                Ok(settings) => all.push(settings),
+                Err(mut more) => problems.append(&mut more),
+            }
+        }
+        if problems.is_empty() { Ok(all) } else { Err(problems) }
+    }
 }
 
-pub fn on_verify_failure(name: OnVerifyFailureName) -> OnVerifyFailure {
+fn on_verify_failure(name: OnVerifyFailureName) -> OnVerifyFailure {
     match name {
         OnVerifyFailureName::Reject => OnVerifyFailure::Reject,
         OnVerifyFailureName::Quarantine => OnVerifyFailure::Quarantine,

@@ -7,26 +7,7 @@ use serde_norway::Value;
 use thiserror::Error;
 
 use super::{Config, interpolate, validate};
-
-/// One thing wrong with a configuration, at a key (`sources.github.sinks[0]`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Problem {
-    /// The key's path; empty for the file as a whole.
-    pub key: String,
-    pub message: String,
-}
-
-impl Problem {
-    pub fn new(key: impl Into<String>, message: impl Into<String>) -> Problem {
-        Problem { key: key.into(), message: message.into() }
-    }
-}
-
-impl std::fmt::Display for Problem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.key.is_empty() { f.write_str(&self.message) } else { write!(f, "{}: {}", self.key, self.message) }
-    }
-}
+use crate::problem::Problem;
 
 #[derive(Debug, Error)]
 pub enum ConfigError {
@@ -73,19 +54,106 @@ pub fn load_default(env: &BTreeMap<String, String>) -> Result<Config, ConfigErro
     from_tree(tree, "the default configuration", env)
 }
 
+/// Every problem a configuration tree has, not just the first: a value
+/// that cannot be resolved or typed is reported and taken out of the tree
+/// (its default applies), and checking goes on with the rest. Checks of the
+/// whole configuration run once it types, leaving out keys already named.
 fn from_tree(mut tree: Value, origin: &str, env: &BTreeMap<String, String>) -> Result<Config, ConfigError> {
-    let invalid = |problems| ConfigError::Invalid { origin: origin.to_string(), problems };
+    /// Type errors reported at most; past them the rest is not checked.
+    const MAX_TYPE_ERRORS: usize = 100;
     if tree.is_null() {
         tree = Value::Mapping(Default::default());
     }
     let mut problems = interpolate::resolve(&mut tree, env);
     problems.extend(interpolate::apply_overrides(&mut tree, env));
-    if !problems.is_empty() {
-        return Err(invalid(problems));
+    let mut removed = Vec::new();
+    // Last first: taking a sequence item out moves the ones after it.
+    for problem in problems.iter().rev() {
+        if !problem.key.is_empty() && take_out(&mut tree, &problem.key) {
+            removed.push(problem.key.clone());
+        }
     }
-    let config: Config = serde_path_to_error::deserialize(tree).map_err(|e| invalid(vec![typing_problem(&e)]))?;
-    let problems = validate::check(&config);
-    if problems.is_empty() { Ok(config) } else { Err(invalid(problems)) }
+    let mut typed = None;
+    for _ in 0..MAX_TYPE_ERRORS {
+        match serde_path_to_error::deserialize::<_, Config>(tree.clone()) {
+            Ok(config) => {
+                typed = Some(config);
+                break;
+            }
+            Err(e) => {
+                let problem = typing_problem(&e);
+                let taken = !problem.key.is_empty() && take_out(&mut tree, &problem.key);
+                if !covered(&removed, &problem.key) {
+                    problems.push(problem.clone());
+                }
+                if !taken {
+                    break;
+                }
+                removed.push(problem.key);
+            }
+        }
+    }
+    if let Some(config) = &typed {
+        problems.extend(validate::check(config).into_iter().filter(|p| !covered(&removed, &p.key)));
+    }
+    match typed {
+        Some(config) if problems.is_empty() => Ok(config),
+        _ => Err(ConfigError::Invalid { origin: origin.to_string(), problems }),
+    }
+}
+
+/// Whether `key` is `removed`'s key or inside one of them.
+fn covered(removed: &[String], key: &str) -> bool {
+    removed.iter().any(|r| {
+        key == r || key.strip_prefix(r.as_str()).is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
+    })
+}
+
+/// Take the value at `path` (`a.b[2].c`) out of `tree`. `false` if there is
+/// no such value.
+fn take_out(tree: &mut Value, path: &str) -> bool {
+    let mut segments = Vec::new();
+    for part in path.split('.') {
+        let (name, mut indexes) = match part.find('[') {
+            Some(at) => (&part[..at], &part[at..]),
+            None => (part, ""),
+        };
+        if !name.is_empty() {
+            segments.push(Segment::Key(name));
+        }
+        while let Some(rest) = indexes.strip_prefix('[') {
+            let Some((index, after)) = rest.split_once(']') else { return false };
+            let Ok(index) = index.parse() else { return false };
+            segments.push(Segment::Index(index));
+            indexes = after;
+        }
+    }
+    let Some((last, parents)) = segments.split_last() else { return false };
+    let mut node = tree;
+    for segment in parents {
+        let next = match (segment, node) {
+            (Segment::Key(key), Value::Mapping(map)) => map.get_mut(*key),
+            (Segment::Index(i), Value::Sequence(items)) => items.get_mut(*i),
+            _ => None,
+        };
+        match next {
+            Some(next) => node = next,
+            None => return false,
+        }
+    }
+    match (last, node) {
+        (Segment::Key(key), Value::Mapping(map)) => map.remove(*key).is_some(),
+        (Segment::Index(i), Value::Sequence(items)) if *i < items.len() => {
+            items.remove(*i);
+            true
+        }
+        _ => false,
+    }
+}
+
+enum Segment<'a> {
+    Key(&'a str),
+    Index(usize),
 }
 
 /// A type error at its path; an unknown key is named itself, not only
@@ -101,5 +169,49 @@ fn typing_problem(e: &serde_path_to_error::Error<serde_norway::Error>) -> Proble
         Some(field) if path.ends_with(&format!(".{field}")) => Problem::new(path, message),
         Some(field) => Problem::new(format!("{path}.{field}"), message),
         None => Problem::new(path, message),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problems(yaml: &str, env: &[(&str, &str)]) -> Vec<String> {
+        let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        match load_str(yaml, "test", &env) {
+            Ok(_) => Vec::new(),
+            Err(e) => e.problems().iter().map(|p| p.key.clone()).collect(),
+        }
+    }
+
+    #[test]
+    fn unknown_keys_unset_variables_and_bad_values_are_all_listed() {
+        let yaml = "dispatch:\n  concurrency: 0\n  surprise: 1\nhttp:\n  max_body_bytes: ${BODY}\nbogus: true\n\
+                    batcher: {partitions: many}\n";
+        let mut keys = problems(yaml, &[]);
+        keys.sort();
+        assert_eq!(
+            keys,
+            ["batcher.partitions", "bogus", "dispatch.concurrency", "dispatch.surprise", "http.max_body_bytes"]
+        );
+    }
+
+    #[test]
+    fn a_value_taken_out_is_not_reported_twice() {
+        // The unset variable's key is reported once, not again as a type
+        // error or by the checks that run on its default.
+        let keys = problems("dispatch:\n  concurrency: ${CONC}\n", &[]);
+        assert_eq!(keys, ["dispatch.concurrency"]);
+    }
+
+    #[test]
+    fn take_out_reaches_into_sequences() {
+        let mut tree: Value = serde_norway::from_str("a:\n  b: [1, {c: 2, d: 3}]\n").expect("yaml");
+        assert!(take_out(&mut tree, "a.b[1].c"));
+        assert!(!take_out(&mut tree, "a.b[1].c"));
+        assert!(take_out(&mut tree, "a.b[0]"));
+        assert_eq!(serde_norway::to_string(&tree).expect("yaml"), "a:\n  b:\n  - d: 3\n");
+        assert!(!take_out(&mut tree, "a.b[5]"));
+        assert!(!take_out(&mut tree, "nothing.here"));
     }
 }

@@ -19,10 +19,10 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::edge::verify::CustomHmac;
+use crate::source::verify::CustomHmac;
 
-pub use convert::{dedupe_rule, on_verify_failure, verifier};
-pub use load::{ConfigError, Problem, load, load_default, load_str};
+pub use crate::problem::Problem;
+pub use load::{ConfigError, load, load_default, load_str};
 pub use redact::{REDACTED, redact_options, redacted};
 pub use validate::{check, sink_problems, source_problems, valid_name};
 

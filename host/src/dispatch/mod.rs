@@ -412,7 +412,7 @@ async fn deliver(
     let attempt = row.attempts + 1;
     let outcome = match queue.hook(row.seq) {
         Ok(Some(envelope)) => {
-            let hook = crate::hook::hook_of(&envelope, row.sink, row.replay_id.clone(), &forward);
+            let hook = forward.hook(&envelope, row.sink, row.replay_id.clone());
             sink.deliver_within(&hook, attempt, config.attempt_timeout).await
         }
         Ok(None) => Outcome::Failed(crate::runtime::Failure {

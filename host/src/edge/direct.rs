@@ -6,7 +6,6 @@
 
 use std::time::Duration;
 
-use crate::hook::hook_of;
 use crate::queue::Envelope;
 use crate::runtime::Outcome;
 use crate::source::Source;
@@ -25,7 +24,7 @@ pub struct Unconfirmed {
 /// `deadline`; `Ok` only when all delivered.
 pub async fn publish(source: &Source, envelope: &Envelope, deadline: Duration) -> Result<(), Unconfirmed> {
     let attempts = source.sinks.iter().map(|binding| async move {
-        let hook = hook_of(envelope, binding.index, None, &source.forward_headers);
+        let hook = source.forward_headers.hook(envelope, binding.index, None);
         (binding.index, binding.sink.deliver_within(&hook, 1, deadline).await)
     });
     let outcomes = futures_util::future::join_all(attempts).await;

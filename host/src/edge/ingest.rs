@@ -24,8 +24,8 @@ use serde_json::json;
 
 use super::batcher::SubmitError;
 use super::server::{Edge, Mode};
-use crate::queue::{Entry, EntryOutcome, Envelope, QueueError, Refusal, Verification};
-use crate::source::{OnVerifyFailure, Source, valid_tenant};
+use crate::queue::{Entry, EntryOutcome, Envelope, QueueError, Refusal};
+use crate::source::{Admission, OnVerifyFailure, Source, valid_tenant};
 
 /// An answer, with what became of the request as counted in
 /// `ankusa_ingest_requests`.
@@ -143,36 +143,15 @@ async fn handle(edge: Arc<Edge>, source: Option<Arc<Source>>, request: Request) 
     envelope.content_type = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_string);
     envelope.headers = headers;
 
-    let mut flagged = false;
-    if let Some(verifier) = &source.verifier {
-        let scheme = Some(verifier.scheme().name.clone());
-        match verifier.verify(&envelope.headers, &envelope.body, now.as_secs()) {
-            Ok(()) => envelope.verification = Verification { status: "verified".into(), scheme, ..Default::default() },
-            Err(failure) => {
-                let reason = failure.reason();
-                envelope.verification =
-                    Verification { status: "failed".into(), scheme, reason: Some(reason.into()), flagged: false };
-                match source.on_verify_failure {
-                    OnVerifyFailure::Reject => {
-                        return reply(
-                            StatusCode::UNAUTHORIZED,
-                            "invalid_signature",
-                            json!({ "error": "invalid_signature", "reason": reason }),
-                        );
-                    }
-                    OnVerifyFailure::Quarantine => return quarantine(&edge, &source, &envelope, now),
-                    OnVerifyFailure::AcceptFlag => {
-                        envelope.verification.flagged = true;
-                        flagged = true;
-                    }
-                }
-            }
+    if let Admission::Rejected { reason } = source.admit(&mut envelope, now.as_secs(), source.on_verify_failure) {
+        if source.on_verify_failure == OnVerifyFailure::Quarantine {
+            return quarantine(&edge, &source, &envelope, now);
         }
-    }
-    // A flagged hook is not trusted with a dedupe key: a forger could use
-    // one to suppress the real delivery.
-    if !flagged {
-        envelope.dedupe_key = source.dedupe.as_ref().and_then(|rule| rule.extract(&envelope.headers, &envelope.body));
+        return reply(
+            StatusCode::UNAUTHORIZED,
+            "invalid_signature",
+            json!({ "error": "invalid_signature", "reason": reason }),
+        );
     }
     if let Err(wait) = edge.tenant_limits.check(&source.tenant, now.as_nanos() as u64) {
         return retry_after(error(StatusCode::TOO_MANY_REQUESTS, "rate_limited"), wait.as_secs_f64().ceil() as u64);

@@ -1,41 +1,16 @@
 //! The archive: with `archive` on, every accepted hook is also kept, in
 //! the same synced batch as its commit, for its retention. An `archive`
-//! replay job redrives a received_at window of it (`redrive`).
-//!
-//! | family | key | value |
-//! |---|---|---|
-//! | archive | `a` · len · tenant · received_at (u64 BE) · id | the envelope, as stored |
-//!
-//! Tenant first, so an erase removes a tenant's archive with one range and
-//! a window of one tenant is one range; a window across tenants walks
+//! replay job redrives a received_at window of it (`redrive`). Keys are
+//! tenant first (`store::keys::archive`): a window across tenants walks
 //! tenant by tenant.
 
 use super::envelope::Envelope;
 use super::{Queue, QueueError};
-use crate::store::keys::{KeyBuf, KeyReader, prefix_end};
-use crate::store::{Batch, Cf, Durability, Scan, Store};
+use crate::store::keys::{archive, prefix_end};
+use crate::store::{Batch, Cf, Durability, Scan};
 
 /// Entries removed per synced batch by a sweep or a purge.
 const ARCHIVE_CHUNK: usize = 500;
-
-pub fn archive_key(tenant: &str, received_at: u64, id: &str) -> Vec<u8> {
-    KeyBuf::new().tag(b'a').short(tenant).u64(received_at).tail(id.as_bytes()).build()
-}
-
-fn tenant_prefix(tenant: &str) -> Vec<u8> {
-    KeyBuf::new().tag(b'a').short(tenant).build()
-}
-
-fn window_start(tenant: &str, at: u64) -> Vec<u8> {
-    KeyBuf::new().tag(b'a').short(tenant).u64(at).build()
-}
-
-/// The tenant of an archive key.
-pub fn archive_key_tenant(key: &[u8]) -> Option<String> {
-    let mut r = KeyReader::new(key);
-    (r.tag()? == b'a').then_some(())?;
-    r.short().map(str::to_string)
-}
 
 /// An archived hook, with its key (a replay's cursor).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,13 +23,13 @@ impl Queue {
     /// Tenants with archived hooks, in key order.
     pub fn archive_tenants(&self) -> Result<Vec<String>, QueueError> {
         let mut tenants = Vec::new();
-        let mut from = vec![b'a'];
+        let mut from = archive::all();
         loop {
-            let next =
-                self.store.scan(&Scan { cf: Cf::Archive, from, to: prefix_end(b"a"), reverse: false, limit: 1 })?;
+            let to = prefix_end(&archive::all());
+            let next = self.store.scan(&Scan { cf: Cf::Archive, from, to, reverse: false, limit: 1 })?;
             let Some((key, _)) = next.first() else { return Ok(tenants) };
-            let tenant = archive_key_tenant(key).ok_or_else(|| QueueError::Corrupt("archive key".into()))?;
-            from = prefix_end(&tenant_prefix(&tenant)).unwrap_or_default();
+            let tenant = archive::tenant(key).ok_or_else(|| QueueError::Corrupt("archive key".into()))?;
+            from = prefix_end(&archive::of_tenant(&tenant)).unwrap_or_default();
             tenants.push(tenant);
             if from.is_empty() {
                 return Ok(tenants);
@@ -72,12 +47,12 @@ impl Queue {
         after: Option<&[u8]>,
         limit: usize,
     ) -> Result<Vec<Archived>, QueueError> {
-        let start = window_start(tenant, since);
+        let start = archive::window_start(tenant, since);
         let from = match after {
-            Some(key) if key >= start.as_slice() => [key, &[0]].concat(),
+            Some(key) if key >= start.as_slice() => crate::store::keys::after(key),
             _ => start,
         };
-        let to = Some(window_start(tenant, until));
+        let to = Some(archive::window_start(tenant, until));
         let rows = self.store.scan(&Scan { cf: Cf::Archive, from, to, reverse: false, limit })?;
         rows.into_iter()
             .map(|(key, value)| {
@@ -93,14 +68,14 @@ impl Queue {
     pub fn sweep_archive(&self, before: u64) -> Result<u64, QueueError> {
         let mut removed = 0;
         for tenant in self.archive_tenants()? {
-            removed += self.delete_range(tenant_prefix(&tenant), window_start(&tenant, before))?;
+            removed += self.delete_range(archive::of_tenant(&tenant), archive::window_start(&tenant, before))?;
         }
         Ok(removed)
     }
 
     /// Drop a tenant's whole archive (an erase); how many went.
     pub fn purge_archive(&self, tenant: &str) -> Result<u64, QueueError> {
-        let prefix = tenant_prefix(tenant);
+        let prefix = archive::of_tenant(tenant);
         let end = prefix_end(&prefix).unwrap_or_default();
         self.delete_range(prefix, end)
     }
@@ -126,4 +101,9 @@ impl Queue {
             removed += keys.len() as u64;
         }
     }
+}
+
+/// The tenant whose archive a key (a replay's cursor) is in.
+pub fn archive_key_tenant(key: &[u8]) -> Option<String> {
+    archive::tenant(key)
 }

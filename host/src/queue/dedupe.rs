@@ -1,14 +1,10 @@
-//! Dedupe keys: scope (tenant, source, key), a TTL, and an expiry index.
-//!
-//! | family | key | value |
-//! |---|---|---|
-//! | dedupe | `k` · tenant · source · key | seq · expires_at · hook id |
-//! | dedupe | `e` · expires_at · tenant · source · key | — |
+//! Dedupe keys: scope (tenant, source, key), a TTL, and an expiry index
+//! (their key layouts: `store::keys::dedupe`). What a live key remembers
+//! of its hook, and the window of keys committed lately.
 
 use std::collections::{HashMap, VecDeque};
 
 use super::codec::{CodecError, Reader, Writer};
-use crate::store::keys::{KeyBuf, KeyReader};
 
 /// Longer keys are stored as `sha256:<hex>`.
 pub const MAX_KEY_BYTES: usize = 200;
@@ -20,14 +16,6 @@ pub fn stored_key(key: &str) -> String {
     } else {
         key.to_string()
     }
-}
-
-pub fn key(tenant: &str, source: &str, stored: &str) -> Vec<u8> {
-    KeyBuf::new().tag(b'k').short(tenant).short(source).tail(stored.as_bytes()).build()
-}
-
-pub fn expiry_key(expires_at: u64, tenant: &str, source: &str, stored: &str) -> Vec<u8> {
-    KeyBuf::new().tag(b'e').u64(expires_at).short(tenant).short(source).tail(stored.as_bytes()).build()
 }
 
 /// What a live key remembers of the hook that first carried it.
@@ -52,19 +40,6 @@ impl Original {
         r.end()?;
         Ok(original)
     }
-}
-
-/// Parse an expiry index key back into (expires_at, tenant, source, key).
-pub fn parse_expiry_key(key: &[u8]) -> Option<(u64, String, String, String)> {
-    let mut r = KeyReader::new(key);
-    if r.tag()? != b'e' {
-        return None;
-    }
-    let expires_at = r.u64()?;
-    let tenant = r.short()?.to_string();
-    let source = r.short()?.to_string();
-    let stored = String::from_utf8(r.rest().to_vec()).ok()?;
-    Some((expires_at, tenant, source, stored))
 }
 
 /// The dedupe keys the writer committed lately, by commit epoch, so a
@@ -163,7 +138,6 @@ mod tests {
         }
         assert_eq!(recent.freshness(b"k", 0), Freshness::Unknown, "commit 1 left the window");
         assert_eq!(recent.freshness(b"k", 1), Freshness::Prefetch);
-        assert_eq!(parse_expiry_key(&expiry_key(9, "t", "s", "k:1")), Some((9, "t".into(), "s".into(), "k:1".into())));
     }
 
     #[test]

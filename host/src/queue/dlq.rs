@@ -12,15 +12,15 @@ use ring::hmac;
 use subtle::ConstantTimeEq;
 
 use super::envelope::Envelope;
-use super::rows::{DEAD, DEAD_BY_TENANT, DeadSummary, DeliveryRow, RowState};
+use super::rows::{DeadSummary, DeliveryRow, RowState};
 use super::{Queue, QueueError};
 use crate::error_class::ErrorClass;
-use crate::store::keys::{KeyBuf, KeyReader, prefix_end};
-use crate::store::{Batch, Cf, Durability, Scan, Store};
+use crate::store::keys::index::{self, DeadPosition as Position};
+use crate::store::keys::{deliveries, hooks, meta, prefix_end};
+use crate::store::{Batch, Cf, Durability, Scan};
 
 /// The most dead keys one call examines.
 pub const MAX_EXAMINED: usize = 10_000;
-const CURSOR_KEY: &[u8] = b"dlq_cursor_key";
 const MAC_BYTES: usize = 16;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -80,27 +80,24 @@ pub struct DeadPage {
     pub examined: usize,
 }
 
-/// A place in the dead index: (dead_at, seq, sink), compared descending.
-type Position = (u64, u64, u16);
-
-/// A dead index entry: where it is, and what it says about its row.
+/// A dead index entry: where it is (compared descending), and what it
+/// says about its row.
 type Candidate = (Position, Option<DeadSummary>);
 
 fn position_suffix(p: Position) -> Vec<u8> {
-    KeyBuf::new().u64(p.0).u64(p.1).u16(p.2).build()
+    index::position(p.0, p.1, p.2)
 }
 
 impl Queue {
     fn cursor_key(&self) -> Result<Vec<u8>, QueueError> {
         let _serial = self.transitions.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(key) = self.store.get(Cf::Meta, CURSOR_KEY)? {
+        if let Some(key) = self.store.get(Cf::Meta, meta::DLQ_CURSOR_KEY)? {
             return Ok(key);
         }
         let mut key = vec![0u8; 32];
-        getrandom::getrandom(&mut key)
-            .map_err(|e| QueueError::Store(format!("no randomness for the cursor key: {e}")))?;
+        getrandom::getrandom(&mut key).map_err(|e| QueueError::Os(format!("no randomness for the cursor key: {e}")))?;
         let mut batch = Batch::new();
-        batch.put(Cf::Meta, CURSOR_KEY.to_vec(), key.clone());
+        batch.put(Cf::Meta, meta::DLQ_CURSOR_KEY.to_vec(), key.clone());
         self.store.write(&batch, Durability::Synced)?;
         Ok(key)
     }
@@ -133,11 +130,7 @@ impl Queue {
         if !bool::from(Self::sign(&self.cursor_key()?, payload).ct_eq(tag)) {
             return Err(QueueError::InvalidCursor);
         }
-        let mut r = KeyReader::new(payload);
-        match (r.u64(), r.u64(), r.u16()) {
-            (Some(at), Some(seq), Some(sink)) => Ok((at, seq, sink)),
-            _ => Err(QueueError::InvalidCursor),
-        }
+        index::parse_position(payload).ok_or(QueueError::InvalidCursor)
     }
 
     /// One page of the DLQ, newest first.
@@ -152,14 +145,14 @@ impl Queue {
         // Candidate positions, newest first, and the oldest position up to
         // which the candidates are complete (None: complete to the end).
         let (candidates, complete_to, examined) = match &query.tenants {
-            None => self.scan_dead(&[DEAD], below, budget(MAX_EXAMINED))?,
+            None => self.scan_dead(&index::dead_prefix(), below, budget(MAX_EXAMINED))?,
             Some(tenants) => {
                 let budget = budget(MAX_EXAMINED / tenants.len().max(1));
                 let mut all = Vec::new();
                 let mut complete_to: Option<Position> = None;
                 let mut examined = 0;
                 for tenant in tenants {
-                    let prefix = KeyBuf::new().tag(DEAD_BY_TENANT).short(tenant).build();
+                    let prefix = index::dead_by_tenant_prefix(tenant);
                     let (found, stop, n) = self.scan_dead(&prefix, below, budget)?;
                     all.extend(found);
                     examined += n;
@@ -248,10 +241,9 @@ impl Queue {
         let examined = rows.len();
         let mut positions = Vec::with_capacity(examined);
         for (key, value) in &rows {
-            let mut r = KeyReader::new(&key[prefix.len()..]);
-            match (r.u64(), r.u64(), r.u16()) {
-                (Some(at), Some(seq), Some(sink)) => positions.push(((at, seq, sink), DeadSummary::decode(value))),
-                _ => tracing::warn!(key = hex::encode(key), "malformed dead index key; skipped"),
+            match index::parse_dead(key) {
+                Some(position) => positions.push((position, DeadSummary::decode(value))),
+                None => tracing::warn!(key = hex::encode(key), "malformed dead index key; skipped"),
             }
         }
         let stopped = (examined == budget).then(|| positions.last().map(|(p, _)| *p)).flatten();
@@ -259,7 +251,7 @@ impl Queue {
     }
 
     fn row_for_dlq(&self, seq: u64, sink: u16) -> Result<Option<DeliveryRow>, QueueError> {
-        let Some(bytes) = self.store.get(Cf::Deliveries, &super::rows::row_key(seq, sink))? else {
+        let Some(bytes) = self.store.get(Cf::Deliveries, &deliveries::row(seq, sink))? else {
             tracing::warn!(seq, sink, "dead index entry without its row; skipped");
             return Ok(None);
         };
@@ -273,7 +265,7 @@ impl Queue {
     }
 
     fn hook_for_dlq(&self, seq: u64) -> Result<Option<Envelope>, QueueError> {
-        let Some(bytes) = self.store.get(Cf::Hooks, &KeyBuf::new().u64(seq).build())? else {
+        let Some(bytes) = self.store.get(Cf::Hooks, &hooks::hook(seq))? else {
             tracing::warn!(seq, "dead row without its hook; skipped");
             return Ok(None);
         };
@@ -334,7 +326,7 @@ mod tests {
     async fn filters_read_the_summary_on_the_index_entry() {
         let dir = tempfile::tempdir().expect("temp dir");
         let queue = three_dead(dir.path()).await;
-        let entries = queue.store.scan(&Scan::prefix(Cf::Index, &[DEAD], 10)).expect("scan");
+        let entries = queue.store.scan(&Scan::prefix(Cf::Index, &index::dead_prefix(), 10)).expect("scan");
         assert_eq!(entries.len(), 3);
         assert!(entries.iter().all(|(_, value)| DeadSummary::decode(value).is_some()), "every dead entry summarized");
         check_filters(&queue);
@@ -346,7 +338,7 @@ mod tests {
         let queue = three_dead(dir.path()).await;
         // As a store written before summaries existed: every entry empty.
         let mut batch = Batch::new();
-        for prefix in [vec![DEAD], KeyBuf::new().tag(DEAD_BY_TENANT).short("acme").build()] {
+        for prefix in [index::dead_prefix(), index::dead_by_tenant_prefix("acme")] {
             for (key, _) in queue.store.scan(&Scan::prefix(Cf::Index, &prefix, 10)).expect("scan") {
                 batch.put(Cf::Index, key, Vec::new());
             }

@@ -28,6 +28,24 @@ impl WalMode {
         }
     }
 
+    /// What a `201` promises in this mode, without flattery (`intake_dir`:
+    /// where `dual` keeps its second copy).
+    pub fn ack_means(self, intake_dir: &std::path::Path) -> String {
+        match self {
+            WalMode::Disk => {
+                "an acked hook is fsynced to this host's disk: durable to power loss on THIS host only".into()
+            }
+            WalMode::Dual => format!(
+                "an acked hook is fsynced to the store and to the intake log at {}: it survives losing either copy, \
+                 still on THIS host only",
+                intake_dir.display()
+            ),
+            WalMode::None => "an acked hook was confirmed by every sink of its source; nothing is kept here, so a \
+                              failed sink means a 503 and the provider's retry"
+                .into(),
+        }
+    }
+
     pub fn parse(name: &str) -> Option<WalMode> {
         match name {
             "disk" => Some(WalMode::Disk),

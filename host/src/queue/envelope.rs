@@ -4,11 +4,37 @@ use super::codec::{CodecError, Reader, Writer};
 
 const VERSION: u8 = 1;
 
-/// How the edge judged the request's signature.
+/// What the check of a hook's signature found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum VerifyStatus {
+    /// The signature matched.
+    Verified,
+    /// It did not (the hook was flagged, or is held in the pen).
+    Failed,
+    /// The source checks no signature.
+    #[default]
+    None,
+}
+
+impl VerifyStatus {
+    /// The stored (and shown) name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VerifyStatus::Verified => "verified",
+            VerifyStatus::Failed => "failed",
+            VerifyStatus::None => "none",
+        }
+    }
+
+    fn parse(name: &str) -> Option<VerifyStatus> {
+        [VerifyStatus::Verified, VerifyStatus::Failed, VerifyStatus::None].into_iter().find(|s| s.as_str() == name)
+    }
+}
+
+/// How a hook's signature was judged.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Verification {
-    /// `verified`, `failed` or `none` (the source verifies nothing).
-    pub status: String,
+    pub status: VerifyStatus,
     /// The scheme checked (`github`, `stripe`, ..., `hmac`), if any.
     pub scheme: Option<String>,
     /// Why verification failed, if it did.
@@ -19,7 +45,7 @@ pub struct Verification {
 
 impl Verification {
     pub fn none() -> Self {
-        Verification { status: "none".into(), ..Default::default() }
+        Verification::default()
     }
 }
 
@@ -89,7 +115,7 @@ impl Envelope {
         w.opt_str(self.content_type.as_deref())
             .bytes(&self.body)
             .str(&self.sha256)
-            .str(&self.verification.status)
+            .str(self.verification.status.as_str())
             .opt_str(self.verification.scheme.as_deref())
             .opt_str(self.verification.reason.as_deref())
             .bool(self.verification.flagged)
@@ -115,8 +141,10 @@ impl Envelope {
         let content_type = r.opt_string("content type")?;
         let body = r.bytes()?.to_vec();
         let sha256 = r.string("sha256")?;
+        let status = r.string("verification")?;
         let verification = Verification {
-            status: r.string("verification")?,
+            status: VerifyStatus::parse(&status)
+                .ok_or(CodecError::Invalid { what: "hook", field: "verification status" })?,
             scheme: r.opt_string("verification scheme")?,
             reason: r.opt_string("verification reason")?,
             flagged: r.bool("flagged")?,
@@ -157,8 +185,12 @@ mod tests {
         e.path = "/webhooks/github".into();
         e.headers = vec![("X-GitHub-Event".into(), b"push".to_vec()), ("x-raw".into(), vec![0x80, 0x00])];
         e.content_type = Some("application/json".into());
-        e.verification =
-            Verification { status: "verified".into(), scheme: Some("github".into()), reason: None, flagged: false };
+        e.verification = Verification {
+            status: VerifyStatus::Verified,
+            scheme: Some("github".into()),
+            reason: None,
+            flagged: false,
+        };
         e.dedupe_key = Some("a2b4".into());
         e
     }

@@ -21,6 +21,7 @@ mod durability;
 pub mod envelope;
 mod purge;
 mod quarantine;
+mod records;
 mod recount;
 mod reply;
 pub mod rows;
@@ -37,21 +38,22 @@ use thiserror::Error;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-pub use archive::{Archived, archive_key, archive_key_tenant};
+pub use archive::{Archived, archive_key_tenant};
 pub use dlq::{DeadEntry, DeadPage, DeadQuery, MAX_EXAMINED};
 pub use durability::{DurabilityError, SinkDurability, SourceDurability, WalMode, check_durable, validate_config};
-pub use envelope::{Envelope, Verification};
+pub use envelope::{Envelope, Verification, VerifyStatus};
 pub use purge::{PURGE_CHUNK, PurgeCounts, PurgeKinds, PurgeStep};
-pub use quarantine::{DEFAULT_PEN_BYTES, PenEntry, parse_pen_key};
+pub use quarantine::{DEFAULT_PEN_BYTES, PenEntry, is_pen_key};
+pub use records::record_write;
 pub use recount::{CounterDrift, Recount};
 pub use reply::EntryReply;
 pub use rows::{DeliveryRow, RowState};
 pub use transitions::{ClaimDecision, SourcePending, TenantPending};
 pub use writer::DEFAULT_DEDUPE_TTL_MS;
 
-use crate::intake::{IntakeLog, IntakeOptions};
-use crate::store::keys::{KeyBuf, KeyReader};
-use crate::store::{Batch, Cf, Durability, RocksStore, Scan, Store, StoreError, StoreOptions};
+use crate::intake::{IntakeLog, IntakeOptions, Replay};
+use crate::store::keys::{self, counters, hooks};
+use crate::store::{Batch, Cf, Durability, Scan, Store, StoreError, StoreOptions};
 use reply::Reply;
 use writer::{Call, Kind, Message, Prepared};
 
@@ -108,7 +110,11 @@ pub enum QueueError {
     DeadlineExceeded,
     /// A read or a job's write failed.
     #[error("store_unavailable: {0}")]
-    Store(String),
+    Store(#[from] StoreError),
+    /// The operating system refused what the queue needs to run (a
+    /// thread, randomness).
+    #[error("{0}")]
+    Os(String),
     /// A whole call refused (a release or redrive, where one entry's
     /// refusal refuses all, or a commit that failed).
     #[error("{0}")]
@@ -131,12 +137,6 @@ pub enum QueueError {
     /// The writer has stopped (the node is shutting down).
     #[error("the queue is closed")]
     Closed,
-}
-
-impl From<StoreError> for QueueError {
-    fn from(e: StoreError) -> Self {
-        QueueError::Store(e.to_string())
-    }
 }
 
 /// One hook to enqueue, with the sinks bound to its source at ack time.
@@ -216,15 +216,42 @@ impl Default for QueueConfig {
 pub const COUNTER_KINDS: [&str; 6] = ["pending", "scheduled", "inflight", "dead", "bytes", "dedupe_keys"];
 
 /// The counter key of `kind` for a tenant, or for the node.
-pub fn counter_key(tenant: Option<&str>, kind: &str) -> Vec<u8> {
-    match tenant {
-        None => KeyBuf::new().tag(b'n').tail(kind.as_bytes()).build(),
-        Some(t) => KeyBuf::new().tag(b't').short(t).tail(kind.as_bytes()).build(),
+pub use counters::counter as counter_key;
+
+/// The storage a queue runs on: a store, and in `dual` mode an intake log
+/// with what it replayed when it opened.
+pub struct Engines {
+    pub store: Arc<dyn Store>,
+    pub intake: Option<(Box<dyn IntakeLog>, Replay)>,
+}
+
+impl Engines {
+    /// The embedded engines: RocksDB at `path`, and in `dual` mode the
+    /// segment log in `config.intake_dir`.
+    pub fn embedded(path: &Path, config: &QueueConfig) -> Result<Engines, QueueError> {
+        let options = StoreOptions {
+            faults: config.store_faults.clone(),
+            wal_max_bytes: config.store_wal_max_bytes,
+            ..StoreOptions::new(path)
+        };
+        let store = crate::store::open_embedded(&options)?;
+        let intake = match config.wal {
+            WalMode::Dual => {
+                let dir = config
+                    .intake_dir
+                    .clone()
+                    .ok_or_else(|| QueueError::Intake("wal.mode dual needs an intake log directory".into()))?;
+                let options = IntakeOptions { dir, segment_bytes: config.intake_segment_bytes };
+                Some(crate::intake::open(options).map_err(|e| QueueError::Intake(e.to_string()))?)
+            }
+            WalMode::Disk | WalMode::None => None,
+        };
+        Ok(Engines { store, intake })
     }
 }
 
 pub struct Queue {
-    store: Arc<RocksStore>,
+    store: Arc<dyn Store>,
     /// `None` only while closing.
     writer: Option<mpsc::Sender<Message>>,
     writer_thread: Option<std::thread::JoinHandle<()>>,
@@ -244,30 +271,24 @@ pub fn now_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
-/// One archived hook to commit again (`redrive`).
-#[derive(Clone, Debug)]
-pub struct RedriveEntry {
-    pub envelope: Envelope,
-    pub sinks: Vec<(u16, String)>,
-}
-
 impl Queue {
-    /// Open (or create) the queue's store and start its writer. In `dual`
-    /// mode the intake log is replayed first: batches it has that the
-    /// store lacks (a half commit before a crash) are written to the store.
+    /// Open (or create) the queue on the embedded engines at `path` and
+    /// start its writer (see [`Queue::start`]).
     pub fn open(path: &Path, config: QueueConfig) -> Result<Queue, QueueError> {
-        let options = StoreOptions {
-            faults: config.store_faults.clone(),
-            wal_max_bytes: config.store_wal_max_bytes,
-            ..StoreOptions::new(path)
+        Queue::start(Engines::embedded(path, &config)?, config)
+    }
+
+    /// Start the queue on `engines`. In `dual` mode the intake log's replay
+    /// comes first: batches it has that the store lacks (a half commit
+    /// before a crash) are written to the store.
+    pub fn start(engines: Engines, config: QueueConfig) -> Result<Queue, QueueError> {
+        let Engines { store, intake } = engines;
+        let intake = match intake {
+            Some((log, replay)) => Some(complete_from_intake(store.as_ref(), log, &replay)?),
+            None => None,
         };
-        let store = Arc::new(RocksStore::open(&options)?);
-        let intake = match config.wal {
-            WalMode::Dual => Some(open_intake(&store, &config)?),
-            WalMode::Disk | WalMode::None => None,
-        };
-        let next_seq = recover_next_seq(&store)?;
-        let tenants = Arc::new(tenants::TenantBook::load(&store)?);
+        let next_seq = recover_next_seq(store.as_ref())?;
+        let tenants = Arc::new(tenants::TenantBook::load(store.as_ref())?);
         let limits = writer::Limits {
             dedupe_ttl_ms: config.dedupe_ttl_ms,
             dedupe_max_entries: config.dedupe_max_entries,
@@ -347,7 +368,7 @@ impl Queue {
         let keys: Vec<Vec<u8>> = entries
             .iter()
             .zip(&stored)
-            .filter_map(|((env, _), s)| s.as_ref().map(|s| dedupe::key(&env.tenant_id, &env.source_id, s)))
+            .filter_map(|((env, _), s)| s.as_ref().map(|s| keys::dedupe::entry(&env.tenant_id, &env.source_id, s)))
             .collect();
         let mut found = if keys.is_empty() { Vec::new() } else { self.store.multi_get(Cf::Dedupe, &keys)? }.into_iter();
         let prepared = entries
@@ -437,12 +458,7 @@ impl Queue {
     /// rows, with `extra` (the job's cursor) in the same synced batch. No
     /// dedupe, no quotas. Returns how many were committed (a tenant being
     /// erased gets none).
-    pub async fn redrive(
-        &self,
-        entries: Vec<RedriveEntry>,
-        replay_id: &str,
-        extra: Batch,
-    ) -> Result<usize, QueueError> {
+    pub async fn redrive(&self, entries: Vec<Entry>, replay_id: &str, extra: Batch) -> Result<usize, QueueError> {
         let (prepared, epoch) = self.prepare(entries.into_iter().map(|e| (e.envelope, e.sinks)).collect(), false)?;
         let outcomes = self.call(Kind::Redrive, prepared, epoch, Some(replay_id.into()), extra, None).await?;
         Ok(outcomes.iter().filter(|o| matches!(o, EntryOutcome::Committed(_))).count())
@@ -534,11 +550,11 @@ impl Queue {
 
     /// Committed envelopes with seq > `after_seq`, ascending.
     pub fn hooks(&self, after_seq: u64, limit: usize) -> Result<Vec<Envelope>, QueueError> {
-        let from = KeyBuf::new().u64(after_seq.saturating_add(1)).build();
+        let from = hooks::hook(after_seq.saturating_add(1));
         let rows = self.store.scan(&Scan { cf: Cf::Hooks, from, to: None, reverse: false, limit })?;
         rows.into_iter()
             .map(|(key, value)| {
-                let seq = KeyReader::new(&key).u64().ok_or_else(|| QueueError::Corrupt("hook key".into()))?;
+                let seq = hooks::parse(&key).ok_or_else(|| QueueError::Corrupt("hook key".into()))?;
                 Envelope::decode(seq, &value).map_err(|e| QueueError::Corrupt(format!("hook {seq}: {e}")))
             })
             .collect()
@@ -546,26 +562,12 @@ impl Queue {
 
     /// One committed hook, if it is still stored.
     pub fn hook(&self, seq: u64) -> Result<Option<Envelope>, QueueError> {
-        match self.store.get(Cf::Hooks, &KeyBuf::new().u64(seq).build())? {
+        match self.store.get(Cf::Hooks, &hooks::hook(seq))? {
             None => Ok(None),
             Some(bytes) => {
                 Envelope::decode(seq, &bytes).map(Some).map_err(|e| QueueError::Corrupt(format!("hook {seq}: {e}")))
             }
         }
-    }
-
-    /// Job records (replays, erases) under `prefix`, in key order.
-    pub fn jobs_scan(&self, prefix: &[u8]) -> Result<Vec<crate::store::KeyValue>, QueueError> {
-        Ok(self.store.scan(&Scan::prefix(Cf::Jobs, prefix, usize::MAX))?)
-    }
-
-    pub fn job_get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, QueueError> {
-        Ok(self.store.get(Cf::Jobs, key)?)
-    }
-
-    /// Write job state (synced).
-    pub fn job_put(&self, batch: Batch) -> Result<(), QueueError> {
-        Ok(self.store.write(&batch, Durability::Synced)?)
     }
 
     /// Notified after every commit that added hooks: dispatch sleeps on it.
@@ -623,22 +625,19 @@ impl Drop for Queue {
     }
 }
 
-/// Open the intake log and write to the store every batch it has that the
-/// store lacks. A new store beside a non-empty intake log is refused: that
-/// is a lost store, and `ankusa store rebuild` is how it comes back.
-fn open_intake(store: &RocksStore, config: &QueueConfig) -> Result<IntakeLog, QueueError> {
-    let dir = config
-        .intake_dir
-        .clone()
-        .ok_or_else(|| QueueError::Intake("wal.mode dual needs an intake log directory".into()))?;
-    let options = IntakeOptions { dir: dir.clone(), segment_bytes: config.intake_segment_bytes };
-    let (log, replay) = IntakeLog::open(options).map_err(|e| QueueError::Intake(e.to_string()))?;
+/// Write to the store every batch the intake log replayed that the store
+/// lacks. A new store beside a non-empty intake log is refused: that is a
+/// lost store, and `ankusa store rebuild` is how it comes back.
+fn complete_from_intake(
+    store: &dyn Store,
+    log: Box<dyn IntakeLog>,
+    replay: &Replay,
+) -> Result<Box<dyn IntakeLog>, QueueError> {
     if store.created() && !replay.records.is_empty() {
         return Err(QueueError::Intake(format!(
-            "the store at {} is new but the intake log at {} holds {} batches: the store was lost; \
+            "the store at {} is new but the intake log holds {} batches: the store was lost; \
              rebuild it with `ankusa store rebuild` instead of starting empty",
-            store.path().display(),
-            dir.display(),
+            store.location(),
             replay.records.len()
         )));
     }
@@ -661,7 +660,7 @@ fn open_intake(store: &RocksStore, config: &QueueConfig) -> Result<IntakeLog, Qu
 /// empty. Returns (batches, hooks) restored.
 pub fn rebuild(intake_dir: &Path, store_dir: &Path) -> Result<(usize, u64), QueueError> {
     let replay = crate::intake::read_all(intake_dir).map_err(|e| QueueError::Intake(e.to_string()))?;
-    let store = RocksStore::open(&StoreOptions::new(store_dir))?;
+    let store = crate::store::open_embedded(&StoreOptions::new(store_dir))?;
     if !store.created() {
         return Err(QueueError::Intake(format!(
             "{} already holds a store; rebuild into a new, empty directory",
@@ -683,10 +682,10 @@ pub fn rebuild(intake_dir: &Path, store_dir: &Path) -> Result<(usize, u64), Queu
 /// `next_seq = max(stored marker, last hook key + 1)`: the marker covers
 /// seqs whose hooks were since deleted, the scan covers a marker that is
 /// behind (it never is after a clean commit, but costs nothing to check).
-fn recover_next_seq(store: &RocksStore) -> Result<u64, QueueError> {
+fn recover_next_seq(store: &dyn Store) -> Result<u64, QueueError> {
     let marker = store.seq_marker()?.unwrap_or(1);
     let after_last = match store.last_key(Cf::Hooks)? {
-        Some(key) => KeyReader::new(&key).u64().ok_or_else(|| QueueError::Corrupt("hook key".into()))? + 1,
+        Some(key) => hooks::parse(&key).ok_or_else(|| QueueError::Corrupt("hook key".into()))? + 1,
         None => 1,
     };
     Ok(marker.max(after_last))

@@ -8,10 +8,10 @@
 
 use std::collections::HashSet;
 
-use super::rows::{DeliveryRow, RowState, owner_prefix, parse_row_key, row_key};
+use super::rows::{DeliveryRow, RowState};
 use super::{Queue, QueueError};
-use crate::store::keys::{KeyBuf, KeyReader, prefix_end};
-use crate::store::{Batch, Cf, Durability, Scan, Store};
+use crate::store::keys::{self, deliveries, hooks, index, prefix_end};
+use crate::store::{Batch, Cf, Durability, Scan};
 
 /// Rows examined (and at most removed) per synced batch.
 pub const PURGE_CHUNK: usize = 500;
@@ -90,9 +90,9 @@ impl Queue {
         after: Option<(u64, u16)>,
     ) -> Result<PurgeStep, QueueError> {
         let _serial = self.transitions.lock().unwrap_or_else(|e| e.into_inner());
-        let prefix = owner_prefix(tenant);
+        let prefix = index::owner_prefix(tenant);
         let from = match after {
-            Some((seq, sink)) => KeyBuf::new().tail(&prefix).u64(seq).u16(sink).tag(0).build(),
+            Some((seq, sink)) => keys::after(&index::owner(tenant, seq, sink)),
             None => prefix.clone(),
         };
         let owned = self.store.scan(&Scan {
@@ -104,13 +104,10 @@ impl Queue {
         })?;
         let positions: Vec<(u64, u16)> = owned
             .iter()
-            .map(|(key, _)| {
-                let mut r = KeyReader::new(&key[prefix.len()..]);
-                r.u64().zip(r.u16()).ok_or_else(|| QueueError::Corrupt("owner index key".into()))
-            })
+            .map(|(key, _)| index::parse_owner(key).ok_or_else(|| QueueError::Corrupt("owner index key".into())))
             .collect::<Result<_, _>>()?;
-        let keys: Vec<Vec<u8>> = positions.iter().map(|(seq, sink)| row_key(*seq, *sink)).collect();
-        let values = self.store.multi_get(Cf::Deliveries, &keys)?;
+        let row_keys: Vec<Vec<u8>> = positions.iter().map(|(seq, sink)| deliveries::row(*seq, *sink)).collect();
+        let values = self.store.multi_get(Cf::Deliveries, &row_keys)?;
 
         let mut batch = Batch::new();
         let mut removed = PurgeCounts { inflight: kinds.inflight.then_some(0), ..PurgeCounts::default() };
@@ -118,7 +115,7 @@ impl Queue {
         for ((seq, sink), value) in positions.iter().copied().zip(values) {
             let Some(bytes) = value else {
                 // An owner entry whose row is gone: drop the stale entry.
-                batch.delete(Cf::Index, KeyBuf::new().tail(&prefix).u64(seq).u16(sink).build());
+                batch.delete(Cf::Index, index::owner(tenant, seq, sink));
                 continue;
             };
             let row = DeliveryRow::decode(seq, sink, &bytes)
@@ -137,10 +134,10 @@ impl Queue {
         // A hook goes with its last row.
         let seqs: HashSet<u64> = gone.iter().map(|(seq, _)| *seq).collect();
         for seq in seqs {
-            let rows = self.store.scan(&Scan::prefix(Cf::Deliveries, &KeyBuf::new().u64(seq).build(), usize::MAX))?;
-            let remaining = rows.iter().filter_map(|(k, _)| parse_row_key(k)).filter(|p| !gone.contains(p)).count();
+            let rows = self.store.scan(&Scan::prefix(Cf::Deliveries, &deliveries::of_hook(seq), usize::MAX))?;
+            let remaining = rows.iter().filter_map(|(k, _)| deliveries::parse(k)).filter(|p| !gone.contains(p)).count();
             if remaining == 0 {
-                batch.delete(Cf::Hooks, KeyBuf::new().u64(seq).build());
+                batch.delete(Cf::Hooks, hooks::hook(seq));
             }
         }
         if !batch.is_empty() {

@@ -1,36 +1,21 @@
 //! The quarantine pen: hooks whose signature failed under
 //! `on_verify_failure: quarantine`, held durably (never delivered) until a
 //! replay job re-verifies and releases them, or an operator purges them.
-//! The pen never evicts: past its byte cap new entries are refused.
-//!
-//! | family | key | value |
-//! |---|---|---|
-//! | quarantine | `q` · len · tenant · len · source · id | the envelope |
-//! | counters | `n` · `pen_bytes` | bytes held |
+//! The pen never evicts: past its byte cap new entries are refused. Held
+//! hooks are keyed by tenant, source and id (`store::keys::quarantine`);
+//! the node counter `pen_bytes` counts their bytes.
 
 use super::envelope::Envelope;
 use super::{Queue, QueueError, counter_key};
-use crate::store::keys::{KeyBuf, KeyReader, prefix_end};
-use crate::store::{Batch, Cf, Durability, Scan, Store, WriteOp};
+use crate::store::keys::{self, prefix_end, quarantine};
+use crate::store::{Batch, Cf, Durability, Scan, WriteOp};
 
 /// Held hooks removed per synced batch by a purge.
 const PEN_PURGE_CHUNK: usize = 500;
 
-fn pen_prefix(tenant: Option<&str>, source: Option<&str>) -> Vec<u8> {
-    match (tenant, source) {
-        (Some(t), Some(s)) => KeyBuf::new().tag(b'q').short(t).short(s).build(),
-        (Some(t), None) => KeyBuf::new().tag(b'q').short(t).build(),
-        (None, _) => KeyBuf::new().tag(b'q').build(),
-    }
-}
-
 /// The pen's default byte cap.
 pub const DEFAULT_PEN_BYTES: u64 = 1 << 30;
 const PEN_BYTES: &str = "pen_bytes";
-
-fn pen_key(tenant: &str, source: &str, id: &str) -> Vec<u8> {
-    KeyBuf::new().tag(b'q').short(tenant).short(source).tail(id.as_bytes()).build()
-}
 
 /// A held hook, as listed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,7 +35,11 @@ impl Queue {
             return Err(QueueError::QuarantineFull);
         }
         let mut batch = Batch::new();
-        batch.put(Cf::Quarantine, pen_key(&envelope.tenant_id, &envelope.source_id, &envelope.id), envelope.encode());
+        batch.put(
+            Cf::Quarantine,
+            quarantine::held(&envelope.tenant_id, &envelope.source_id, &envelope.id),
+            envelope.encode(),
+        );
         batch.add_counter(counter_key(None, PEN_BYTES), size as i64);
         self.store.write(&batch, Durability::Synced).map_err(Into::into)
     }
@@ -75,8 +64,8 @@ impl Queue {
         after: Option<&[u8]>,
         limit: usize,
     ) -> Result<Vec<PenEntry>, QueueError> {
-        let prefix = pen_prefix(tenant, source);
-        let from = after.map_or_else(|| prefix.clone(), |k| [k, &[0]].concat());
+        let prefix = quarantine::prefix(tenant, source);
+        let from = after.map_or_else(|| prefix.clone(), keys::after);
         let rows =
             self.store.scan(&Scan { cf: Cf::Quarantine, from, to: prefix_end(&prefix), reverse: false, limit })?;
         rows.into_iter()
@@ -124,9 +113,7 @@ impl Queue {
     }
 }
 
-/// The tenant and source of a pen key.
-pub fn parse_pen_key(key: &[u8]) -> Option<(String, String)> {
-    let mut r = KeyReader::new(key);
-    (r.tag()? == b'q').then_some(())?;
-    Some((r.short()?.to_string(), r.short()?.to_string()))
+/// Whether `key` names a held hook (a listing's cursor).
+pub fn is_pen_key(key: &[u8]) -> bool {
+    quarantine::parse(key).is_some()
 }

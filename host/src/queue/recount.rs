@@ -10,10 +10,10 @@
 
 use std::collections::BTreeMap;
 
-use super::rows::{DeliveryRow, RowState, parse_row_key};
+use super::rows::{DeliveryRow, RowState};
 use super::{COUNTER_KINDS, Queue, QueueError, counter_key};
-use crate::store::keys::{KeyReader, prefix_end};
-use crate::store::{Batch, Cf, Durability, Scan, Store};
+use crate::store::keys::{self, counters, dedupe, deliveries, prefix_end};
+use crate::store::{Batch, Cf, Durability, Scan};
 
 const CHUNK: usize = 4096;
 
@@ -49,7 +49,7 @@ impl Queue {
         let mut tally = Tally::new();
         let mut report = Recount::default();
         self.walk(Cf::Deliveries, &[], |key, value| {
-            let (seq, sink) = parse_row_key(key).ok_or_else(|| QueueError::Corrupt("row key".into()))?;
+            let (seq, sink) = deliveries::parse(key).ok_or_else(|| QueueError::Corrupt("row key".into()))?;
             let row = DeliveryRow::decode(seq, sink, value)
                 .map_err(|e| QueueError::Corrupt(format!("row {seq}/{sink}: {e}")))?;
             let kinds: &[&'static str] = match row.state {
@@ -65,19 +65,15 @@ impl Queue {
             report.rows += 1;
             Ok(())
         })?;
-        self.walk(Cf::Dedupe, b"k", |key, _| {
-            let mut r = KeyReader::new(key);
-            r.tag();
-            let tenant = r.short().ok_or_else(|| QueueError::Corrupt("dedupe key".into()))?;
+        self.walk(Cf::Dedupe, &dedupe::entries(), |key, _| {
+            let tenant = dedupe::entry_tenant(key).ok_or_else(|| QueueError::Corrupt("dedupe key".into()))?;
             bump(&mut tally, tenant, "dedupe_keys", 1);
             report.dedupe_keys += 1;
             Ok(())
         })?;
         // Tenants with stored counters but no rows must read zero too.
-        self.walk(Cf::Counters, b"t", |key, _| {
-            let mut r = KeyReader::new(key);
-            r.tag();
-            if let Some(tenant) = r.short() {
+        self.walk(Cf::Counters, &counters::tenant_counters(), |key, _| {
+            if let Some(tenant) = counters::counter_tenant(key) {
                 for kind in COUNTER_KINDS {
                     tally.entry((Some(tenant.to_string()), kind)).or_default();
                 }
@@ -119,7 +115,7 @@ impl Queue {
                 visit(key, value)?;
             }
             match rows.last() {
-                Some((last, _)) if rows.len() == CHUNK => from = [last.as_slice(), &[0]].concat(),
+                Some((last, _)) if rows.len() == CHUNK => from = keys::after(last),
                 _ => return Ok(()),
             }
         }

@@ -3,23 +3,9 @@
 
 use super::codec::{CodecError, Reader, Writer};
 use crate::error_class::ErrorClass;
-use crate::store::keys::{KeyBuf, KeyReader};
+use crate::store::keys::{deliveries, index};
 
 const VERSION: u8 = 1;
-
-/// Index tags (see `store::keys`).
-pub const DUE: u8 = b'd';
-pub const INFLIGHT: u8 = b'i';
-pub const DEAD: u8 = b'x';
-pub const DEAD_BY_TENANT: u8 = b't';
-/// Every live row of a tenant, whatever its state (purges, erases, and
-/// per-tenant walks read this instead of the whole queue).
-pub const OWNER: u8 = b'o';
-
-/// The owner-index prefix of a tenant's rows.
-pub fn owner_prefix(tenant: &str) -> Vec<u8> {
-    KeyBuf::new().tag(OWNER).short(tenant).build()
-}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RowState {
@@ -84,40 +70,25 @@ pub struct DeliveryRow {
     pub state: RowState,
 }
 
-pub fn row_key(seq: u64, sink: u16) -> Vec<u8> {
-    KeyBuf::new().u64(seq).u16(sink).build()
-}
-
-pub fn parse_row_key(key: &[u8]) -> Option<(u64, u16)> {
-    let mut r = KeyReader::new(key);
-    Some((r.u64()?, r.u16()?))
-}
-
 impl DeliveryRow {
     pub fn key(&self) -> Vec<u8> {
-        row_key(self.seq, self.sink)
+        deliveries::row(self.seq, self.sink)
     }
 
     /// The row's entry in its tenant's owner index (kept in every state).
     pub fn owner_key(&self) -> Vec<u8> {
-        KeyBuf::new().tag(OWNER).short(&self.tenant).u64(self.seq).u16(self.sink).build()
+        index::owner(&self.tenant, self.seq, self.sink)
     }
 
     /// The index keys this row has in its current state: one state entry,
     /// plus the by-tenant entry for a dead row.
     pub fn index_keys(&self) -> Vec<Vec<u8>> {
         match &self.state {
-            RowState::Due { due_at } => vec![KeyBuf::new().tag(DUE).u64(*due_at).u64(self.seq).u16(self.sink).build()],
-            RowState::Inflight { .. } => vec![KeyBuf::new().tag(INFLIGHT).u64(self.seq).u16(self.sink).build()],
+            RowState::Due { due_at } => vec![index::due(*due_at, self.seq, self.sink)],
+            RowState::Inflight { .. } => vec![index::inflight(self.seq, self.sink)],
             RowState::Dead { dead_at, .. } => vec![
-                KeyBuf::new().tag(DEAD).u64(*dead_at).u64(self.seq).u16(self.sink).build(),
-                KeyBuf::new()
-                    .tag(DEAD_BY_TENANT)
-                    .short(&self.tenant)
-                    .u64(*dead_at)
-                    .u64(self.seq)
-                    .u16(self.sink)
-                    .build(),
+                index::dead(*dead_at, self.seq, self.sink),
+                index::dead_by_tenant(&self.tenant, *dead_at, self.seq, self.sink),
             ],
         }
     }
@@ -218,10 +189,10 @@ mod tests {
     #[test]
     fn each_state_has_its_own_index_entries() {
         assert_eq!(row(RowState::Due { due_at: 5 }).index_keys().len(), 1);
-        assert_eq!(row(RowState::Inflight { claimed_at: 5 }).index_keys()[0][0], INFLIGHT);
+        assert_eq!(row(RowState::Inflight { claimed_at: 5 }).index_keys()[0][0], index::INFLIGHT);
         let dead = row(RowState::Dead { dead_at: 5, reason: String::new(), class: None }).index_keys();
-        assert_eq!((dead.len(), dead[0][0], dead[1][0]), (2, DEAD, DEAD_BY_TENANT));
-        assert_eq!(parse_row_key(&row_key(7, 2)), Some((7, 2)));
+        assert_eq!((dead.len(), dead[0][0], dead[1][0]), (2, index::DEAD, index::DEAD_BY_TENANT));
+        assert_eq!(deliveries::parse(&row(RowState::Due { due_at: 5 }).key()), Some((7, 2)));
     }
 
     #[test]

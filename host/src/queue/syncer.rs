@@ -24,7 +24,7 @@ use std::time::Instant;
 use super::reply::Reply;
 use super::writer::{self, Kind, WriterStats};
 use super::{EntryOutcome, QueueError, Refusal};
-use crate::store::RocksStore;
+use crate::store::Store;
 
 /// One group's answers, held until a sync covers them.
 pub struct Unsynced {
@@ -42,7 +42,7 @@ pub struct Syncer {
 }
 
 impl Syncer {
-    pub fn spawn(store: Arc<RocksStore>, stats: Arc<WriterStats>) -> std::io::Result<Syncer> {
+    pub fn spawn(store: Arc<dyn Store>, stats: Arc<WriterStats>) -> std::io::Result<Syncer> {
         let (groups, rx) = channel();
         let worker = Worker { store, stats: stats.clone() };
         let thread = std::thread::Builder::new().name("ankusa-wal-sync".into()).spawn(move || worker.run(rx))?;
@@ -74,7 +74,7 @@ impl Drop for Syncer {
 }
 
 struct Worker {
-    store: Arc<RocksStore>,
+    store: Arc<dyn Store>,
     stats: Arc<WriterStats>,
 }
 

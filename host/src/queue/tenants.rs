@@ -5,30 +5,14 @@
 //! when it is forgotten (the last step of an erase). An erasing tenant gets
 //! no new hooks. Both sets live in the meta family and in memory; the
 //! writer is the only one that adds to them, so its check-then-add is
-//! exact.
-//!
-//! | family | key | value |
-//! |---|---|---|
-//! | meta | `T` · tenant | — (holds data) |
-//! | meta | `E` · tenant | — (erase running) |
+//! exact. (Their keys: `store::keys::meta`.)
 
 use std::collections::HashSet;
 use std::sync::Mutex;
 
 use super::QueueError;
-use crate::store::keys::{KeyBuf, KeyReader};
-use crate::store::{Cf, RocksStore, Scan, Store};
-
-const HOLDING: u8 = b'T';
-const ERASING: u8 = b'E';
-
-pub fn holding_key(tenant: &str) -> Vec<u8> {
-    KeyBuf::new().tag(HOLDING).tail(tenant.as_bytes()).build()
-}
-
-pub fn erasing_key(tenant: &str) -> Vec<u8> {
-    KeyBuf::new().tag(ERASING).tail(tenant.as_bytes()).build()
-}
+use crate::store::keys::meta;
+use crate::store::{Cf, Scan, Store};
 
 #[derive(Debug, Default)]
 struct Sets {
@@ -49,19 +33,19 @@ pub struct TenantBook {
 }
 
 impl TenantBook {
-    pub fn load(store: &RocksStore) -> Result<TenantBook, QueueError> {
-        let read = |tag: u8| -> Result<HashSet<String>, QueueError> {
-            let rows = store.scan(&Scan::prefix(Cf::Meta, &[tag], usize::MAX))?;
+    pub fn load(store: &dyn Store) -> Result<TenantBook, QueueError> {
+        let read = |prefix: Vec<u8>| -> Result<HashSet<String>, QueueError> {
+            let rows = store.scan(&Scan::prefix(Cf::Meta, &prefix, usize::MAX))?;
             rows.iter()
                 .map(|(key, _)| {
-                    let mut r = KeyReader::new(key);
-                    r.tag();
-                    String::from_utf8(r.rest().to_vec())
-                        .map_err(|_| QueueError::Corrupt(format!("tenant key {}", hex::encode(key))))
+                    meta::marked_tenant(key)
+                        .ok_or_else(|| QueueError::Corrupt(format!("tenant key {}", hex::encode(key))))
                 })
                 .collect()
         };
-        Ok(TenantBook { sets: Mutex::new(Sets { holding: read(HOLDING)?, erasing: read(ERASING)? }) })
+        Ok(TenantBook {
+            sets: Mutex::new(Sets { holding: read(meta::all_holding())?, erasing: read(meta::all_erasing())? }),
+        })
     }
 
     fn sets(&self) -> std::sync::MutexGuard<'_, Sets> {

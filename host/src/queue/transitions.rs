@@ -14,16 +14,16 @@
 //! They are written without fsync: losing one to power loss only makes a
 //! row be delivered again, which at-least-once delivery allows.
 
-use super::rows::{DeliveryRow, RowState, parse_row_key, row_key};
-use super::{Queue, QueueError, counter_key};
-use crate::error_class::ErrorClass;
-use crate::store::keys::{KeyBuf, KeyReader};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::store::{Batch, Cf, Durability, Scan, Store, WriteOp};
+use super::rows::{DeliveryRow, RowState};
+use super::{Queue, QueueError, counter_key};
+use crate::error_class::ErrorClass;
+use crate::store::keys::{self, counters, deliveries, hooks, index, prefix_end};
+use crate::store::{Batch, Cf, Durability, Scan, WriteOp};
 
-/// Reads (seq, sink) from an index key, after its prefix.
-type PositionOf = fn(&mut KeyReader<'_>) -> Option<(u64, u16)>;
+/// Reads (seq, sink) from an index key.
+type PositionOf = fn(&[u8]) -> Option<(u64, u16)>;
 
 /// What dispatch makes of a due row it is offered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,9 +82,7 @@ impl DueFloor {
             .ops()
             .iter()
             .filter_map(|op| match op {
-                WriteOp::Put { cf: Cf::Index, key, .. } if key.first() == Some(&super::rows::DUE) => {
-                    KeyReader::new(&key[1..]).u64()
-                }
+                WriteOp::Put { cf: Cf::Index, key, .. } => index::due_time(key),
                 _ => None,
             })
             .min();
@@ -122,7 +120,7 @@ impl Queue {
     }
 
     fn row(&self, seq: u64, sink: u16) -> Result<Option<DeliveryRow>, QueueError> {
-        let Some(bytes) = self.store.get(Cf::Deliveries, &super::rows::row_key(seq, sink))? else {
+        let Some(bytes) = self.store.get(Cf::Deliveries, &deliveries::row(seq, sink))? else {
             return Ok(None);
         };
         DeliveryRow::decode(seq, sink, &bytes)
@@ -172,10 +170,10 @@ impl Queue {
     ) -> Result<Vec<DeliveryRow>, QueueError> {
         let _serial = self.transitions.lock().unwrap_or_else(|e| e.into_inner());
         let start = self.due_floor.start();
-        let to = KeyBuf::new().tag(super::rows::DUE).u64(now_ms.saturating_add(1)).build();
+        let to = index::due_from(now_ms.saturating_add(1));
         let due = self.store.scan(&Scan {
             cf: Cf::Index,
-            from: KeyBuf::new().tag(super::rows::DUE).u64(start).build(),
+            from: index::due_from(start),
             to: Some(to),
             reverse: false,
             limit: examine.max(limit),
@@ -184,15 +182,9 @@ impl Queue {
         // (due_at, seq, sink) of each entry, read once.
         let entries: Vec<(u64, u64, u16)> = due
             .iter()
-            .map(|(key, _)| {
-                let mut r = KeyReader::new(&key[1..]);
-                match (r.u64(), r.u64(), r.u16()) {
-                    (Some(due_at), Some(seq), Some(sink)) => Ok((due_at, seq, sink)),
-                    _ => Err(QueueError::Corrupt("due index key".into())),
-                }
-            })
+            .map(|(key, _)| index::parse_due(key).ok_or_else(|| QueueError::Corrupt("due index key".into())))
             .collect::<Result<_, _>>()?;
-        let keys: Vec<Vec<u8>> = entries.iter().map(|(_, seq, sink)| row_key(*seq, *sink)).collect();
+        let keys: Vec<Vec<u8>> = entries.iter().map(|(_, seq, sink)| deliveries::row(*seq, *sink)).collect();
         let rows = self.store.multi_get(Cf::Deliveries, &keys)?;
         let mut batch = Batch::new();
         let mut claimed = Vec::new();
@@ -241,10 +233,10 @@ impl Queue {
         let Some(row) = self.row(seq, sink)? else { return Ok(()) };
         let mut batch = Batch::new();
         Self::move_row(&mut batch, &row, None);
-        let siblings = self.store.scan(&Scan::prefix(Cf::Deliveries, &KeyBuf::new().u64(seq).build(), 2))?;
-        let others = siblings.iter().filter(|(k, _)| parse_row_key(k) != Some((seq, sink))).count();
+        let siblings = self.store.scan(&Scan::prefix(Cf::Deliveries, &deliveries::of_hook(seq), 2))?;
+        let others = siblings.iter().filter(|(k, _)| deliveries::parse(k) != Some((seq, sink))).count();
         if others == 0 {
-            batch.delete(Cf::Hooks, KeyBuf::new().u64(seq).build());
+            batch.delete(Cf::Hooks, hooks::hook(seq));
         }
         self.write_rows(&batch, Durability::Buffered)
     }
@@ -267,10 +259,10 @@ impl Queue {
 
     /// When the earliest due row is due, if any row is.
     pub fn next_due_at(&self) -> Result<Option<u64>, QueueError> {
-        let from = KeyBuf::new().tag(super::rows::DUE).u64(self.due_floor.peek()).build();
-        let to = crate::store::keys::prefix_end(&[super::rows::DUE]);
+        let from = index::due_from(self.due_floor.peek());
+        let to = prefix_end(&[index::DUE]);
         let first = self.store.scan(&Scan { cf: Cf::Index, from, to, reverse: false, limit: 1 })?;
-        Ok(first.first().and_then(|(key, _)| KeyReader::new(&key[1..]).u64()))
+        Ok(first.first().and_then(|(key, _)| index::due_time(key)))
     }
 
     /// The row is given up on. A row a replay revived counts against that
@@ -286,7 +278,7 @@ impl Queue {
         let mut batch = Batch::new();
         Self::move_row(&mut batch, &row, Some(&next));
         if let Some(replay) = &row.replay_id {
-            batch.add_counter(replay_died_key(replay), 1);
+            batch.add_counter(counters::replay_died(replay), 1);
         }
         self.write_rows(&batch, Durability::Buffered)
     }
@@ -297,7 +289,7 @@ impl Queue {
     /// run twice moves nothing twice. Returns how many were revived.
     pub fn revive(&self, rows: &[(u64, u16)], replay_id: &str, now_ms: u64, extra: Batch) -> Result<usize, QueueError> {
         let _serial = self.transitions.lock().unwrap_or_else(|e| e.into_inner());
-        let keys: Vec<Vec<u8>> = rows.iter().map(|(seq, sink)| row_key(*seq, *sink)).collect();
+        let keys: Vec<Vec<u8>> = rows.iter().map(|(seq, sink)| deliveries::row(*seq, *sink)).collect();
         let mut batch = Batch::new();
         let mut revived = 0;
         for ((seq, sink), value) in rows.iter().zip(self.store.multi_get(Cf::Deliveries, &keys)?) {
@@ -327,7 +319,7 @@ impl Queue {
 
     /// Rows a replay revived that died again.
     pub fn replay_died(&self, replay_id: &str) -> Result<i64, QueueError> {
-        Ok(self.store.counter(&replay_died_key(replay_id))?)
+        Ok(self.store.counter(&counters::replay_died(replay_id))?)
     }
 
     fn transition(
@@ -348,23 +340,22 @@ impl Queue {
     pub fn recover_inflight(&self, now_ms: u64) -> Result<usize, QueueError> {
         const CHUNK: usize = 4096;
         let _serial = self.transitions.lock().unwrap_or_else(|e| e.into_inner());
-        let prefix = [super::rows::INFLIGHT];
+        let prefix = [index::INFLIGHT];
         let mut from = prefix.to_vec();
         let mut recovered = 0;
         loop {
             // Resume past the last key: rescanning from the prefix would
             // walk every tombstone the earlier chunks left.
-            let to = crate::store::keys::prefix_end(&prefix);
+            let to = prefix_end(&prefix);
             let inflight = self.store.scan(&Scan { cf: Cf::Index, from, to, reverse: false, limit: CHUNK })?;
             let positions: Vec<(u64, u16)> = inflight
                 .iter()
                 .map(|(key, _)| {
-                    let mut r = KeyReader::new(&key[1..]);
-                    r.u64().zip(r.u16()).ok_or_else(|| QueueError::Corrupt("inflight index key".into()))
+                    index::parse_inflight(key).ok_or_else(|| QueueError::Corrupt("inflight index key".into()))
                 })
                 .collect::<Result<_, _>>()?;
-            let keys: Vec<Vec<u8>> = positions.iter().map(|(seq, sink)| row_key(*seq, *sink)).collect();
-            let rows = self.store.multi_get(Cf::Deliveries, &keys)?;
+            let row_keys: Vec<Vec<u8>> = positions.iter().map(|(seq, sink)| deliveries::row(*seq, *sink)).collect();
+            let rows = self.store.multi_get(Cf::Deliveries, &row_keys)?;
             let mut batch = Batch::new();
             for (((seq, sink), value), (index_key, _)) in positions.iter().zip(rows).zip(&inflight) {
                 match value {
@@ -385,7 +376,7 @@ impl Queue {
             let durability = if last { Durability::Synced } else { Durability::Buffered };
             self.write_rows(&batch, durability)?;
             match inflight.last() {
-                Some((key, _)) if !last => from = [key.as_slice(), &[0]].concat(),
+                Some((key, _)) if !last => from = keys::after(key),
                 _ => return Ok(recovered),
             }
         }
@@ -416,28 +407,28 @@ impl Queue {
             }
         };
         let walks: Vec<(Vec<u8>, PositionOf)> = match tenant {
-            Some(t) => vec![(super::rows::owner_prefix(t), |r| r.u64().zip(r.u16()))],
+            Some(t) => vec![(index::owner_prefix(t), index::parse_owner)],
             None => vec![
-                (vec![super::rows::DUE], |r| r.u64().and_then(|_| r.u64().zip(r.u16()))),
-                (vec![super::rows::INFLIGHT], |r| r.u64().zip(r.u16())),
+                (vec![index::DUE], |key| index::parse_due(key).map(|(_, seq, sink)| (seq, sink))),
+                (vec![index::INFLIGHT], index::parse_inflight),
             ],
         };
         for (prefix, position) in walks {
             let mut from = prefix.clone();
             loop {
-                let keys = self.store.scan(&Scan {
+                let found = self.store.scan(&Scan {
                     cf: Cf::Index,
                     from: from.clone(),
-                    to: crate::store::keys::prefix_end(&prefix),
+                    to: prefix_end(&prefix),
                     reverse: false,
                     limit: WALK_CHUNK,
                 })?;
-                let positions: Vec<(u64, u16)> = keys
+                let positions: Vec<(u64, u16)> = found
                     .iter()
-                    .map(|(k, _)| position(&mut KeyReader::new(&k[prefix.len()..])))
+                    .map(|(k, _)| position(k))
                     .collect::<Option<_>>()
                     .ok_or_else(|| QueueError::Corrupt("index key".into()))?;
-                let row_keys: Vec<Vec<u8>> = positions.iter().map(|(seq, sink)| row_key(*seq, *sink)).collect();
+                let row_keys: Vec<Vec<u8>> = positions.iter().map(|(seq, sink)| deliveries::row(*seq, *sink)).collect();
                 for ((seq, sink), value) in positions.iter().zip(self.store.multi_get(Cf::Deliveries, &row_keys)?) {
                     if let Some(bytes) = value {
                         let row = DeliveryRow::decode(*seq, *sink, &bytes)
@@ -445,8 +436,8 @@ impl Queue {
                         tally(&row);
                     }
                 }
-                match keys.last() {
-                    Some((last, _)) if keys.len() == WALK_CHUNK => from = [last.as_slice(), &[0]].concat(),
+                match found.last() {
+                    Some((last, _)) if found.len() == WALK_CHUNK => from = keys::after(last),
                     _ => break,
                 }
             }
@@ -458,11 +449,6 @@ impl Queue {
     pub fn dead_for_tenant(&self, tenant: &str) -> Result<i64, QueueError> {
         self.counter(Some(tenant), "dead")
     }
-}
-
-/// The counter of a replay's revived rows that died again.
-fn replay_died_key(replay_id: &str) -> Vec<u8> {
-    KeyBuf::new().tag(b'r').tail(replay_id.as_bytes()).build()
 }
 
 /// Count `row` in (`sign` 1) or out of (-1) the counters of its state.

@@ -22,16 +22,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::dedupe::{self, Freshness, Original, Recent};
+use super::dedupe::{Freshness, Original, Recent};
 use super::envelope::Envelope;
 use super::reply::Reply;
 use super::rows::{DeliveryRow, RowState};
 use super::syncer::{Syncer, Unsynced};
-use super::tenants::{TenantBook, TenantRefusal, erasing_key, holding_key};
+use super::tenants::{TenantBook, TenantRefusal};
 use super::{COUNTER_KINDS, EntryOutcome, QueueError, Refusal, counter_key};
 use crate::intake::IntakeLog;
-use crate::store::keys::KeyBuf;
-use crate::store::{Batch, Cf, Durability, RocksStore, Scan, Store};
+use crate::store::keys::{archive, dedupe, hooks, index, meta};
+use crate::store::{Batch, Cf, Durability, Scan, Store};
 
 /// How long a dedupe key stays live.
 pub const DEFAULT_DEDUPE_TTL_MS: u64 = 72 * 3600 * 1000;
@@ -150,11 +150,11 @@ pub struct Spawned {
 
 pub struct WriterParts {
     pub due_floor: Arc<super::transitions::DueFloor>,
-    pub store: Arc<RocksStore>,
+    pub store: Arc<dyn Store>,
     pub next_seq: u64,
     pub limits: Limits,
     pub tenants: Arc<TenantBook>,
-    pub intake: Option<IntakeLog>,
+    pub intake: Option<Box<dyn IntakeLog>>,
 }
 
 impl WriterStats {
@@ -187,7 +187,7 @@ pub fn spawn(parts: WriterParts) -> Result<Spawned, QueueError> {
         Some(_) => None,
         None => Some(
             Syncer::spawn(parts.store.clone(), stats.clone())
-                .map_err(|e| QueueError::Store(format!("cannot start the WAL sync thread: {e}")))?,
+                .map_err(|e| QueueError::Os(format!("cannot start the WAL sync thread: {e}")))?,
         ),
     };
     let writer = Writer {
@@ -208,7 +208,7 @@ pub fn spawn(parts: WriterParts) -> Result<Spawned, QueueError> {
     let thread = std::thread::Builder::new()
         .name("ankusa-writer".into())
         .spawn(move || writer.run(rx))
-        .map_err(|e| QueueError::Store(format!("cannot start the writer thread: {e}")))?;
+        .map_err(|e| QueueError::Os(format!("cannot start the writer thread: {e}")))?;
     Ok(Spawned { messages, stats, thread })
 }
 
@@ -218,7 +218,7 @@ struct Writer {
     checkpointing: Arc<std::sync::atomic::AtomicBool>,
     checkpoint_thread: Option<std::thread::JoinHandle<()>>,
     due_floor: Arc<super::transitions::DueFloor>,
-    store: Arc<RocksStore>,
+    store: Arc<dyn Store>,
     next_seq: u64,
     limits: Limits,
     tenants: Arc<TenantBook>,
@@ -228,7 +228,7 @@ struct Writer {
     node_keys: i64,
     tenant_keys: HashMap<String, i64>,
     stats: Arc<WriterStats>,
-    intake: Option<Arc<std::sync::Mutex<IntakeLog>>>,
+    intake: Option<Arc<std::sync::Mutex<Box<dyn IntakeLog>>>>,
     /// Holds the answers of unsynced groups (`disk` mode).
     syncer: Option<Syncer>,
 }
@@ -240,7 +240,7 @@ struct Written {
     hooks: u64,
 }
 
-fn lock(intake: &std::sync::Mutex<IntakeLog>) -> std::sync::MutexGuard<'_, IntakeLog> {
+fn lock(intake: &std::sync::Mutex<Box<dyn IntakeLog>>) -> std::sync::MutexGuard<'_, Box<dyn IntakeLog>> {
     intake.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -427,7 +427,7 @@ impl Writer {
         for call in calls.iter().filter(|c| c.kind != Kind::Redrive) {
             for entry in &call.entries {
                 if let Some(stored) = &entry.dedupe {
-                    let key = dedupe::key(&entry.envelope.tenant_id, &entry.envelope.source_id, stored);
+                    let key = dedupe::entry(&entry.envelope.tenant_id, &entry.envelope.source_id, stored);
                     if self.recent.freshness(&key, call.prefetch_epoch) == Freshness::Unknown {
                         keys.push(key);
                     }
@@ -484,7 +484,7 @@ impl Writer {
         }
         group.seal_counters();
         if group.hooks > 0 {
-            group.batch.put(Cf::Meta, RocksStore::seq_marker_key().to_vec(), group.next_seq.to_be_bytes().to_vec());
+            group.batch.put(Cf::Meta, meta::NEXT_SEQ.to_vec(), group.next_seq.to_be_bytes().to_vec());
         }
         // Seqs handed out are never handed out again, whatever happens to
         // this write: the intake log may hold them even if the store does not.
@@ -524,7 +524,9 @@ impl Writer {
             Err(TenantRefusal::Limit) => return Ok(EntryOutcome::Refused(Refusal::TenantLimit)),
         };
         let dedupe_key = match (&entry.dedupe, call.kind) {
-            (Some(stored), Kind::Enqueue | Kind::Release) => Some(dedupe::key(&env.tenant_id, &env.source_id, stored)),
+            (Some(stored), Kind::Enqueue | Kind::Release) => {
+                Some(dedupe::entry(&env.tenant_id, &env.source_id, stored))
+            }
             _ => None,
         };
         if let Some(key) = &dedupe_key {
@@ -537,7 +539,7 @@ impl Writer {
                 },
             };
             if let Some(original) = original.filter(|o| o.expires_at > call.now_ms) {
-                return Ok(EntryOutcome::Duplicate(original_envelope(&self.store, &original, env)?));
+                return Ok(EntryOutcome::Duplicate(original_envelope(self.store.as_ref(), &original, env)?));
             }
             if self.over_dedupe_quota(&env.tenant_id, group)? {
                 return Ok(EntryOutcome::Refused(Refusal::DedupeQuota));
@@ -549,9 +551,9 @@ impl Writer {
         group.hooks += 1;
         let batch = &mut group.batch;
         if self.limits.archive && call.kind != Kind::Redrive {
-            batch.put(Cf::Archive, super::archive_key(&env.tenant_id, env.received_at, &env.id), entry.encoded.clone());
+            batch.put(Cf::Archive, archive::archived(&env.tenant_id, env.received_at, &env.id), entry.encoded.clone());
         }
-        batch.put(Cf::Hooks, KeyBuf::new().u64(seq).build(), std::mem::take(&mut entry.encoded));
+        batch.put(Cf::Hooks, hooks::hook(seq), std::mem::take(&mut entry.encoded));
         for (index, component) in &entry.sinks {
             let row = DeliveryRow {
                 seq,
@@ -582,14 +584,14 @@ impl Writer {
             let expires_at = call.now_ms + self.limits.dedupe_ttl_ms;
             let original = Original { seq, expires_at, id: env.id.clone() };
             batch.put(Cf::Dedupe, key.clone(), original.encode());
-            batch.put(Cf::Dedupe, dedupe::expiry_key(expires_at, &env.tenant_id, &env.source_id, stored), Vec::new());
+            batch.put(Cf::Dedupe, dedupe::expiry(expires_at, &env.tenant_id, &env.source_id, stored), Vec::new());
             deltas.dedupe_keys += 1;
             group.live.insert(key.clone(), group.new_keys.len());
             group.new_keys.push((key, original, env.tenant_id.clone()));
             *group.keys_by_tenant.entry(env.tenant_id.clone()).or_default() += 1;
         }
         if joins {
-            group.batch.put(Cf::Meta, holding_key(&env.tenant_id), Vec::new());
+            group.batch.put(Cf::Meta, meta::holding(&env.tenant_id), Vec::new());
             group.joining.push(env.tenant_id.clone());
         }
         Ok(EntryOutcome::Committed(Envelope { seq, ..std::mem::take(&mut entry.envelope) }))
@@ -687,7 +689,7 @@ impl Writer {
     /// its own, so commits do not wait for the flush.
     fn checkpoint(&mut self) {
         let Some(intake) = &self.intake else { return };
-        if self.checkpointing.load(Ordering::Acquire) || lock(intake).closed_segments() == 0 {
+        if self.checkpointing.load(Ordering::Acquire) || !lock(intake).wants_checkpoint() {
             return;
         }
         if let Some(done) = self.checkpoint_thread.take() {
@@ -721,27 +723,27 @@ impl Writer {
     }
 
     fn sweep(&mut self, now_ms: u64, limit: usize) -> Result<usize, QueueError> {
-        let to = KeyBuf::new().tag(b'e').u64(now_ms.saturating_add(1)).build();
-        let expired =
-            self.store.scan(&Scan { cf: Cf::Dedupe, from: vec![b'e'], to: Some(to), reverse: false, limit })?;
-        let parsed: Vec<_> = expired.iter().filter_map(|(k, _)| dedupe::parse_expiry_key(k).map(|p| (k, p))).collect();
-        let keys: Vec<Vec<u8>> = parsed.iter().map(|(_, (_, t, s, k))| dedupe::key(t, s, k)).collect();
+        let to = dedupe::expiry_from(now_ms.saturating_add(1));
+        let from = dedupe::expiries();
+        let expired = self.store.scan(&Scan { cf: Cf::Dedupe, from, to: Some(to), reverse: false, limit })?;
+        let parsed: Vec<_> = expired.iter().filter_map(|(k, _)| dedupe::parse_expiry(k).map(|p| (k, p))).collect();
+        let keys: Vec<Vec<u8>> = parsed.iter().map(|(_, expiry)| expiry.entry()).collect();
         let values = self.store.multi_get(Cf::Dedupe, &keys)?;
         let mut batch = Batch::new();
         let mut removed = 0;
-        for (((expiry, (expires_at, tenant, _, _)), key), value) in parsed.iter().zip(keys).zip(values) {
-            batch.delete(Cf::Dedupe, expiry.to_vec());
+        for (((key_of_expiry, expiry), key), value) in parsed.iter().zip(keys).zip(values) {
+            batch.delete(Cf::Dedupe, key_of_expiry.to_vec());
             // The key may have been taken again since (a new hook after the
             // old one expired): that one is not ours to delete.
-            if value.and_then(|v| Original::decode(&v).ok()).is_some_and(|o| o.expires_at == *expires_at) {
+            if value.and_then(|v| Original::decode(&v).ok()).is_some_and(|o| o.expires_at == expiry.expires_at) {
                 batch.delete(Cf::Dedupe, key);
                 batch.add_counter(counter_key(None, "dedupe_keys"), -1);
-                batch.add_counter(counter_key(Some(tenant), "dedupe_keys"), -1);
+                batch.add_counter(counter_key(Some(&expiry.tenant), "dedupe_keys"), -1);
                 removed += 1;
             }
         }
         for (key, _) in &expired {
-            if dedupe::parse_expiry_key(key).is_none() {
+            if dedupe::parse_expiry(key).is_none() {
                 tracing::warn!(key = hex::encode(key), "malformed dedupe expiry key; dropped");
                 batch.delete(Cf::Dedupe, key.clone());
             }
@@ -751,8 +753,8 @@ impl Writer {
         }
         self.store.write(&batch, Durability::Synced)?;
         self.node_keys -= removed as i64;
-        for (_, (_, tenant, _, _)) in &parsed {
-            self.tenant_keys.remove(tenant);
+        for (_, expiry) in &parsed {
+            self.tenant_keys.remove(&expiry.tenant);
         }
         Ok(removed)
     }
@@ -760,9 +762,9 @@ impl Writer {
     fn set_erasing(&mut self, tenant: &str, erasing: bool) -> Result<(), QueueError> {
         let mut batch = Batch::new();
         if erasing {
-            batch.put(Cf::Meta, erasing_key(tenant), Vec::new());
+            batch.put(Cf::Meta, meta::erasing(tenant), Vec::new());
         } else {
-            batch.delete(Cf::Meta, erasing_key(tenant));
+            batch.delete(Cf::Meta, meta::erasing(tenant));
         }
         self.store.write(&batch, Durability::Synced)?;
         self.tenants.set_erasing(tenant, erasing);
@@ -770,11 +772,11 @@ impl Writer {
     }
 
     fn forget(&mut self, tenant: &str) -> Result<u64, QueueError> {
-        let owned = self.store.scan(&Scan::prefix(Cf::Index, &super::rows::owner_prefix(tenant), 1))?;
+        let owned = self.store.scan(&Scan::prefix(Cf::Index, &index::owner_prefix(tenant), 1))?;
         if !owned.is_empty() {
             return Err(QueueError::TenantHasRows(tenant.to_string()));
         }
-        let prefix = KeyBuf::new().tag(b'k').short(tenant).build();
+        let prefix = dedupe::entries_of(tenant);
         let mut removed = 0u64;
         loop {
             let keys = self.store.scan(&Scan::prefix(Cf::Dedupe, &prefix, CHUNK))?;
@@ -795,7 +797,7 @@ impl Writer {
         for kind in COUNTER_KINDS {
             batch.delete(Cf::Counters, counter_key(Some(tenant), kind));
         }
-        batch.delete(Cf::Meta, holding_key(tenant));
+        batch.delete(Cf::Meta, meta::holding(tenant));
         self.store.write(&batch, Durability::Synced)?;
         self.tenants.forget(tenant);
         self.tenant_keys.remove(tenant);
@@ -839,8 +841,8 @@ pub(super) fn refuse(
 
 /// The envelope a duplicate answers with: the original hook if it is still
 /// stored, else what the dedupe entry remembers of it (id and seq).
-fn original_envelope(store: &RocksStore, original: &Original, incoming: &Envelope) -> Result<Envelope, QueueError> {
-    if let Some(bytes) = store.get(Cf::Hooks, &KeyBuf::new().u64(original.seq).build())? {
+fn original_envelope(store: &dyn Store, original: &Original, incoming: &Envelope) -> Result<Envelope, QueueError> {
+    if let Some(bytes) = store.get(Cf::Hooks, &hooks::hook(original.seq))? {
         if let Ok(envelope) = Envelope::decode(original.seq, &bytes) {
             return Ok(envelope);
         }

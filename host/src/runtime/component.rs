@@ -7,7 +7,7 @@ use wasmtime::component::{Component, Linker};
 use super::bindings::{SINK_INTERFACE, SinkWorldPre, WIT_VERSION};
 use super::cache::Compiled;
 use super::error::ComponentError;
-use super::instance::InstanceState;
+use super::state::InstanceState;
 
 /// What a component imports and exports, for `ankusa sink inspect`.
 #[derive(Clone, Debug, serde::Serialize)]

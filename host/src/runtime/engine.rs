@@ -9,12 +9,12 @@
 
 use std::time::Duration;
 
-use wasmtime::component::{HasSelf, Linker};
+use wasmtime::component::Linker;
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
-use super::bindings::ankusa;
+use super::capability;
 use super::error::RuntimeError;
-use super::instance::InstanceState;
+use super::state::InstanceState;
 
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
@@ -74,15 +74,12 @@ fn spawn_epoch_ticker(engine: &Engine, tick: Duration) -> Result<(), RuntimeErro
         .map_err(|e| RuntimeError::Engine(format!("cannot start the epoch ticker: {e}")))
 }
 
-/// The linker every sink is checked and instantiated against: WASI p2 (with
-/// no ambient authority granted by the store), gated `wasi:http`, and the
-/// `ankusa:sink` host interfaces.
+/// The linker every sink is checked and instantiated against: the imports
+/// of every capability.
 pub fn build_linker(engine: &Engine) -> Result<Linker<InstanceState>, RuntimeError> {
     let mut linker = Linker::new(engine);
-    let link = |e: wasmtime::Error| RuntimeError::Engine(format!("linking host interfaces: {e:#}"));
-    wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(link)?;
-    wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(link)?;
-    ankusa::sink::log::add_to_linker::<_, HasSelf<InstanceState>>(&mut linker, |s| s).map_err(link)?;
-    ankusa::sink::delivery::add_to_linker::<_, HasSelf<InstanceState>>(&mut linker, |s| s).map_err(link)?;
+    for capability in capability::ALL {
+        capability.link(&mut linker).map_err(|e| RuntimeError::Engine(format!("linking host interfaces: {e:#}")))?;
+    }
     Ok(linker)
 }

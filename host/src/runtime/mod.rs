@@ -7,10 +7,12 @@
 //! - `cache`: compile once, `.cwasm` on disk keyed by engine and sha256;
 //! - `component`: the world check and the `InstancePre` of a component;
 //! - `pool`: warm instances per configured sink, retired on trouble;
-//! - `instance`: what a store carries, with no ambient authority;
-//! - capabilities: `log`, `http` (gated `wasi:http`), sockets (gated inside
-//!   `instance`), `clock` (controllable, for tests);
-//! - `egress`: the allow-list and address policy the capabilities consume;
+//! - `instance`: what a store carries, and how a fresh one is set up;
+//! - [`capability`]: what a sink may use, one module each with the same
+//!   three steps (link, per-sink state, per-instance state): the WASI
+//!   sandbox, `log`, `clocks`, `filesystem`, `http` egress, `sockets`;
+//! - `egress`: the allow-list and address policy the network capabilities
+//!   consume;
 //! - `outcome`: what an attempt came to, in the host's error classes.
 //!
 //! Invariant: a guest can never take the node down. Traps, deadlines, memory
@@ -23,18 +25,17 @@
 mod bindings;
 pub mod builtin;
 mod cache;
-pub mod clock;
+pub mod capability;
 mod component;
 pub mod egress;
 mod engine;
 mod error;
-pub mod http;
 mod instance;
 pub mod labels;
-pub mod log;
 pub mod outcome;
 mod pool;
 mod sink;
+mod state;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -44,6 +45,7 @@ use wasmtime::Engine;
 use wasmtime::component::Linker;
 
 pub use bindings::{Hook, Level as LogLevel, WIT_VERSION};
+pub use capability::{clocks as clock, http, log};
 pub use component::ComponentInfo;
 pub use engine::EngineConfig;
 pub use error::{ComponentError, LoadError, RuntimeError};
@@ -53,12 +55,13 @@ pub use pool::PoolSnapshot;
 pub use sink::{ComponentSource, Sink, SinkLimits, SinkSpec};
 
 use self::cache::{Compiled, ComponentCache};
+use self::capability::SinkContext;
 use self::component::SinkComponent;
 use self::egress::EgressPolicy;
-use self::http::HttpEgress;
-use self::instance::{InstanceState, StoreFactory};
+use self::instance::StoreFactory;
 use self::log::LogChannel;
 use self::pool::{InstancePool, StartError};
+use self::state::InstanceState;
 
 struct Prepared {
     compiled: Compiled,
@@ -148,30 +151,28 @@ impl Runtime {
                 ),
             });
         }
-        if let Some(path) = &spec.directory {
-            let reason = match std::fs::metadata(path) {
-                Ok(meta) if meta.is_dir() => None,
-                Ok(_) => Some("not a directory".to_string()),
-                Err(e) => Some(e.to_string()),
-            };
-            if let Some(reason) = reason {
-                return Err(LoadError::Directory { label, path: path.clone(), reason });
-            }
-        }
         let policy = EgressPolicy::new(&spec.allow, &spec.allow_networks)
             .map(Arc::new)
             .map_err(|source| LoadError::Policy { label: label.clone(), source })?;
         let options = serde_json::to_string(&spec.options)
             .map_err(|source| LoadError::OptionsJson { label: label.clone(), source })?;
         let log = LogChannel::new(label.clone(), limits.log_rate, spec.capture_logs);
-        let factory = StoreFactory {
-            engine: self.engine.clone(),
-            egress: HttpEgress::new(policy.clone(), limits.http, spec.upstream.clone(), self.tls.clone()),
+        let context = SinkContext {
+            label: label.clone(),
+            directory: spec.directory.clone(),
+            clock: spec.clock.clone(),
+            http_limits: limits.http,
+            upstream: spec.upstream.clone(),
             policy,
             log: log.clone(),
+            tls: self.tls.clone(),
+        };
+        let capabilities = capability::ALL.iter().map(|c| c.for_sink(&context)).collect::<Result<Vec<_>, _>>()?;
+        let factory = StoreFactory {
+            engine: self.engine.clone(),
+            capabilities,
+            log: log.clone(),
             memory_bytes: limits.memory_bytes,
-            clock: spec.clock.clone(),
-            directory: spec.directory.clone(),
         };
         let pre = prepared.component.pre.clone();
         let pool = InstancePool::new(pre, factory, options, limits.concurrency, limits.max_uses);

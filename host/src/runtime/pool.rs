@@ -15,8 +15,9 @@ use tokio::sync::Semaphore;
 use wasmtime::Store;
 
 use super::bindings::{self, Hook, SinkWorld, SinkWorldPre};
-use super::instance::{InstanceState, StoreFactory};
+use super::instance::StoreFactory;
 use super::outcome::{Failure, Outcome};
+use super::state::InstanceState;
 use crate::error_class::ErrorClass;
 
 /// Counters of one pool, for metrics and tests.

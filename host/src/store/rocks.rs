@@ -23,7 +23,6 @@ use rocksdb::{
 
 use super::{Batch, Cf, Durability, KeyValue, Scan, Store, StoreError, StoreStats, WriteOp};
 
-const META_NEXT_SEQ: &[u8] = b"next_seq";
 /// Live WAL at most, by default, before the oldest file's families are
 /// flushed.
 pub const DEFAULT_WAL_MAX_BYTES: u64 = 128 << 20;
@@ -178,43 +177,8 @@ impl RocksStore {
         &self.path
     }
 
-    /// Did this open create a new, empty store?
-    pub fn created(&self) -> bool {
-        self.created
-    }
-
     fn cf(&self, cf: Cf) -> Result<&ColumnFamily, StoreError> {
         self.db.cf_handle(cf.name()).ok_or(StoreError::MissingCf(cf.name()))
-    }
-
-    /// The persisted seq marker (see the queue's seq recovery).
-    pub fn seq_marker(&self) -> Result<Option<u64>, StoreError> {
-        self.get(Cf::Meta, META_NEXT_SEQ)?
-            .map(|v| <[u8; 8]>::try_from(v.as_slice()).map(u64::from_be_bytes))
-            .transpose()
-            .map_err(|_| StoreError::Io { what: "read of the seq marker", reason: "not an 8-byte integer".into() })
-    }
-
-    pub fn seq_marker_key() -> &'static [u8] {
-        META_NEXT_SEQ
-    }
-
-    /// fsync the WAL: every write made before this call, buffered or not,
-    /// survives power loss once it returns `Ok`.
-    pub fn sync_wal(&self) -> Result<(), StoreError> {
-        if self.faults.as_ref().is_some_and(|f| f.fail_syncs.load(Ordering::Relaxed)) {
-            return Err(StoreError::Io { what: "WAL sync", reason: "injected I/O error".into() });
-        }
-        self.db.flush_wal(true).map_err(io("WAL sync"))
-    }
-
-    /// Flush every family's memtables to SST files and wait: after this,
-    /// nothing committed so far depends on the store's own WAL.
-    pub fn flush(&self) -> Result<(), StoreError> {
-        let handles = Cf::ALL.iter().map(|cf| self.cf(*cf)).collect::<Result<Vec<_>, _>>()?;
-        let mut opts = rocksdb::FlushOptions::default();
-        opts.set_wait(true);
-        self.db.flush_cfs_opt(&handles, &opts).map_err(io("flush"))
     }
 
     fn property(&self, cf: Cf, name: &str) -> Result<u64, StoreError> {
@@ -335,12 +299,36 @@ impl Store for RocksStore {
             disk_bytes,
         })
     }
+
+    fn sync_wal(&self) -> Result<(), StoreError> {
+        if self.faults.as_ref().is_some_and(|f| f.fail_syncs.load(Ordering::Relaxed)) {
+            return Err(StoreError::Io { what: "WAL sync", reason: "injected I/O error".into() });
+        }
+        self.db.flush_wal(true).map_err(io("WAL sync"))
+    }
+
+    /// Flush every family's memtables to SST files and wait: after this,
+    /// nothing committed so far depends on the store's own WAL.
+    fn flush(&self) -> Result<(), StoreError> {
+        let handles = Cf::ALL.iter().map(|cf| self.cf(*cf)).collect::<Result<Vec<_>, _>>()?;
+        let mut opts = rocksdb::FlushOptions::default();
+        opts.set_wait(true);
+        self.db.flush_cfs_opt(&handles, &opts).map_err(io("flush"))
+    }
+
+    fn created(&self) -> bool {
+        self.created
+    }
+
+    fn location(&self) -> String {
+        self.path.display().to_string()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::keys::KeyBuf;
+    use crate::store::keys::{hooks, index};
 
     fn open(dir: &Path) -> RocksStore {
         RocksStore::open(&StoreOptions::new(dir)).expect("open the store")
@@ -352,14 +340,14 @@ mod tests {
         {
             let store = open(dir.path());
             let mut batch = Batch::new();
-            batch.put(Cf::Hooks, KeyBuf::new().u64(7).build(), b"hook seven".to_vec());
-            batch.put(Cf::Hooks, KeyBuf::new().u64(9).build(), vec![b'x'; 10_000]);
+            batch.put(Cf::Hooks, hooks::hook(7), b"hook seven".to_vec());
+            batch.put(Cf::Hooks, hooks::hook(9), vec![b'x'; 10_000]);
             store.write(&batch, Durability::Synced).expect("write");
         }
         let store = open(dir.path());
-        assert_eq!(store.get(Cf::Hooks, &KeyBuf::new().u64(7).build()).expect("read"), Some(b"hook seven".to_vec()));
-        assert_eq!(store.last_key(Cf::Hooks).expect("last"), Some(KeyBuf::new().u64(9).build()));
-        let big = store.get(Cf::Hooks, &KeyBuf::new().u64(9).build()).expect("read").expect("present");
+        assert_eq!(store.get(Cf::Hooks, &hooks::hook(7)).expect("read"), Some(b"hook seven".to_vec()));
+        assert_eq!(store.last_key(Cf::Hooks).expect("last"), Some(hooks::hook(9)));
+        let big = store.get(Cf::Hooks, &hooks::hook(9)).expect("read").expect("present");
         assert_eq!(big.len(), 10_000, "a blob-file value reads back whole");
     }
 
@@ -408,7 +396,7 @@ mod tests {
         // apply in the order they were added.
         let dir = tempfile::tempdir().expect("temp dir");
         let store = open(dir.path());
-        let key = |n: u64| KeyBuf::new().tag(b'k').u64(n).build();
+        let key = |n: u64| index::due(n, n, 0);
         let mut batch = Batch::new();
         batch.put(Cf::Index, key(2), b"first".to_vec());
         batch.put(Cf::Index, key(1), b"kept".to_vec());
@@ -428,9 +416,9 @@ mod tests {
         let store = open(dir.path());
         let mut batch = Batch::new();
         for n in 0..10u64 {
-            batch.put(Cf::Index, KeyBuf::new().tag(b'd').u64(n).build(), Vec::new());
+            batch.put(Cf::Index, index::due(n, n, 0), Vec::new());
         }
-        batch.put(Cf::Index, KeyBuf::new().tag(b'x').u64(1).build(), Vec::new());
+        batch.put(Cf::Index, index::dead(1, 1, 0), Vec::new());
         store.write(&batch, Durability::Synced).expect("write");
         let due = store.scan(&Scan::prefix(Cf::Index, b"d", 100)).expect("scan");
         assert_eq!(due.len(), 10);
@@ -488,7 +476,7 @@ mod tests {
         for round in 0..5u64 {
             let mut batch = Batch::new();
             for i in 0..100u64 {
-                batch.put(Cf::Deliveries, KeyBuf::new().u64(i).build(), round.to_be_bytes().to_vec());
+                batch.put(Cf::Deliveries, hooks::hook(i), round.to_be_bytes().to_vec());
             }
             store.write(&batch, Durability::Buffered).expect("write");
             store.flush().expect("flush");

@@ -12,7 +12,7 @@
 //! 5. its dedupe keys and counters (`forget_tenant`), and the mark is
 //!    lifted.
 //!
-//! The job's record (jobs family, `e` · tenant) is rewritten after every
+//! The job's record (an erase record of the tenant) is rewritten after every
 //! step, so progress is visible and a crash resumes the job at boot: every
 //! step is idempotent, so repeating the one that was cut short is safe.
 
@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::queue::{PurgeKinds, Queue, QueueError, now_ms};
 use crate::source::{LiveDirectory, Origin};
-use crate::store::keys::KeyBuf;
+use crate::store::keys::records::{RecordKey, RecordKind};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -62,22 +62,17 @@ pub struct Erase {
     pub error: Option<String>,
 }
 
-fn erase_key(tenant: &str) -> Vec<u8> {
-    KeyBuf::new().tag(b'e').tail(tenant.as_bytes()).build()
+fn erase_key(tenant: &str) -> RecordKey {
+    RecordKey::Erase { tenant: tenant.to_string() }
 }
 
 fn save(queue: &Queue, erase: &Erase) -> Result<(), QueueError> {
-    super::put_json(queue, erase_key(&erase.tenant), erase)
+    queue.put_record(&erase_key(&erase.tenant), erase)
 }
 
 /// The tenant's erase job, if one was ever started.
 pub fn load(queue: &Queue, tenant: &str) -> Result<Option<Erase>, QueueError> {
-    match queue.job_get(&erase_key(tenant))? {
-        None => Ok(None),
-        Some(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| QueueError::Corrupt(format!("erase record of `{tenant}`: {e}"))),
-    }
+    queue.record(&erase_key(tenant))
 }
 
 /// The node's erase jobs.
@@ -124,8 +119,14 @@ impl Erasures {
     /// Resume every erase a stop cut short.
     pub fn resume_all(&self) -> Result<usize, QueueError> {
         let mut resumed = 0;
-        for (_, value) in self.queue.jobs_scan(b"e")? {
-            let Ok(erase) = serde_json::from_slice::<Erase>(&value) else { continue };
+        for (key, erase) in self.queue.records::<Erase>(RecordKind::Erase)? {
+            let erase = match erase {
+                Ok(erase) => erase,
+                Err(e) => {
+                    tracing::error!("{key} not resumed: {e}");
+                    continue;
+                }
+            };
             if !matches!(erase.phase, ErasePhase::Done | ErasePhase::Failed) {
                 tracing::info!(tenant = %erase.tenant, phase = ?erase.phase, "resuming tenant erase");
                 self.launch(erase);

@@ -1,47 +1,37 @@
 //! Sources created through the admin API, stored as their config section
-//! (JSON) in the store's jobs family (or, without a store, a file), so they
-//! come back at boot.
-//!
-//! | family | key | value |
-//! |---|---|---|
-//! | jobs | `s` · len · tenant · name | the source's section, as JSON |
+//! (JSON) in the store's source records (or, without a store, a file), so
+//! they come back at boot.
 
-use crate::config::SourceSection;
+use crate::config::{Config, SourceSection};
 use crate::queue::{Queue, QueueError};
-use crate::store::keys::{KeyBuf, KeyReader};
-use crate::store::{Batch, Cf};
+use crate::runtime::Runtime;
+use crate::source::{LiveDirectory, Origin};
+use crate::store::StoreError;
+use crate::store::keys::records::{RecordKey, RecordKind};
 
-fn source_key(tenant: &str, name: &str) -> Vec<u8> {
-    KeyBuf::new().tag(b's').short(tenant).tail(name.as_bytes()).build()
+fn source_key(tenant: &str, name: &str) -> RecordKey {
+    RecordKey::Source { tenant: tenant.to_string(), name: name.to_string() }
 }
 
 /// Every stored source: (name, section), the section naming its tenant.
 pub fn stored_sources(queue: &Queue) -> Result<Vec<(String, SourceSection)>, QueueError> {
     queue
-        .jobs_scan(b"s")?
+        .records::<SourceSection>(RecordKind::Source)?
         .into_iter()
-        .map(|(key, value)| {
-            let mut r = KeyReader::new(&key);
-            let name = match (r.tag(), r.short()) {
-                (Some(b's'), Some(_tenant)) => String::from_utf8_lossy(r.rest()).into_owned(),
-                _ => return Err(QueueError::Corrupt("a stored source's key".into())),
-            };
-            let section: SourceSection = serde_json::from_slice(&value)
-                .map_err(|e| QueueError::Corrupt(format!("stored source `{name}`: {e}")))?;
-            Ok((name, section))
+        .map(|(key, section)| match key {
+            RecordKey::Source { name, .. } => Ok((name, section?)),
+            other => Err(QueueError::Corrupt(format!("{other} among sources"))),
         })
         .collect()
 }
 
 /// Store (or replace) a source, synced.
 pub fn put_source(queue: &Queue, name: &str, section: &SourceSection) -> Result<(), QueueError> {
-    super::put_json(queue, source_key(&section.tenant, name), section)
+    queue.put_record(&source_key(&section.tenant, name), section)
 }
 
 pub fn delete_source(queue: &Queue, tenant: &str, name: &str) -> Result<(), QueueError> {
-    let mut batch = Batch::new();
-    batch.delete(Cf::Jobs, source_key(tenant, name));
-    queue.job_put(batch)
+    queue.delete_record(&source_key(tenant, name))
 }
 
 /// Where runtime sources are kept: the store's jobs family, or, under
@@ -72,6 +62,43 @@ impl SourceRecords {
         }
     }
 
+    /// Load every stored source into `sources`; how many loaded. One that
+    /// no longer loads (its sink was removed from the config, say) is
+    /// reported and left out: its hooks are refused and its rows
+    /// dead-lettered as `gone`. A config source of the same name wins.
+    pub async fn load_into(&self, config: &Config, runtime: &Runtime, sources: &LiveDirectory) -> usize {
+        let stored = match self.all() {
+            Ok(stored) => stored,
+            Err(e) => {
+                tracing::error!("cannot read the stored sources: {e}");
+                return 0;
+            }
+        };
+        let mut loaded = 0;
+        for (name, section) in stored {
+            if sources.get(&name).is_some() {
+                tracing::error!(source = %name, "a stored source has the name of a config source; the config's wins");
+                continue;
+            }
+            let source = match config.source_settings(&name, &section) {
+                Ok(settings) => crate::source::load(settings, runtime, config.wal_mode()).await,
+                Err(problems) => Err(problems),
+            };
+            match source {
+                Ok(source) => {
+                    sources.insert(source, Origin::Runtime);
+                    loaded += 1;
+                }
+                Err(problems) => {
+                    for problem in problems {
+                        tracing::error!(source = %name, "stored source not loaded: {problem}");
+                    }
+                }
+            }
+        }
+        loaded
+    }
+
     pub fn delete(&self, tenant: &str, name: &str) -> Result<(), QueueError> {
         match self {
             SourceRecords::Store(queue) => delete_source(queue, tenant, name),
@@ -87,7 +114,7 @@ impl SourceRecords {
 type SourceFile = std::collections::BTreeMap<String, SourceSection>;
 
 fn file_error(path: &std::path::Path, e: impl std::fmt::Display) -> QueueError {
-    QueueError::Store(format!("{}: {e}", path.display()))
+    QueueError::Store(StoreError::Io { what: "source file", reason: format!("{}: {e}", path.display()) })
 }
 
 fn read_file(path: &std::path::Path) -> Result<SourceFile, QueueError> {

@@ -1,10 +1,16 @@
 //! The `file` sink: appends each hook as one JSON line to a file in the
 //! directory the operator gives the sink (its only filesystem, seen as `/`),
 //! and with `fsync` (the default) reports `ok` only once the line is on disk.
+//!
+//! - `options`: the sink's options;
+//! - `deliver`: a hook as one JSON line;
+//! - `classify`: what a failed write means;
+//! - `client`: appending (and rotating) through `wasi:filesystem`.
 
-mod append;
+mod classify;
+mod client;
+mod deliver;
 mod options;
-mod record;
 
 mod bindings {
     //! `wasi:filesystem`, which the sink world leaves out: only this sink
@@ -34,9 +40,7 @@ impl Sink for FileSink {
     }
 
     fn deliver(&mut self, hook: &Hook, _attempt: u32) -> Result<(), Failure> {
-        let mut line = record::line(hook);
-        line.push(b'\n');
-        append::append(&self.options.file, &line, self.options.fsync, self.options.max_bytes)
+        deliver::deliver(&self.options, hook)
     }
 }
 

@@ -2,6 +2,10 @@
 //! Webhooks when a `secret` is set.
 //!
 //! Durable: a 2xx from the destination is its promise to keep the hook.
+//!
+//! - `options`: the sink's options;
+//! - `deliver`: the request for a hook, sent with the SDK's HTTP client;
+//! - `classify`: what the destination's status means.
 
 mod classify;
 mod deliver;

@@ -1,6 +1,10 @@
 //! The `log` sink: writes one line per delivery to the host's log.
 //!
 //! Not durable: a log line is not a copy anything can be recovered from.
+//!
+//! - `options`: the sink's options;
+//! - `deliver`: a hook as one log line (it cannot fail, so nothing to
+//!   classify).
 
 mod deliver;
 mod options;

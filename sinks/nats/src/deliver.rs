@@ -1,56 +1,32 @@
 //! One hook, one JetStream publish: `ok` only on the stream's ack.
 
-use ankusa_sdk::bindings::wasi::random::random::get_random_u64;
-use ankusa_sdk::tcp::{Kept, connection_failure};
 use ankusa_sdk::{Failure, Hook};
 use serde::Deserialize;
 
+use crate::client::{Connection, NatsError, Reply};
 use crate::options::Options;
-use crate::protocol::{Connection, NatsError, Reply};
 
-pub struct Delivery {
-    options: Options,
-    connection: Kept<Connection>,
-}
-
-impl Delivery {
-    pub fn new(options: Options) -> Delivery {
-        Delivery { options, connection: Kept::default() }
+/// Publish `hook` with its headers and wait for the stream's answer.
+pub fn exchange(options: &Options, connection: &mut Connection, hook: &Hook) -> Result<Reply, NatsError> {
+    let content_type = hook.content_type.as_deref().map(header_value);
+    // JetStream drops a second message with the same id inside the
+    // stream's duplicate window: a retried attempt is stored once.
+    let mut headers = vec![
+        ("Nats-Msg-Id", hook.idempotency_key.as_str()),
+        ("Ankusa-Id", hook.id.as_str()),
+        ("Ankusa-Source", hook.source.as_str()),
+        ("Ankusa-Tenant", hook.tenant.as_str()),
+    ];
+    if let Some(stream) = &options.expect_stream {
+        headers.push(("Nats-Expected-Stream", stream));
     }
-
-    pub fn deliver(&mut self, hook: &Hook) -> Result<(), Failure> {
-        let content_type = hook.content_type.as_deref().map(header_value);
-        let expect_stream = self.options.expect_stream.clone();
-        // JetStream drops a second message with the same id inside the
-        // stream's duplicate window: a retried attempt is stored once.
-        let mut headers = vec![
-            ("Nats-Msg-Id", hook.idempotency_key.as_str()),
-            ("Ankusa-Id", hook.id.as_str()),
-            ("Ankusa-Source", hook.source.as_str()),
-            ("Ankusa-Tenant", hook.tenant.as_str()),
-        ];
-        if let Some(stream) = &expect_stream {
-            headers.push(("Nats-Expected-Stream", stream));
-        }
-        if let Some(content_type) = &content_type {
-            headers.push(("Content-Type", content_type));
-        }
-        if let Some(replay) = &hook.replay_id {
-            headers.push(("Ankusa-Replay-Id", replay));
-        }
-        let options = &self.options;
-        let reply = self.connection.exchange(
-            || Connection::open(options.addr, &options.credentials, get_random_u64(), options.ack_timeout),
-            |connection| connection.request(&options.subject, &headers, &hook.body),
-            // Kept unless it broke or went quiet: a message refused before
-            // it was sent (over `max_payload`) leaves it as it was.
-            |reply| matches!(reply, Ok(_) | Err(NatsError::Unsupported(_))),
-            // A kept connection the server dropped meanwhile: publish again
-            // on a fresh one (the message id makes a repeat harmless).
-            |error| matches!(error, NatsError::Io(_)),
-        );
-        acknowledged(&options.subject, reply.map_err(exchange_failure)?)
+    if let Some(content_type) = &content_type {
+        headers.push(("Content-Type", content_type));
     }
+    if let Some(replay) = &hook.replay_id {
+        headers.push(("Ankusa-Replay-Id", replay));
+    }
+    connection.request(&options.subject, &headers, &hook.body)
 }
 
 /// Header values cannot hold line breaks.
@@ -75,7 +51,7 @@ struct ApiError {
     description: String,
 }
 
-fn acknowledged(subject: &str, reply: Reply) -> Result<(), Failure> {
+pub fn acknowledged(subject: &str, reply: Reply) -> Result<(), Failure> {
     if reply.status == Some(503) {
         return Err(Failure::transient(format!("no JetStream stream captures subject `{subject}`")));
     }
@@ -98,17 +74,5 @@ fn acknowledged(subject: &str, reply: Reply) -> Result<(), Failure> {
             }
         }
         (None, None) => Err(Failure::transient("a JetStream ack without a stream")),
-    }
-}
-
-fn exchange_failure(err: NatsError) -> Failure {
-    match err {
-        NatsError::Io(error) => connection_failure("nats", &error),
-        NatsError::NoAnswer => Failure::transient(
-            "no answer from the nats server within `ack_timeout_ms` (a subject no stream captures is never acked)",
-        ),
-        NatsError::Auth(message) => Failure::permanent(format!("nats login refused: {message}")),
-        NatsError::Unsupported(message) => Failure::permanent(format!("nats: {message}")),
-        NatsError::Protocol(message) => Failure::transient(format!("nats: {message}")),
     }
 }

@@ -5,32 +5,63 @@
 //! One connection per instance, kept between deliveries and reopened after
 //! any failure. The server is named by IP address and must be allowed as
 //! `tcp://ip:port`.
+//!
+//! - `options`: the sink's options;
+//! - `deliver`: the publish for a hook, and what the stream's ack means;
+//! - `classify`: what a failure means (retry or not, keep the connection);
+//! - `client`: just enough of the NATS protocol, and the login.
 
+mod classify;
+mod client;
 mod deliver;
 mod options;
-mod protocol;
 
-use ankusa_sdk::{ConfigError, Failure, Hook, Sink, export_sink};
+use ankusa_sdk::bindings::wasi::random::random::get_random_u64;
+use ankusa_sdk::protocol::{KeptSink, Protocol};
+use ankusa_sdk::{ConfigError, Failure, Hook, export_sink};
 
-use deliver::Delivery;
+use client::{Connection, NatsError, Reply};
 use options::Options;
 
-struct NatsSink {
-    delivery: Delivery,
-}
+struct Nats(Options);
 
-impl Sink for NatsSink {
+impl Protocol for Nats {
+    type Connection = Connection;
+    type Reply = Reply;
+    type Error = NatsError;
+
     fn configure(json: &str) -> Result<Self, ConfigError> {
-        Ok(NatsSink { delivery: Delivery::new(Options::parse(json)?) })
+        Ok(Nats(Options::parse(json)?))
     }
 
     fn durable(&self) -> bool {
         true
     }
 
-    fn deliver(&mut self, hook: &Hook, _attempt: u32) -> Result<(), Failure> {
-        self.delivery.deliver(hook)
+    fn open(&self) -> Result<Connection, NatsError> {
+        let options = &self.0;
+        Connection::open(options.addr, &options.credentials, get_random_u64(), options.ack_timeout)
+    }
+
+    fn exchange(&self, connection: &mut Connection, hook: &Hook) -> Result<Reply, NatsError> {
+        deliver::exchange(&self.0, connection, hook)
+    }
+
+    fn accept(&self, reply: Reply) -> Result<(), Failure> {
+        deliver::acknowledged(&self.0.subject, reply)
+    }
+
+    fn failure(&self, error: NatsError) -> Failure {
+        classify::failure(error)
+    }
+
+    fn keeps(outcome: &Result<Reply, NatsError>) -> bool {
+        classify::keeps(outcome)
+    }
+
+    fn stale(error: &NatsError) -> bool {
+        classify::stale(error)
     }
 }
 
-export_sink!(NatsSink);
+export_sink!(KeptSink<Nats>);

@@ -6,34 +6,68 @@
 //! instance, kept between deliveries and reopened after a failure. Login by
 //! trust, password, md5 or SCRAM-SHA-256. The server is named by IP address
 //! and must be allowed as `tcp://ip:port`.
+//!
+//! - `options`: the sink's options;
+//! - `deliver`: the table and the insert of a hook's row;
+//! - `classify`: what a failure means (SQLSTATE classes, keep the connection);
+//! - `client`: the frontend/backend protocol and its logins.
 
+mod classify;
+mod client;
 mod deliver;
-mod md5_login;
 mod options;
-mod scram;
-mod wire;
 
-use ankusa_sdk::{ConfigError, Failure, Hook, Sink, export_sink};
+use ankusa_sdk::protocol::{KeptSink, Protocol};
+use ankusa_sdk::{ConfigError, Failure, Hook, export_sink};
 
-use deliver::Delivery;
+use client::{Connection, PgError};
 use options::Options;
 
-struct PostgresSink {
-    delivery: Delivery,
+struct Postgres {
+    options: Options,
+    /// The insert statement, made once from the table's name.
+    insert: String,
 }
 
-impl Sink for PostgresSink {
+impl Protocol for Postgres {
+    type Connection = Connection;
+    type Reply = ();
+    type Error = PgError;
+
     fn configure(json: &str) -> Result<Self, ConfigError> {
-        Ok(PostgresSink { delivery: Delivery::new(Options::parse(json)?) })
+        let options = Options::parse(json)?;
+        let insert = deliver::insert_statement(&options.table);
+        Ok(Postgres { options, insert })
     }
 
     fn durable(&self) -> bool {
         true
     }
 
-    fn deliver(&mut self, hook: &Hook, _attempt: u32) -> Result<(), Failure> {
-        self.delivery.deliver(hook)
+    fn open(&self) -> Result<Connection, PgError> {
+        deliver::open(&self.options)
+    }
+
+    fn exchange(&self, connection: &mut Connection, hook: &Hook) -> Result<(), PgError> {
+        deliver::exchange(&self.insert, connection, hook)
+    }
+
+    /// The server committed the insert.
+    fn accept(&self, (): ()) -> Result<(), Failure> {
+        Ok(())
+    }
+
+    fn failure(&self, error: PgError) -> Failure {
+        classify::failure(error)
+    }
+
+    fn keeps(outcome: &Result<(), PgError>) -> bool {
+        classify::keeps(outcome)
+    }
+
+    fn stale(error: &PgError) -> bool {
+        classify::stale(error)
     }
 }
 
-export_sink!(PostgresSink);
+export_sink!(KeptSink<Postgres>);

@@ -1,42 +1,16 @@
-//! One hook, one confirmed publish, on a connection kept open between
-//! deliveries.
+//! One hook, one publish: its properties, and what the broker's confirm
+//! means.
 
-use ankusa_sdk::tcp::{Kept, connection_failure, is_timeout};
 use ankusa_sdk::{Failure, Hook};
 
-use crate::connection::{AmqpError, Confirm, Connection, Properties};
+use crate::client::frames::Field;
+use crate::client::{AmqpError, Confirm, Connection, Properties};
 use crate::options::Options;
-use crate::wire::Field;
 
-pub struct Delivery {
-    options: Options,
-    connection: Kept<Connection>,
-}
-
-impl Delivery {
-    pub fn new(options: Options) -> Delivery {
-        Delivery { options, connection: Kept::default() }
-    }
-
-    pub fn options(&self) -> &Options {
-        &self.options
-    }
-
-    pub fn deliver(&mut self, hook: &Hook) -> Result<(), Failure> {
-        let properties = properties(hook, self.options.persistent);
-        let options = &self.options;
-        let confirm = self.connection.exchange(
-            || Connection::open(options),
-            |connection| connection.publish(&options.exchange, &options.routing_key, &properties, &hook.body),
-            // Kept unless it broke, went quiet or was closed by the broker
-            // (a channel it closed is opened again on the next publish).
-            |confirm| matches!(confirm, Ok(_) | Err(AmqpError::Closed { connection: false, .. })),
-            // A kept connection the broker dropped meanwhile: publish again
-            // on a fresh one. Consumers can drop a repeat by its message id.
-            |error| matches!(error, AmqpError::Io(error) if !is_timeout(error)),
-        );
-        confirmed(options, confirm.map_err(exchange_failure)?)
-    }
+/// Publish `hook` and wait for the broker's confirm.
+pub fn exchange(options: &Options, connection: &mut Connection, hook: &Hook) -> Result<Confirm, AmqpError> {
+    let properties = properties(hook, options.persistent);
+    connection.publish(&options.exchange, &options.routing_key, &properties, &hook.body)
 }
 
 /// The message's properties: the hook's identity in headers, the
@@ -74,7 +48,7 @@ fn properties(hook: &Hook, persistent: bool) -> Properties<'_> {
     }
 }
 
-fn confirmed(options: &Options, confirm: Confirm) -> Result<(), Failure> {
+pub fn confirmed(options: &Options, confirm: Confirm) -> Result<(), Failure> {
     match confirm {
         Confirm::Routed => Ok(()),
         // Transient: binding a queue later makes the retry succeed.
@@ -86,27 +60,5 @@ fn confirmed(options: &Options, confirm: Confirm) -> Result<(), Failure> {
             "the broker refused the message (basic.nack): a queue over its length limit rejects publishes, \
              or the broker could not store it",
         )),
-    }
-}
-
-fn exchange_failure(err: AmqpError) -> Failure {
-    match err {
-        AmqpError::Io(error) => connection_failure("rabbitmq", &error),
-        AmqpError::NoAnswer { blocked: Some(reason) } => Failure::transient(format!(
-            "the broker blocks publishers ({reason}) and did not answer within `timeout_ms`"
-        )),
-        AmqpError::NoAnswer { blocked: None } => {
-            Failure::transient("rabbitmq did not answer within `timeout_ms` (no publisher confirm)")
-        }
-        AmqpError::Auth(text) => Failure::permanent(format!("rabbitmq login refused: {text}")),
-        AmqpError::Closed { code, text, connection } => {
-            let what = if connection { "connection" } else { "channel" };
-            let reason = format!("rabbitmq closed the {what}: {code} {text}");
-            // The broker's verdict on this publish as configured: a missing
-            // exchange or vhost, no access, a message too large.
-            const REFUSALS: [u16; 6] = [311, 403, 404, 406, 530, 540];
-            if REFUSALS.contains(&code) { Failure::permanent(reason) } else { Failure::transient(reason) }
-        }
-        AmqpError::Protocol(message) => Failure::transient(format!("rabbitmq: {message}")),
     }
 }

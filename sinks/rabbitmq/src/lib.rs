@@ -5,35 +5,63 @@
 //!
 //! One connection (and one channel) per instance, kept between deliveries.
 //! The broker is named by IP address and must be allowed as `tcp://ip:port`.
+//!
+//! - `options`: the sink's options;
+//! - `deliver`: the publish for a hook, and what the confirm means;
+//! - `classify`: what a failure means (reply codes, keep the connection);
+//! - `client`: the connection, its channel and AMQP frames.
 
-mod connection;
+mod classify;
+mod client;
 mod deliver;
 mod options;
-mod wire;
 
-use ankusa_sdk::{ConfigError, Failure, Hook, Sink, export_sink};
+use ankusa_sdk::protocol::{KeptSink, Protocol};
+use ankusa_sdk::{ConfigError, Failure, Hook, export_sink};
 
-use deliver::Delivery;
+use client::{AmqpError, Confirm, Connection};
 use options::Options;
 
-struct RabbitSink {
-    delivery: Delivery,
-}
+struct Rabbit(Options);
 
-impl Sink for RabbitSink {
+impl Protocol for Rabbit {
+    type Connection = Connection;
+    type Reply = Confirm;
+    type Error = AmqpError;
+
     fn configure(json: &str) -> Result<Self, ConfigError> {
-        Ok(RabbitSink { delivery: Delivery::new(Options::parse(json)?) })
+        Ok(Rabbit(Options::parse(json)?))
     }
 
     /// A confirm of a persistent message means the queues it was routed to
     /// hold it on disk (when they are durable queues).
     fn durable(&self) -> bool {
-        self.delivery.options().persistent
+        self.0.persistent
     }
 
-    fn deliver(&mut self, hook: &Hook, _attempt: u32) -> Result<(), Failure> {
-        self.delivery.deliver(hook)
+    fn open(&self) -> Result<Connection, AmqpError> {
+        Connection::open(&self.0)
+    }
+
+    fn exchange(&self, connection: &mut Connection, hook: &Hook) -> Result<Confirm, AmqpError> {
+        deliver::exchange(&self.0, connection, hook)
+    }
+
+    fn accept(&self, confirm: Confirm) -> Result<(), Failure> {
+        deliver::confirmed(&self.0, confirm)
+    }
+
+    fn failure(&self, error: AmqpError) -> Failure {
+        classify::failure(error)
+    }
+
+    fn keeps(outcome: &Result<Confirm, AmqpError>) -> bool {
+        classify::keeps(outcome)
+    }
+
+    fn stale(error: &AmqpError) -> bool {
+        classify::stale(error)
     }
 }
 
-export_sink!(RabbitSink);
+export_sink!(KeptSink<Rabbit>);

@@ -4,32 +4,61 @@
 //! One connection per instance, kept between deliveries and reopened after
 //! any failure. The server is named by IP address and must be allowed as
 //! `tcp://ip:port`.
+//!
+//! - `options`: the sink's options;
+//! - `deliver`: the command for a hook, and what its reply means;
+//! - `classify`: what a failure means (retry or not, keep the connection);
+//! - `client`: just enough RESP2, and the login.
 
+mod classify;
+mod client;
 mod deliver;
 mod options;
-mod resp;
 
-use ankusa_sdk::{ConfigError, Failure, Hook, Sink, export_sink};
+use ankusa_sdk::protocol::{KeptSink, Protocol};
+use ankusa_sdk::{ConfigError, Failure, Hook, export_sink};
 
-use deliver::Delivery;
+use client::{Connection, Reply, RespError};
 use options::Options;
 
-struct RedisSink {
-    delivery: Delivery,
-}
+struct Redis(Options);
 
-impl Sink for RedisSink {
+impl Protocol for Redis {
+    type Connection = Connection;
+    type Reply = Reply;
+    type Error = RespError;
+
     fn configure(json: &str) -> Result<Self, ConfigError> {
-        Ok(RedisSink { delivery: Delivery::new(Options::parse(json)?) })
+        Ok(Redis(Options::parse(json)?))
     }
 
     fn durable(&self) -> bool {
-        self.delivery.options().durable()
+        self.0.durable()
     }
 
-    fn deliver(&mut self, hook: &Hook, _attempt: u32) -> Result<(), Failure> {
-        self.delivery.deliver(hook)
+    fn open(&self) -> Result<Connection, RespError> {
+        client::open(&self.0)
+    }
+
+    fn exchange(&self, connection: &mut Connection, hook: &Hook) -> Result<Reply, RespError> {
+        deliver::exchange(&self.0, connection, hook)
+    }
+
+    fn accept(&self, reply: Reply) -> Result<(), Failure> {
+        deliver::accept(&self.0.target, reply)
+    }
+
+    fn failure(&self, error: RespError) -> Failure {
+        classify::failure(error)
+    }
+
+    fn keeps(outcome: &Result<Reply, RespError>) -> bool {
+        classify::keeps(outcome)
+    }
+
+    fn stale(error: &RespError) -> bool {
+        classify::stale(error)
     }
 }
 
-export_sink!(RedisSink);
+export_sink!(KeptSink<Redis>);

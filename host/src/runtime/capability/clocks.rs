@@ -1,4 +1,4 @@
-//! A controllable clock for plugin tests.
+//! The clocks capability, and a controllable clock for plugin tests.
 //!
 //! Production instances read the host's real clocks. The test harness gives
 //! instances a [`ManualClock`] instead, so signatures, `Retry-After` dates and
@@ -8,7 +8,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use wasmtime::component::Linker;
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock};
+
+use super::{Capability, InstanceBuilder, SinkCapability, SinkContext};
+use crate::runtime::error::LoadError;
+use crate::runtime::state::InstanceState;
 
 #[derive(Debug)]
 pub struct ManualClock {
@@ -63,5 +68,33 @@ impl HostMonotonicClock for Monotonic {
     }
     fn now(&self) -> u64 {
         self.0.mono_nanos.load(Ordering::SeqCst)
+    }
+}
+
+/// The clocks capability: `wasi:clocks` reads the host's clocks, or a
+/// sink's [`ManualClock`] when its spec gives one (plugin tests).
+pub struct Clocks;
+
+/// One sink's clock, when it is not the host's.
+struct SinkClock(Option<Arc<ManualClock>>);
+
+impl Capability for Clocks {
+    /// `wasi:clocks` is part of the WASI base the sandbox links.
+    fn link(&self, _linker: &mut Linker<InstanceState>) -> wasmtime::Result<()> {
+        Ok(())
+    }
+
+    fn for_sink(&self, sink: &SinkContext) -> Result<Arc<dyn SinkCapability>, LoadError> {
+        Ok(Arc::new(SinkClock(sink.clock.clone())))
+    }
+}
+
+impl SinkCapability for SinkClock {
+    fn prepare(&self, instance: &mut InstanceBuilder) -> wasmtime::Result<()> {
+        if let Some(clock) = &self.0 {
+            instance.wasi.wall_clock(clock.wall());
+            instance.wasi.monotonic_clock(clock.monotonic());
+        }
+        Ok(())
     }
 }

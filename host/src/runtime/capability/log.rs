@@ -1,4 +1,6 @@
-//! The `log` capability: guest log lines to `tracing`, labelled and bounded.
+//! The `log` capability: guest log lines to `tracing`, labelled and bounded,
+//! from the `ankusa:sink/log` import and from the guest's stdout (info) and
+//! stderr (warn).
 //!
 //! Every line carries the sink's labels (source, sink). A token bucket per
 //! sink (shared by all its instances) bounds the rate, and each line is cut
@@ -10,8 +12,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, TryLockError};
 use std::time::{Duration, Instant};
 
-use super::bindings::Level;
-use super::labels::SinkLabel;
+use wasmtime::component::{HasSelf, Linker};
+
+use super::{Capability, InstanceBuilder, SinkCapability, SinkContext};
+use crate::runtime::bindings::{Level, ankusa};
+use crate::runtime::error::LoadError;
+use crate::runtime::labels::SinkLabel;
+use crate::runtime::state::InstanceState;
 
 pub const MAX_LINE_BYTES: usize = 4096;
 /// How often a sink's suppressed lines are reported, at most: a sink
@@ -241,6 +248,43 @@ impl Drop for LineWriter {
     fn drop(&mut self) {
         let line = std::mem::take(&mut self.pending);
         self.emit(&line);
+    }
+}
+
+/// The capability itself.
+pub struct Log;
+
+/// One sink's channel, shared by its instances.
+struct SinkLog(Arc<LogChannel>);
+
+/// An instance's handle on its sink's channel.
+struct InstanceLog(Arc<LogChannel>);
+
+impl Capability for Log {
+    fn link(&self, linker: &mut Linker<InstanceState>) -> wasmtime::Result<()> {
+        ankusa::sink::log::add_to_linker::<_, HasSelf<InstanceState>>(linker, |s| s)
+    }
+
+    fn for_sink(&self, sink: &SinkContext) -> Result<Arc<dyn SinkCapability>, LoadError> {
+        Ok(Arc::new(SinkLog(sink.log.clone())))
+    }
+}
+
+impl SinkCapability for SinkLog {
+    fn prepare(&self, instance: &mut InstanceBuilder) -> wasmtime::Result<()> {
+        instance.wasi.stdout(GuestOutput::new(self.0.clone(), Level::Info));
+        instance.wasi.stderr(GuestOutput::new(self.0.clone(), Level::Warn));
+        instance.extensions.insert(InstanceLog(self.0.clone()));
+        Ok(())
+    }
+}
+
+impl ankusa::sink::log::Host for InstanceState {
+    fn log(&mut self, level: Level, message: String) -> wasmtime::Result<()> {
+        if let Some(InstanceLog(channel)) = self.extensions.get_mut::<InstanceLog>() {
+            channel.emit(level, &message);
+        }
+        Ok(())
     }
 }
 

@@ -1,6 +1,6 @@
 //! Where a provider puts its delivery id: a header, or a field of the
-//! JSON body. The edge stores it as the hook's dedupe key (the queue hashes
-//! keys longer than 200 bytes).
+//! JSON body. Admission stores it as the hook's dedupe key (the queue
+//! hashes keys longer than 200 bytes).
 
 use serde_json::Value;
 

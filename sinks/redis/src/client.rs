@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use ankusa_sdk::tcp::{self, read_line};
 
+use crate::options::Options;
+
 /// The longest status or error line accepted from a server; a longer one
 /// is not Redis talking.
 const MAX_LINE: usize = 64 * 1024;
@@ -94,5 +96,29 @@ fn read_reply(reader: &mut impl BufRead) -> Result<Reply, RespError> {
             Ok(Reply::Bulk(Some(data)))
         }
         other => Err(RespError::Protocol(format!("unexpected reply type {:?}", String::from_utf8_lossy(other)))),
+    }
+}
+
+/// Connect, authenticate and select the database.
+pub fn open(options: &Options) -> Result<Connection, RespError> {
+    let unanswered = |error| RespError::Io { error, answered: false };
+    let mut connection = Connection::open(options.addr, options.timeout).map_err(unanswered)?;
+    if let Some((user, password)) = &options.auth {
+        let mut args: Vec<&[u8]> = vec![b"AUTH"];
+        args.extend(user.as_deref().map(str::as_bytes));
+        args.push(password.as_bytes());
+        expect_ok(connection.call(&args)?)?;
+    }
+    if options.db != 0 {
+        expect_ok(connection.call(&[b"SELECT", options.db.to_string().as_bytes()])?)?;
+    }
+    Ok(connection)
+}
+
+fn expect_ok(reply: Reply) -> Result<(), RespError> {
+    match reply {
+        Reply::Status(s) if s == "OK" => Ok(()),
+        Reply::Error(message) => Err(RespError::Server(message)),
+        other => Err(RespError::Protocol(format!("unexpected reply {other:?}"))),
     }
 }

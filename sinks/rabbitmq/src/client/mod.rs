@@ -4,16 +4,18 @@
 //! `basic.publish` with `mandatory`, reading the broker's answers until the
 //! confirm of that publish arrives.
 
+pub mod frames;
+
 use std::io::{self, BufReader, Write};
 use std::net::TcpStream;
 
 use ankusa_sdk::tcp;
 
-use crate::options::Options;
-use crate::wire::{
+use self::frames::{
     Args, BASIC_CLASS, Cursor, FRAME_BODY, FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD, Field, Frame, Malformed,
     PROTOCOL_HEADER, method, put_frame, read_frame,
 };
+use crate::options::Options;
 
 /// The one channel this sink publishes on.
 const CHANNEL: u16 = 1;

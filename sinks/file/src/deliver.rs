@@ -1,12 +1,22 @@
-//! One hook as one JSON object: its identity, its forwarded headers, and
-//! its body as text when it is UTF-8 (`body`), else as base64
+//! One hook, one line: a JSON object with its identity, its forwarded
+//! headers, and its body as text when it is UTF-8 (`body`), else as base64
 //! (`body_base64`), so every byte survives.
 
-use ankusa_sdk::Hook;
+use ankusa_sdk::{Failure, Hook};
 use base64::Engine;
 use serde_json::{Value, json};
 
-pub fn line(hook: &Hook) -> Vec<u8> {
+use crate::client;
+use crate::options::Options;
+
+/// Append `hook`'s line to the sink's file.
+pub fn deliver(options: &Options, hook: &Hook) -> Result<(), Failure> {
+    let mut line = line(hook);
+    line.push(b'\n');
+    client::append(&options.file, &line, options.fsync, options.max_bytes)
+}
+
+fn line(hook: &Hook) -> Vec<u8> {
     let headers: Vec<Value> =
         hook.headers.iter().map(|(name, value)| json!([name, String::from_utf8_lossy(value)])).collect();
     let mut record = json!({

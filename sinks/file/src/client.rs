@@ -9,9 +9,11 @@
 //! default concurrency) no other line can land between them.
 
 use crate::bindings::wasi::filesystem::preopens::get_directories;
-use crate::bindings::wasi::filesystem::types::{Descriptor, DescriptorFlags, ErrorCode, OpenFlags, PathFlags};
+use crate::bindings::wasi::filesystem::types::{Descriptor, DescriptorFlags, OpenFlags, PathFlags};
 use crate::bindings::wasi::io::streams::StreamError;
 use ankusa_sdk::Failure;
+
+use crate::classify::fs_failure;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub fn append(path: &str, line: &[u8], fsync: bool, max_bytes: Option<u64>) -> Result<(), Failure> {
@@ -94,26 +96,4 @@ fn write_all(file: &Descriptor, mut bytes: &[u8]) -> Result<(), String> {
         bytes = rest;
     }
     stream.blocking_flush().map_err(failed)
-}
-
-/// Errors of the directory or file as the sink's class: what an operator
-/// must fix (permissions, a read-only mount, a path that is a directory) is
-/// permanent; a full disk or an I/O error may pass.
-fn fs_failure(what: &str, code: ErrorCode) -> Failure {
-    let reason = match code {
-        // Opened without following links, so none can lead out of the directory.
-        ErrorCode::Loop => format!("{what}: it is a symbolic link, which the sink does not follow"),
-        _ => format!("{what}: {}", code.message()),
-    };
-    match code {
-        ErrorCode::Access
-        | ErrorCode::NotPermitted
-        | ErrorCode::ReadOnly
-        | ErrorCode::IsDirectory
-        | ErrorCode::NotDirectory
-        | ErrorCode::NameTooLong
-        | ErrorCode::Loop
-        | ErrorCode::Invalid => Failure::permanent(reason),
-        _ => Failure::transient(reason),
-    }
 }

@@ -2,14 +2,16 @@
 //! as a sink needs: start-up with password or SCRAM-SHA-256 login, simple
 //! queries, and one parameterised statement per delivery.
 
+mod md5;
+mod scram;
+
 use std::io::{self, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
 use ankusa_sdk::tcp;
 
-use crate::md5_login;
-use crate::scram::Scram;
+use self::scram::Scram;
 
 /// The largest backend message read; replies to an INSERT are small.
 const MAX_MESSAGE: usize = 1 << 20;
@@ -85,7 +87,7 @@ impl Connection {
                     let salt =
                         rest.get(..4).ok_or_else(|| PgError::Protocol("an md5 request without its salt".into()))?;
                     let mut message = Vec::new();
-                    cstring(&mut message, &md5_login::answer(login.user, password()?, salt));
+                    cstring(&mut message, &md5::answer(login.user, password()?, salt));
                     self.send(b'p', &message)?;
                 }
                 10 => {

@@ -1,4 +1,6 @@
 //! The outbound HTTP capability (`wasi:http/outgoing-handler`), gated.
+//! Linked once; per sink an [`HttpEgress`] (the policy, limits and pooled
+//! client); per instance its `wasi:http` context and [`EgressHooks`].
 //!
 //! Every request a guest makes comes through [`EgressHooks::send_request`]:
 //!
@@ -18,18 +20,24 @@ mod connector;
 mod pool;
 mod upstream;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Full};
-use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiHttpHooks};
+use wasmtime::component::Linker;
+use wasmtime_wasi_http::{
+    Error as HttpError, RequestOptions, WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView,
+};
 
 pub use connector::{ConnectError, EgressConnector, default_tls_config};
 pub use upstream::{RecordedRequest, ReplyFuture, ScriptedReply, ScriptedUpstream};
 
 use self::body::GuardedBody;
 use self::pool::{ConnectionPool, PoolError};
-use super::egress::{Denied, EgressPolicy, EgressScheme, Host};
+use super::{Capability, InstanceBuilder, SinkCapability, SinkContext};
+use crate::runtime::egress::{EgressPolicy, EgressScheme, Host};
+use crate::runtime::error::LoadError;
+use crate::runtime::state::{DenialRecord, InstanceState};
 
 type WasiBody = wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 type SendResult = Result<(http::Response<WasiBody>, Box<dyn Future<Output = Result<(), HttpError>> + Send>), HttpError>;
@@ -73,20 +81,6 @@ pub struct HttpEgress {
     policy: Arc<EgressPolicy>,
     limits: HttpLimits,
     transport: Transport,
-}
-
-/// Records the first refusal during an attempt, for classification.
-#[derive(Clone, Default)]
-pub struct DenialRecord(Arc<Mutex<Option<Denied>>>);
-
-impl DenialRecord {
-    pub fn take(&self) -> Option<Denied> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
-    }
-
-    pub fn record(&self, denied: Denied) {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(denied);
-    }
 }
 
 impl HttpEgress {
@@ -234,16 +228,11 @@ fn map_hyper_error(err: &hyper::Error) -> HttpError {
     }
 }
 
-/// Per-instance `wasi:http` hooks.
+/// Per-instance `wasi:http` hooks: every request goes to the sink's
+/// [`HttpEgress`]; an instance set up without one refuses every request.
 pub struct EgressHooks {
-    egress: Arc<HttpEgress>,
+    egress: Option<Arc<HttpEgress>>,
     denials: DenialRecord,
-}
-
-impl EgressHooks {
-    pub fn new(egress: Arc<HttpEgress>, denials: DenialRecord) -> Self {
-        EgressHooks { egress, denials }
-    }
 }
 
 impl WasiHttpHooks for EgressHooks {
@@ -253,6 +242,53 @@ impl WasiHttpHooks for EgressHooks {
         options: Option<RequestOptions>,
         _fut: Box<dyn Future<Output = Result<(), HttpError>> + Send>,
     ) -> Box<dyn Future<Output = SendResult> + Send> {
-        Box::new(self.egress.clone().send(request, options, self.denials.clone()))
+        match &self.egress {
+            Some(egress) => Box::new(egress.clone().send(request, options, self.denials.clone())),
+            None => Box::new(async { Err(HttpError::HttpRequestDenied) }),
+        }
+    }
+}
+
+/// An instance's `wasi:http` state.
+struct InstanceHttp {
+    ctx: WasiHttpCtx,
+    hooks: EgressHooks,
+}
+
+impl InstanceHttp {
+    fn refusing() -> InstanceHttp {
+        InstanceHttp { ctx: WasiHttpCtx::new(), hooks: EgressHooks { egress: None, denials: DenialRecord::default() } }
+    }
+}
+
+impl WasiHttpView for InstanceState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        let http = self.extensions.get_or_insert_with(InstanceHttp::refusing);
+        WasiHttpCtxView { ctx: &mut http.ctx, table: &mut self.table, hooks: &mut http.hooks }
+    }
+}
+
+/// The capability itself.
+pub struct HttpEgressCapability;
+
+impl Capability for HttpEgressCapability {
+    fn link(&self, linker: &mut Linker<InstanceState>) -> wasmtime::Result<()> {
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)
+    }
+
+    fn for_sink(&self, sink: &SinkContext) -> Result<Arc<dyn SinkCapability>, LoadError> {
+        let egress = HttpEgress::new(sink.policy.clone(), sink.http_limits, sink.upstream.clone(), sink.tls.clone());
+        Ok(Arc::new(SinkHttp(egress)))
+    }
+}
+
+/// One sink's outbound HTTP, shared by its instances.
+struct SinkHttp(Arc<HttpEgress>);
+
+impl SinkCapability for SinkHttp {
+    fn prepare(&self, instance: &mut InstanceBuilder) -> wasmtime::Result<()> {
+        let hooks = EgressHooks { egress: Some(self.0.clone()), denials: instance.denials.clone() };
+        instance.extensions.insert(InstanceHttp { ctx: WasiHttpCtx::new(), hooks });
+        Ok(())
     }
 }

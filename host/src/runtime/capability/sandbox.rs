@@ -1,0 +1,36 @@
+//! The base every sink runs in: WASI preview 2 (which Rust's std and the
+//! componentize runtimes import even when a sink never prints) with no
+//! ambient authority, and the types of the `ankusa:sink/delivery`
+//! interface. The context starts empty (no arguments, environment, stdin,
+//! directories or sockets); the other capabilities open what they grant.
+
+use std::sync::Arc;
+
+use wasmtime::component::{HasSelf, Linker};
+
+use super::{Capability, InstanceBuilder, SinkCapability, SinkContext};
+use crate::runtime::bindings::ankusa;
+use crate::runtime::error::LoadError;
+use crate::runtime::state::InstanceState;
+
+pub struct Sandbox;
+
+impl Capability for Sandbox {
+    fn link(&self, linker: &mut Linker<InstanceState>) -> wasmtime::Result<()> {
+        wasmtime_wasi::p2::add_to_linker_async(linker)?;
+        ankusa::sink::delivery::add_to_linker::<_, HasSelf<InstanceState>>(linker, |s| s)
+    }
+
+    fn for_sink(&self, _sink: &SinkContext) -> Result<Arc<dyn SinkCapability>, LoadError> {
+        Ok(Arc::new(Sandbox))
+    }
+}
+
+impl SinkCapability for Sandbox {
+    /// Nothing to grant: a fresh [`InstanceBuilder`] holds no authority.
+    fn prepare(&self, _instance: &mut InstanceBuilder) -> wasmtime::Result<()> {
+        Ok(())
+    }
+}
+
+impl ankusa::sink::delivery::Host for InstanceState {}

@@ -1,0 +1,58 @@
+//! Socket egress (`wasi:sockets`) for sinks that speak their own protocol
+//! over TCP. TCP is on so that every connect reaches the gate here, which
+//! admits only the sink's `tcp://` allow entries and records each refusal
+//! (a connect refused earlier would not be classed `denied`). Binds other
+//! than a connect's implicit one, listens and UDP are refused.
+
+use std::sync::Arc;
+
+use wasmtime::component::Linker;
+use wasmtime_wasi::sockets::SocketAddrUse;
+
+use super::{Capability, InstanceBuilder, SinkCapability, SinkContext};
+use crate::runtime::egress::EgressPolicy;
+use crate::runtime::error::LoadError;
+use crate::runtime::state::InstanceState;
+
+pub struct Sockets;
+
+/// One sink's gate: its egress policy.
+struct SocketGate(Arc<EgressPolicy>);
+
+impl Capability for Sockets {
+    /// `wasi:sockets` is part of the WASI base the sandbox links.
+    fn link(&self, _linker: &mut Linker<InstanceState>) -> wasmtime::Result<()> {
+        Ok(())
+    }
+
+    fn for_sink(&self, sink: &SinkContext) -> Result<Arc<dyn SinkCapability>, LoadError> {
+        Ok(Arc::new(SocketGate(sink.policy.clone())))
+    }
+}
+
+impl SinkCapability for SocketGate {
+    fn prepare(&self, instance: &mut InstanceBuilder) -> wasmtime::Result<()> {
+        instance.wasi.allow_tcp(true);
+        let policy = self.0.clone();
+        let denials = instance.denials.clone();
+        instance.wasi.socket_addr_check(move |addr, usage| {
+            let allowed = match usage {
+                // A refused connect is recorded, so the attempt is classed
+                // `denied` whatever the guest makes of the error.
+                SocketAddrUse::TcpConnect => match policy.check_socket(addr.ip(), addr.port()) {
+                    Ok(()) => true,
+                    Err(denied) => {
+                        tracing::warn!(%denied, "socket egress denied");
+                        denials.record(denied);
+                        false
+                    }
+                },
+                // The implicit bind before a connect uses the wildcard address.
+                SocketAddrUse::TcpBind => addr.ip().is_unspecified() && addr.port() == 0,
+                _ => false,
+            };
+            Box::pin(async move { allowed })
+        });
+        Ok(())
+    }
+}

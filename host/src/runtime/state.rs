@@ -1,0 +1,122 @@
+//! What one sink instance's store carries: the WASI context and resource
+//! table, what each capability keeps for the instance ([`Extensions`]),
+//! its memory cap (growth past it fails, and the cap being hit is
+//! remembered so the attempt is reported as a memory fault), its attempt's
+//! deadline, and a record of refused connections (the attempt is then
+//! classed `denied`).
+
+use std::any::{Any, TypeId};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use wasmtime::ResourceLimiter;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use super::egress::Denied;
+
+/// Caps linear memory growth of one instance.
+pub struct MemoryCap {
+    pub max_bytes: usize,
+    pub hit: bool,
+}
+
+impl ResourceLimiter for MemoryCap {
+    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        if desired > self.max_bytes {
+            self.hit = true;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        Ok(desired <= 100_000)
+    }
+}
+
+/// Records the first refused connection during an attempt, for
+/// classification.
+#[derive(Clone, Default)]
+pub struct DenialRecord(Arc<Mutex<Option<Denied>>>);
+
+impl DenialRecord {
+    pub fn take(&self) -> Option<Denied> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+
+    pub fn record(&self, denied: Denied) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(denied);
+    }
+}
+
+pub struct InstanceState {
+    pub(super) wasi: WasiCtx,
+    pub(super) table: ResourceTable,
+    /// What the capabilities keep per instance.
+    pub(super) extensions: Extensions,
+    pub(crate) denials: DenialRecord,
+    pub(crate) memory: MemoryCap,
+    /// When the current attempt must end; checked on every epoch tick.
+    pub(crate) deadline: Instant,
+}
+
+impl WasiView for InstanceState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+/// Per-instance state of the capabilities, one value per type: a
+/// capability adds its own when an instance is set up and finds it again
+/// in its host calls.
+#[derive(Default)]
+pub struct Extensions(Vec<(TypeId, Box<dyn Any + Send>)>);
+
+impl Extensions {
+    pub fn insert<T: Any + Send>(&mut self, value: T) {
+        let id = TypeId::of::<T>();
+        self.0.retain(|(t, _)| *t != id);
+        self.0.push((id, Box::new(value)));
+    }
+
+    pub fn get_mut<T: Any + Send>(&mut self) -> Option<&mut T> {
+        let id = TypeId::of::<T>();
+        self.0.iter_mut().find(|(t, _)| *t == id).and_then(|(_, value)| value.downcast_mut::<T>())
+    }
+
+    /// The value of type `T`, made by `make` if there is none yet.
+    pub fn get_or_insert_with<T: Any + Send>(&mut self, make: impl FnOnce() -> T) -> &mut T {
+        let id = TypeId::of::<T>();
+        let at = match self.0.iter().position(|(t, _)| *t == id) {
+            Some(at) => at,
+            None => {
+                self.0.push((id, Box::new(make())));
+                self.0.len() - 1
+            }
+        };
+        match self.0[at].1.downcast_mut::<T>() {
+            Some(value) => value,
+            // The entry at `at` was stored under T's own TypeId.
+            None => unreachable!("an extension stored under another type's id"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extensions_hold_one_value_per_type() {
+        let mut ext = Extensions::default();
+        ext.insert(5u32);
+        ext.insert(String::from("a"));
+        ext.insert(7u32);
+        assert_eq!(ext.get_mut::<u32>(), Some(&mut 7));
+        assert_eq!(ext.get_mut::<u64>(), None);
+        *ext.get_or_insert_with(|| 1u64) += 1;
+        assert_eq!(ext.get_or_insert_with(|| 100u64), &mut 2);
+        assert_eq!(ext.get_mut::<String>().map(|s| s.as_str()), Some("a"));
+    }
+}

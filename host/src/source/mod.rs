@@ -1,0 +1,82 @@
+//! Sources: who owns one, how its hooks are verified and admitted, where
+//! its dedupe key is, which headers its sinks see, and the sinks bound to
+//! it (which dispatch delivers through).
+//!
+//! - [`verify`]: the signature engine and its presets;
+//! - [`dedupe`]: where a provider puts its delivery id;
+//! - [`admit`]: one judgement of a hook (verified / flagged / rejected),
+//!   shared by the edge and the quarantine replay;
+//! - [`forward`]: which headers a sink receives, and the hook it gets;
+//! - [`directory`]: finding a source by name, and the node's live set;
+//! - [`load`]: a source's settings into a running source, its sinks
+//!   loaded and checked; [`reload`]: swapping in changed components.
+//!
+//! Callers: the edge, dispatch, replay jobs, the admin API and the node.
+//! Depends on the runtime (sinks) and the queue's stored forms.
+
+mod admit;
+pub mod dedupe;
+mod directory;
+mod forward;
+mod load;
+mod reload;
+pub mod verify;
+
+use std::sync::Arc;
+
+pub use admit::Admission;
+pub use dedupe::DedupeRule;
+pub use directory::{Directory, LiveDirectory, Origin, StaticDirectory};
+pub use forward::ForwardHeaders;
+pub use load::{SinkSettings, SourceSettings, load, load_all, load_error_key};
+pub use reload::{ReloadFailure, ReloadReport, Swapped, reload_sinks};
+pub use verify::Verifier;
+
+use crate::runtime::Sink;
+
+/// What to do with a request whose signature fails.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OnVerifyFailure {
+    /// `401`, nothing stored.
+    #[default]
+    Reject,
+    /// `202`, held in the quarantine pen.
+    Quarantine,
+    /// Stored and delivered, flagged, without a dedupe key.
+    AcceptFlag,
+}
+
+/// One sink of a source.
+#[derive(Clone)]
+pub struct SinkBinding {
+    /// Its index within the source (delivery rows are keyed by it).
+    pub index: u16,
+    /// The loaded component: its sha256 goes on the rows, and direct mode
+    /// delivers through it.
+    pub sink: Arc<Sink>,
+}
+
+#[derive(Clone)]
+pub struct Source {
+    pub name: String,
+    /// The tenant whose hooks these are (`default` when none owns it).
+    pub tenant: String,
+    pub verifier: Option<Verifier>,
+    pub on_verify_failure: OnVerifyFailure,
+    pub dedupe: Option<DedupeRule>,
+    pub sinks: Vec<SinkBinding>,
+    /// Which of a hook's headers its sinks receive.
+    pub forward_headers: Arc<ForwardHeaders>,
+}
+
+impl Source {
+    /// (index, sink name) of every sink, as rows record them.
+    pub fn bound_sinks(&self) -> Vec<(u16, String)> {
+        self.sinks.iter().map(|b| (b.index, b.sink.label().sink.clone())).collect()
+    }
+}
+
+/// Tenant ids: `[A-Za-z0-9_-]{1,64}`.
+pub fn valid_tenant(id: &str) -> bool {
+    (1..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
