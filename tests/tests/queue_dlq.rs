@@ -104,3 +104,66 @@ async fn forged_cursors_are_invalid() {
         assert_eq!(result.err(), Some(QueueError::InvalidCursor), "{forged}");
     }
 }
+
+#[tokio::test]
+async fn a_full_last_page_carries_no_cursor() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let queue = dlq_with(dir.path(), 10, &[]).await;
+    let first = queue.dead(&DeadQuery { limit: 5, ..DeadQuery::default() }).expect("page");
+    assert_eq!(first.entries.len(), 5);
+    let cursor = first.next_cursor.expect("five more rows follow");
+    let last = queue.dead(&DeadQuery { limit: 5, cursor: Some(cursor), ..DeadQuery::default() }).expect("page");
+    assert_eq!(last.entries.len(), 5, "exactly the five rows left");
+    assert_eq!(last.next_cursor, None, "the scan reached the end: nothing follows");
+    // Exactly `limit` rows in the whole DLQ: one page, and it is the last.
+    let all = queue.dead(&DeadQuery { limit: 10, ..DeadQuery::default() }).expect("page");
+    assert_eq!((all.entries.len(), all.next_cursor), (10, None));
+}
+
+#[tokio::test]
+async fn a_filtered_scan_that_ends_with_a_full_page_knows_its_total() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let queue = dlq_with(dir.path(), 20, &[3, 9, 14]).await;
+    let page = queue.dead(&DeadQuery { limit: 3, source_id: Some("rare".into()), ..DeadQuery::default() }).expect("page");
+    let seqs: Vec<u64> = page.entries.iter().map(|e| e.envelope.seq).collect();
+    assert_eq!(seqs, [14, 9, 3]);
+    assert_eq!(page.next_cursor, None, "no row left could match");
+    assert_eq!(page.total, Some(3), "the scan reached the end within the page");
+}
+
+#[tokio::test]
+async fn a_tenant_named_twice_lists_and_counts_once() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let queue = dlq_with(dir.path(), 10, &[]).await;
+    let once = queue.dead(&DeadQuery { limit: 50, tenants: Some(vec!["acme".into()]), ..DeadQuery::default() });
+    let twice = queue
+        .dead(&DeadQuery { limit: 50, tenants: Some(vec!["acme".into(), "acme".into()]), ..DeadQuery::default() });
+    let (once, twice) = (once.expect("page"), twice.expect("page"));
+    assert_eq!(once.entries.len(), 5, "acme holds every other row");
+    assert_eq!(twice.entries, once.entries);
+    assert_eq!((twice.total, twice.next_cursor), (Some(5), None));
+}
+
+#[tokio::test]
+async fn more_tenants_than_the_budget_is_refused_not_an_empty_last_page() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let queue = dlq_with(dir.path(), 4, &[]).await;
+    let many: Vec<String> = (0..=MAX_EXAMINED).map(|i| format!("t{i}")).collect();
+    let err = queue.dead(&DeadQuery { tenants: Some(many), ..DeadQuery::default() }).expect_err("refused");
+    assert!(matches!(err, QueueError::TooManyTenants { .. }), "{err}");
+    // At the budget, every tenant still gets a key's share, and the
+    // tenants that hold rows list them.
+    let mut tenants: Vec<String> = (0..MAX_EXAMINED - 2).map(|i| format!("t{i}")).collect();
+    tenants.extend(["acme".into(), "globex".into()]);
+    let mut query = DeadQuery { limit: 10, tenants: Some(tenants), ..DeadQuery::default() };
+    let mut found = Vec::new();
+    for _ in 0..10 {
+        let page = queue.dead(&query).expect("page");
+        found.extend(page.entries.iter().map(|e| e.envelope.seq));
+        match page.next_cursor {
+            Some(cursor) => query.cursor = Some(cursor),
+            None => break,
+        }
+    }
+    assert_eq!(found, [4, 3, 2, 1], "every dead row, newest first");
+}

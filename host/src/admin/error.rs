@@ -73,6 +73,7 @@ impl From<QueueError> for ApiError {
             QueueError::InvalidCursor => {
                 ApiError::bad_request("invalid_cursor", "the cursor was not issued by this node, or was altered")
             }
+            QueueError::TooManyTenants { .. } => ApiError::bad_request("invalid_query", e.to_string()),
             QueueError::Closed => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", e.to_string()),
             QueueError::Corrupt(_) => {
                 tracing::error!("admin request found damage in the store: {e}");

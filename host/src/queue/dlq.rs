@@ -144,9 +144,19 @@ impl Queue {
         let budget = |share: usize| if filtered { share } else { share.min(limit + 1) };
         // Candidate positions, newest first, and the oldest position up to
         // which the candidates are complete (None: complete to the end).
-        let (candidates, complete_to, examined) = match &query.tenants {
+        // A tenant named twice is one tenant: its rows list (and count) once.
+        let tenants = query.tenants.clone().map(|mut tenants| {
+            tenants.sort();
+            tenants.dedup();
+            tenants
+        });
+        if tenants.as_ref().is_some_and(|t| t.len() > MAX_EXAMINED) {
+            return Err(QueueError::TooManyTenants { max: MAX_EXAMINED });
+        }
+        let (candidates, complete_to, examined) = match &tenants {
             None => self.scan_dead(&index::dead_prefix(), below, budget(MAX_EXAMINED))?,
             Some(tenants) => {
+                // Every tenant gets a share of the budget, at least one key.
                 let budget = budget(MAX_EXAMINED / tenants.len().max(1));
                 let mut all = Vec::new();
                 let mut complete_to: Option<Position> = None;
@@ -173,19 +183,27 @@ impl Queue {
         let mut entries = Vec::new();
         let mut last: Option<Position> = None;
         let mut reached_since = false;
+        // A candidate past a full page that could match: another page
+        // follows. Past a full page only what the index entries say is
+        // checked (an entry without a summary could match).
+        let mut more = false;
         for (position, summary) in candidates {
             if query.since.is_some_and(|since| position.0 < since) {
                 reached_since = true;
                 break;
             }
+            let (at, seq, sink) = position;
+            let could_match = query.sink.is_none_or(|s| s == sink)
+                && summary.as_ref().is_none_or(|s| query.admits(&s.source, s.class));
             if entries.len() == limit {
-                break;
+                if could_match {
+                    more = true;
+                    break;
+                }
+                continue;
             }
             last = Some(position);
-            let (at, seq, sink) = position;
-            if query.sink.is_some_and(|s| s != sink)
-                || summary.as_ref().is_some_and(|s| !query.admits(&s.source, s.class))
-            {
+            if !could_match {
                 continue;
             }
             let Some(row) = self.row_for_dlq(seq, sink)? else { continue };
@@ -203,14 +221,16 @@ impl Queue {
                 attempts: row.attempts,
             });
         }
-        let page_full = entries.len() == limit;
-        let exhausted = !page_full && (complete_to.is_none() || reached_since);
+        // The scan reached the end of what matches: no row left unexamined
+        // (or every one left is older than `since`), and none examined past
+        // the page could match.
+        let exhausted = !more && (complete_to.is_none() || reached_since);
         let next_cursor = match (exhausted, last.or(complete_to)) {
             (false, Some(at)) => Some(self.issue_cursor(at)?),
             _ => None,
         };
         let total = if !filtered {
-            let counted = match &query.tenants {
+            let counted = match &tenants {
                 None => self.counter(None, "dead")?,
                 Some(tenants) => tenants.iter().map(|t| self.dead_for_tenant(t)).sum::<Result<i64, _>>()?,
             };

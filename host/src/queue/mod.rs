@@ -122,6 +122,9 @@ pub enum QueueError {
     /// A DLQ cursor this node did not issue.
     #[error("invalid_cursor")]
     InvalidCursor,
+    /// A DLQ query naming more tenants than one call may examine keys.
+    #[error("a DLQ query names at most {max} tenants")]
+    TooManyTenants { max: usize },
     /// A stored row does not decode.
     #[error("corrupt store: {0}")]
     Corrupt(String),
