@@ -4,7 +4,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ankusa::queue::{Entry, EntryOutcome, Envelope, Queue, QueueConfig, QueueError};
+use ankusa::queue::{Clock, Entry, EntryOutcome, Envelope, Queue, QueueConfig, QueueError, Refusal};
 use tokio::time::Instant;
 
 fn entry(id: &str, tenant: &str, dedupe: Option<&str>) -> Entry {
@@ -187,4 +187,41 @@ async fn each_entry_is_answered_to_its_own_waiter() {
     }
     let stored: Vec<String> = queue.hooks(0, 100).expect("hooks").into_iter().map(|h| h.id).collect();
     assert_eq!(stored, ["first", "fresh", "abandoned"], "the abandoned entry is stored too");
+}
+
+#[tokio::test]
+async fn an_expired_key_taken_over_before_its_sweep_is_counted_once() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let clock = Clock::manual(1_700_000_000_000);
+    let config = QueueConfig {
+        dedupe_ttl_ms: 1_000,
+        dedupe_max_entries_per_tenant: Some(2),
+        clock: clock.clone(),
+        ..QueueConfig::default()
+    };
+    let queue = Queue::open(dir.path(), config).expect("open");
+    committed(&queue.enqueue(vec![entry("h1", "acme", Some("evt-1"))], None).await.expect("enqueue"));
+    // Expired, not yet swept: the same key again is a new hook that takes
+    // the stored key over, and the store still holds one key.
+    for round in 2..6 {
+        clock.advance(2_000);
+        let id = format!("h{round}");
+        committed(&queue.enqueue(vec![entry(&id, "acme", Some("evt-1"))], None).await.expect("enqueue"));
+        assert_eq!(queue.counter(Some("acme"), "dedupe_keys").expect("counter"), 1, "round {round}");
+    }
+    // The quota (2 per tenant) still has room for one more key ...
+    let second = queue.enqueue(vec![entry("k1", "acme", Some("evt-2"))], None).await.expect("enqueue");
+    committed(&second);
+    // ... and no room for a third.
+    let third = queue.enqueue(vec![entry("k2", "acme", Some("evt-3"))], None).await.expect("enqueue");
+    assert_eq!(third, [EntryOutcome::Refused(Refusal::DedupeQuota)]);
+    // The sweep removes the stale expiry entries without taking a live key
+    // off the count; once both keys have expired, both go.
+    assert_eq!(queue.sweep_dedupe(clock.now_ms(), 100).await.expect("sweep"), 0, "both keys are live");
+    assert_eq!(queue.counter(Some("acme"), "dedupe_keys").expect("counter"), 2);
+    clock.advance(2_000);
+    assert_eq!(queue.sweep_dedupe(clock.now_ms(), 100).await.expect("sweep"), 2);
+    assert_eq!(queue.counter(Some("acme"), "dedupe_keys").expect("counter"), 0);
+    assert_eq!(queue.counter(None, "dedupe_keys").expect("counter"), 0);
+    queue.close().await;
 }

@@ -1,13 +1,17 @@
 //! The queue against a simple in-memory model: random sequences of
 //! enqueues (with and without dedupe keys, several tenants, quotas and a
-//! tenant maximum), claims, completions, retries, burials, purges and
-//! restarts. After every step the seqs, outcomes, counters, stored hooks
-//! and DLQ contents must match the model.
+//! tenant maximum), claims, completions, retries, burials, purges,
+//! restarts, and the passing of time with the dedupe sweep (keys expire;
+//! an expired key not yet swept is taken over by the next hook that has
+//! it). After every step the seqs, outcomes, counters, stored hooks and DLQ
+//! contents must match the model.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use ankusa::error_class::ErrorClass;
-use ankusa::queue::{DeadQuery, Entry, EntryOutcome, Envelope, PurgeKinds, Queue, QueueConfig, Refusal, TenantPending};
+use ankusa::queue::{
+    Clock, DeadQuery, Entry, EntryOutcome, Envelope, PurgeKinds, Queue, QueueConfig, Refusal, TenantPending,
+};
 use proptest::prelude::*;
 
 const TENANTS_MAX: usize = 3;
@@ -16,6 +20,10 @@ const KEYS_PER_NODE: u64 = 9;
 /// Claims and retries use a logical clock far past the wall clock, so a
 /// row enqueued "now" is always due and a retry's due time is exact.
 const T0: u64 = 4_000_000_000_000;
+/// Where the queue's clock starts: before `T0`, so every hook enqueued is
+/// due at any claim.
+const CLOCK0: u64 = 1_700_000_000_000;
+const DEDUPE_TTL_MS: u64 = 10_000;
 
 #[derive(Clone, Debug)]
 struct NewHook {
@@ -50,6 +58,10 @@ enum Op {
         dead: bool,
     },
     Restart,
+    /// Move the queue's clock forward (dedupe keys expire).
+    Advance(u64),
+    /// Sweep the expired dedupe keys.
+    Sweep,
 }
 
 fn new_hook() -> impl Strategy<Value = NewHook> {
@@ -67,6 +79,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0u8..5, any::<bool>(), any::<bool>(), any::<bool>())
             .prop_map(|(tenant, pending, inflight, dead)| Op::Purge { tenant, pending, inflight, dead }),
         1 => Just(Op::Restart),
+        2 => (1u64..4).prop_map(|n| Op::Advance(n * 4_000)),
+        1 => Just(Op::Sweep),
     ]
 }
 
@@ -89,8 +103,9 @@ struct Row {
 struct Model {
     hooks: BTreeMap<u64, String>,
     rows: BTreeMap<(u64, u16), Row>,
-    /// (tenant, key) → id of the original.
-    keys: HashMap<(String, String), String>,
+    /// (tenant, key) → id of the original and when the key expires. A key
+    /// stays here, expired, until a sweep.
+    keys: HashMap<(String, String), (String, u64)>,
     holding: BTreeSet<String>,
     last_seq: u64,
 }
@@ -105,7 +120,7 @@ impl Model {
     }
 
     /// What the queue must answer for one entry, applied to the model.
-    fn enqueue(&mut self, hook: &NewHook, id: &str, body_len: i64, outcome: &EntryOutcome) {
+    fn enqueue(&mut self, hook: &NewHook, id: &str, body_len: i64, now: u64, outcome: &EntryOutcome) {
         let t = tenant(hook.tenant);
         if !self.holding.contains(&t) && self.holding.len() >= TENANTS_MAX {
             assert_eq!(outcome, &EntryOutcome::Refused(Refusal::TenantLimit), "{t} is one past tenants.max");
@@ -113,14 +128,17 @@ impl Model {
         }
         let key = hook.key.map(|k| format!("evt-{k}"));
         if let Some(key) = &key {
-            if let Some(original) = self.keys.get(&(t.clone(), key.clone())) {
+            let stored = self.keys.get(&(t.clone(), key.clone()));
+            if let Some((original, expires_at)) = stored.filter(|(_, expires_at)| *expires_at > now) {
                 match outcome {
                     EntryOutcome::Duplicate(env) => assert_eq!(&env.id, original, "a duplicate names the original"),
-                    other => panic!("{t}/{key} is live: expected a duplicate, got {other:?}"),
+                    other => panic!("{t}/{key} is live until {expires_at}: expected a duplicate, got {other:?}"),
                 }
                 return;
             }
-            if self.keys.len() as u64 >= KEYS_PER_NODE || self.keys_of(&t) >= KEYS_PER_TENANT {
+            // An expired key not yet swept is taken over, not added.
+            let new = stored.is_none();
+            if new && (self.keys.len() as u64 >= KEYS_PER_NODE || self.keys_of(&t) >= KEYS_PER_TENANT) {
                 assert_eq!(outcome, &EntryOutcome::Refused(Refusal::DedupeQuota), "{t}/{key} is past a quota");
                 return;
             }
@@ -134,7 +152,7 @@ impl Model {
                 .insert((env.seq, sink), Row { tenant: t.clone(), bytes: body_len, attempts: 0, state: State::Due(1) });
         }
         if let Some(key) = key {
-            self.keys.insert((t.clone(), key), id.to_string());
+            self.keys.insert((t.clone(), key), (id.to_string(), now + DEDUPE_TTL_MS));
         }
         self.holding.insert(t);
     }
@@ -202,18 +220,21 @@ fn check(queue: &Queue, model: &Model) {
     }
 }
 
-fn config() -> QueueConfig {
+fn config(clock: &Clock) -> QueueConfig {
     QueueConfig {
         tenants_max: Some(TENANTS_MAX),
         dedupe_max_entries: Some(KEYS_PER_NODE),
         dedupe_max_entries_per_tenant: Some(KEYS_PER_TENANT),
+        dedupe_ttl_ms: DEDUPE_TTL_MS,
+        clock: clock.clone(),
         ..QueueConfig::default()
     }
 }
 
 async fn run(ops: Vec<Op>) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut queue = Queue::open(dir.path(), config()).expect("open");
+    let clock = Clock::manual(CLOCK0);
+    let mut queue = Queue::open(dir.path(), config(&clock)).expect("open");
     let mut model = Model::default();
     let mut ids = 0u64;
     for op in ops {
@@ -232,7 +253,8 @@ async fn run(ops: Vec<Op>) {
                 let outcomes = queue.enqueue(entries.clone(), None).await.expect("enqueue");
                 assert_eq!(outcomes.len(), entries.len());
                 for ((hook, entry), outcome) in hooks.iter().zip(&entries).zip(&outcomes) {
-                    model.enqueue(hook, &entry.envelope.id, entry.envelope.body.len() as i64, outcome);
+                    let len = entry.envelope.body.len() as i64;
+                    model.enqueue(hook, &entry.envelope.id, len, clock.now_ms(), outcome);
                 }
             }
             Op::Claim { at, limit } => {
@@ -309,7 +331,7 @@ async fn run(ops: Vec<Op>) {
             }
             Op::Restart => {
                 queue.close().await;
-                queue = Queue::open(dir.path(), config()).expect("reopen");
+                queue = Queue::open(dir.path(), config(&clock)).expect("reopen");
                 queue.recover_inflight(0).expect("recover");
                 for row in model.rows.values_mut() {
                     if row.state == State::Inflight {
@@ -317,6 +339,14 @@ async fn run(ops: Vec<Op>) {
                     }
                 }
                 assert!(queue.stats().expect("stats").next_seq > model.last_seq, "next_seq recovered past every seq");
+            }
+            Op::Advance(ms) => clock.advance(ms),
+            Op::Sweep => {
+                let now = clock.now_ms();
+                let removed = queue.sweep_dedupe(now, 1_000).await.expect("sweep");
+                let before = model.keys.len();
+                model.keys.retain(|_, (_, expires_at)| *expires_at > now);
+                assert_eq!(removed, before - model.keys.len(), "keys swept");
             }
         }
         check(&queue, &model);

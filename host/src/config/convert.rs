@@ -49,6 +49,7 @@ impl Config {
             archive_retention_ms: self.archive.enabled.then_some(self.archive.retention_ms),
             store_wal_max_bytes: self.wal.store_wal_max_bytes,
             store_faults: None,
+            clock: crate::queue::Clock::System,
         }
     }
 

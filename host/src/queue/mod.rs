@@ -195,6 +195,38 @@ pub struct QueueConfig {
     pub store_wal_max_bytes: u64,
     /// Failures to inject into the store (fault tests only).
     pub store_faults: Option<Arc<crate::store::Faults>>,
+    /// Where commits read the time (dedupe expiry, due times).
+    pub clock: Clock,
+}
+
+/// The queue's wall clock: the system's, or one a test moves by hand.
+#[derive(Clone, Debug, Default)]
+pub enum Clock {
+    #[default]
+    System,
+    /// Unix milliseconds, set by the test.
+    Manual(Arc<std::sync::atomic::AtomicU64>),
+}
+
+impl Clock {
+    /// A manual clock standing at `unix_ms`.
+    pub fn manual(unix_ms: u64) -> Clock {
+        Clock::Manual(Arc::new(std::sync::atomic::AtomicU64::new(unix_ms)))
+    }
+
+    pub fn now_ms(&self) -> u64 {
+        match self {
+            Clock::System => now_ms(),
+            Clock::Manual(at) => at.load(Ordering::SeqCst),
+        }
+    }
+
+    /// Move a manual clock forward (the system clock moves by itself).
+    pub fn advance(&self, by_ms: u64) {
+        if let Clock::Manual(at) = self {
+            at.fetch_add(by_ms, Ordering::SeqCst);
+        }
+    }
 }
 
 impl Default for QueueConfig {
@@ -211,6 +243,7 @@ impl Default for QueueConfig {
             archive_retention_ms: None,
             store_wal_max_bytes: crate::store::DEFAULT_WAL_MAX_BYTES,
             store_faults: None,
+            clock: Clock::System,
         }
     }
 }
@@ -399,7 +432,8 @@ impl Queue {
     ) -> Result<Vec<EntryOutcome>, QueueError> {
         let (reply, outcome) = oneshot::channel();
         let reply = Reply::Call(reply);
-        self.hand_over(Call { kind, entries, replay_id, extra, deadline, now_ms: now_ms(), prefetch_epoch, reply })
+        let now_ms = self.config.clock.now_ms();
+        self.hand_over(Call { kind, entries, replay_id, extra, deadline, now_ms, prefetch_epoch, reply })
             .await;
         outcome.await.map_err(|_| QueueError::Closed)?
     }
@@ -450,7 +484,7 @@ impl Queue {
             replay_id: None,
             extra: Batch::new(),
             deadline,
-            now_ms: now_ms(),
+            now_ms: self.config.clock.now_ms(),
             prefetch_epoch,
             reply,
         };
@@ -499,7 +533,7 @@ impl Queue {
             loop {
                 tick.tick().await;
                 loop {
-                    match queue.sweep_dedupe(now_ms(), BATCH).await {
+                    match queue.sweep_dedupe(queue.config.clock.now_ms(), BATCH).await {
                         Ok(removed) if removed == BATCH => continue,
                         Ok(_) => break,
                         Err(QueueError::Closed) => return,
@@ -511,7 +545,7 @@ impl Queue {
                 }
                 if let Some(retention) = queue.config.archive_retention_ms {
                     let sweeping = queue.clone();
-                    let before = now_ms().saturating_sub(retention);
+                    let before = queue.config.clock.now_ms().saturating_sub(retention);
                     match tokio::task::spawn_blocking(move || sweeping.sweep_archive(before)).await {
                         Ok(Ok(0)) => {}
                         Ok(Ok(removed)) => tracing::info!(removed, "archived hooks past their retention dropped"),

@@ -252,8 +252,10 @@ struct Group {
     next_seq: u64,
     first_seq: u64,
     hooks: u64,
-    /// New dedupe keys, in order, with their tenant.
-    new_keys: Vec<(Vec<u8>, Original, String)>,
+    /// Dedupe keys this group writes, in order.
+    new_keys: Vec<NewKey>,
+    /// How many of them are new to the store (counted against quotas).
+    added_keys: i64,
     /// Index into `new_keys` by key.
     live: HashMap<Vec<u8>, usize>,
     keys_by_tenant: HashMap<String, i64>,
@@ -262,6 +264,16 @@ struct Group {
     /// Counter deltas per tenant, summed over the group and written once
     /// (with the node's totals) when the batch is sealed.
     counters: HashMap<String, Deltas>,
+}
+
+/// A dedupe key a group writes.
+struct NewKey {
+    key: Vec<u8>,
+    original: Original,
+    tenant: String,
+    /// It is new to the store. A key that expired but is not yet swept is
+    /// taken over in place: the store holds as many keys as before.
+    added: bool,
 }
 
 /// A tenant's counter changes within one group.
@@ -286,6 +298,7 @@ struct Mark {
     next_seq: u64,
     hooks: u64,
     new_keys: usize,
+    added_keys: i64,
     joining: usize,
     counters: Option<HashMap<String, Deltas>>,
 }
@@ -299,6 +312,7 @@ impl Group {
             next_seq: self.next_seq,
             hooks: self.hooks,
             new_keys: self.new_keys.len(),
+            added_keys: self.added_keys,
             joining: self.joining.len(),
             counters: counters.then(|| self.counters.clone()),
         }
@@ -327,10 +341,13 @@ impl Group {
         if let Some(counters) = mark.counters {
             self.counters = counters;
         }
-        for (key, _, tenant) in self.new_keys.drain(mark.new_keys..) {
-            self.live.remove(&key);
-            *self.keys_by_tenant.entry(tenant).or_default() -= 1;
+        for new in self.new_keys.drain(mark.new_keys..) {
+            self.live.remove(&new.key);
+            if new.added {
+                *self.keys_by_tenant.entry(new.tenant).or_default() -= 1;
+            }
         }
+        self.added_keys = mark.added_keys;
         self.joining.truncate(mark.joining);
     }
 }
@@ -529,20 +546,27 @@ impl Writer {
             }
             _ => None,
         };
+        let mut takes_over = false;
         if let Some(key) = &dedupe_key {
             let original = match group.live.get(key) {
-                Some(&i) => Some(group.new_keys[i].1.clone()),
+                Some(&i) => group.new_keys.get(i).map(|new| new.original.clone()),
                 None => match self.recent.freshness(key, call.prefetch_epoch) {
                     Freshness::Newer(original) => Some(original),
                     Freshness::Prefetch => entry.prefetched.clone(),
                     Freshness::Unknown => reread.get(key).cloned().flatten(),
                 },
             };
-            if let Some(original) = original.filter(|o| o.expires_at > call.now_ms) {
-                return Ok(EntryOutcome::Duplicate(original_envelope(self.store.as_ref(), &original, env)?));
-            }
-            if self.over_dedupe_quota(&env.tenant_id, group)? {
-                return Ok(EntryOutcome::Refused(Refusal::DedupeQuota));
+            match original {
+                Some(original) if original.expires_at > call.now_ms => {
+                    return Ok(EntryOutcome::Duplicate(original_envelope(self.store.as_ref(), &original, env)?));
+                }
+                // Expired but not yet swept: the new hook takes the key over
+                // in place, so the store holds no more keys than before.
+                Some(_) => takes_over = true,
+                None if self.over_dedupe_quota(&env.tenant_id, group)? => {
+                    return Ok(EntryOutcome::Refused(Refusal::DedupeQuota));
+                }
+                None => {}
             }
         }
 
@@ -585,10 +609,14 @@ impl Writer {
             let original = Original { seq, expires_at, id: env.id.clone() };
             batch.put(Cf::Dedupe, key.clone(), original.encode());
             batch.put(Cf::Dedupe, dedupe::expiry(expires_at, &env.tenant_id, &env.source_id, stored), Vec::new());
-            deltas.dedupe_keys += 1;
+            let added = !takes_over;
+            if added {
+                deltas.dedupe_keys += 1;
+                group.added_keys += 1;
+                *group.keys_by_tenant.entry(env.tenant_id.clone()).or_default() += 1;
+            }
             group.live.insert(key.clone(), group.new_keys.len());
-            group.new_keys.push((key, original, env.tenant_id.clone()));
-            *group.keys_by_tenant.entry(env.tenant_id.clone()).or_default() += 1;
+            group.new_keys.push(NewKey { key, original, tenant: env.tenant_id.clone(), added });
         }
         if joins {
             group.batch.put(Cf::Meta, meta::holding(&env.tenant_id), Vec::new());
@@ -600,7 +628,7 @@ impl Writer {
     fn over_dedupe_quota(&mut self, tenant: &str, group: &Group) -> Result<bool, QueueError> {
         let in_group = group.keys_by_tenant.get(tenant).copied().unwrap_or(0);
         if let Some(max) = self.limits.dedupe_max_entries
-            && self.node_keys + group.new_keys.len() as i64 >= max as i64
+            && self.node_keys + group.added_keys >= max as i64
         {
             return Ok(true);
         }
@@ -669,14 +697,14 @@ impl Writer {
     fn committed(&mut self, group: Group) {
         self.due_floor.note(&group.batch);
         self.tenants.join(&group.joining);
-        self.node_keys += group.new_keys.len() as i64;
+        self.node_keys += group.added_keys;
         for (tenant, added) in group.keys_by_tenant {
             if let Some(n) = self.tenant_keys.get_mut(&tenant) {
                 *n += added;
             }
         }
         let epoch = self.stats.epoch.load(Ordering::Relaxed) + 1;
-        self.recent.record(epoch, group.new_keys.into_iter().map(|(k, o, _)| (k, o)).collect());
+        self.recent.record(epoch, group.new_keys.into_iter().map(|new| (new.key, new.original)).collect());
         self.stats.epoch.store(epoch, Ordering::Release);
         if self.syncer.is_none() {
             self.stats.count_durable(group.hooks);
@@ -753,10 +781,22 @@ impl Writer {
         }
         self.store.write(&batch, Durability::Synced)?;
         self.node_keys -= removed as i64;
+        if removed > 0 {
+            self.forget_prefetches();
+        }
         for (_, expiry) in &parsed {
             self.tenant_keys.remove(&expiry.tenant);
         }
         Ok(removed)
+    }
+
+    /// Dedupe keys were deleted outside a commit (a sweep, a forgotten
+    /// tenant): prefetches made before may name keys that are gone, so
+    /// every one of them is read again. A new epoch marks them older.
+    fn forget_prefetches(&mut self) {
+        let epoch = self.stats.epoch.load(Ordering::Relaxed) + 1;
+        self.stats.epoch.store(epoch, Ordering::Release);
+        self.recent.reset(epoch);
     }
 
     fn set_erasing(&mut self, tenant: &str, erasing: bool) -> Result<(), QueueError> {
@@ -801,8 +841,7 @@ impl Writer {
         self.store.write(&batch, Durability::Synced)?;
         self.tenants.forget(tenant);
         self.tenant_keys.remove(tenant);
-        // Prefetches made before these deletes may name keys that are gone.
-        self.recent.reset(self.stats.epoch.load(Ordering::Relaxed));
+        self.forget_prefetches();
         Ok(removed)
     }
 }
