@@ -2,6 +2,11 @@
 //! consecutive failures the key is open and its rows are parked (attempts
 //! unchanged) until a probe may go; a failed probe reopens it for twice as
 //! long, up to a cap; a success closes it.
+//!
+//! Only the probe's failure reopens an open breaker. Attempts that were
+//! already running when it opened fail too, but they say nothing new about
+//! the destination: each one doubling the wait would take the breaker to
+//! its cap within milliseconds.
 
 use std::time::Duration;
 
@@ -81,8 +86,9 @@ impl Breaker {
     }
 
     /// A non-permanent failure (a permanent one says nothing of the
-    /// destination's health: it refused that one hook).
-    pub fn failed(&mut self, policy: &BreakerPolicy, now_ms: u64) -> Option<Transition> {
+    /// destination's health: it refused that one hook). `probe`: the
+    /// attempt was the one the half-open breaker let through.
+    pub fn failed(&mut self, policy: &BreakerPolicy, now_ms: u64, probe: bool) -> Option<Transition> {
         let first = policy.open_for.as_millis() as u64;
         let cap = policy.max_open_for.as_millis() as u64;
         match self.state {
@@ -94,10 +100,20 @@ impl Breaker {
                 self.state = State::Closed { failures: failures + 1 };
                 None
             }
-            State::HalfOpen { next_ms } | State::Open { next_ms, .. } => {
+            State::HalfOpen { next_ms } if probe => {
                 self.state = State::Open { until_ms: now_ms + next_ms, next_ms: (next_ms * 2).min(cap) };
                 Some(Transition::Opened { for_ms: next_ms })
             }
+            // An attempt that was running before the breaker opened.
+            State::HalfOpen { .. } | State::Open { .. } => None,
+        }
+    }
+
+    /// The probe ended without an outcome (its row went elsewhere): the
+    /// next row may probe at once.
+    pub fn probe_lost(&mut self, now_ms: u64) {
+        if let State::HalfOpen { next_ms } = self.state {
+            self.state = State::Open { until_ms: now_ms, next_ms };
         }
     }
 }
@@ -111,18 +127,46 @@ mod tests {
         let policy = BreakerPolicy::default();
         let mut b = Breaker::default();
         for _ in 0..4 {
-            assert_eq!(b.failed(&policy, 0), None);
+            assert_eq!(b.failed(&policy, 0, false), None);
         }
-        assert_eq!(b.failed(&policy, 0), Some(Transition::Opened { for_ms: 30_000 }));
+        assert_eq!(b.failed(&policy, 0, false), Some(Transition::Opened { for_ms: 30_000 }));
         assert_eq!(b.admit(29_999), Err(30_000), "parked while open");
         assert_eq!(b.admit(30_000), Ok(Some(Transition::Probing)));
         assert!(b.admit(30_001).is_err(), "one probe at a time");
-        assert_eq!(b.failed(&policy, 31_000), Some(Transition::Opened { for_ms: 60_000 }));
+        assert_eq!(b.failed(&policy, 31_000, true), Some(Transition::Opened { for_ms: 60_000 }));
         assert_eq!(b.admit(91_000), Ok(Some(Transition::Probing)));
         assert_eq!(b.succeeded(), Some(Transition::Closed));
         assert_eq!(b.admit(91_001), Ok(None));
-        let mut long = Breaker { state: State::Open { until_ms: 0, next_ms: 300_000 } };
-        assert_eq!(long.failed(&policy, 0), Some(Transition::Opened { for_ms: 300_000 }));
+        let mut long = Breaker { state: State::HalfOpen { next_ms: 300_000 } };
+        assert_eq!(long.failed(&policy, 0, true), Some(Transition::Opened { for_ms: 300_000 }));
         assert_eq!(long.state(), State::Open { until_ms: 300_000, next_ms: 300_000 }, "capped at 5 min");
+    }
+
+    #[test]
+    fn failures_of_attempts_running_when_it_opened_do_not_lengthen_it() {
+        let policy = BreakerPolicy::default();
+        let mut b = Breaker::default();
+        for _ in 0..5 {
+            b.failed(&policy, 1_000, false);
+        }
+        assert_eq!(b.state(), State::Open { until_ms: 31_000, next_ms: 60_000 });
+        // Eight more attempts were in flight when it opened; they fail now.
+        for _ in 0..8 {
+            assert_eq!(b.failed(&policy, 1_002, false), None, "an in-flight failure is absorbed");
+        }
+        assert_eq!(b.state(), State::Open { until_ms: 31_000, next_ms: 60_000 }, "still 30 s, not the cap");
+        assert_eq!(b.admit(31_000), Ok(Some(Transition::Probing)));
+        // A late in-flight failure while the probe runs is not the probe's.
+        assert_eq!(b.failed(&policy, 31_001, false), None);
+        assert_eq!(b.failed(&policy, 31_500, true), Some(Transition::Opened { for_ms: 60_000 }));
+        assert_eq!(b.state(), State::Open { until_ms: 91_500, next_ms: 120_000 });
+    }
+
+    #[test]
+    fn a_lost_probe_lets_the_next_row_probe() {
+        let mut b = Breaker { state: State::HalfOpen { next_ms: 60_000 } };
+        assert!(b.admit(5).is_err(), "one probe at a time");
+        b.probe_lost(10);
+        assert_eq!(b.admit(10), Ok(Some(Transition::Probing)));
     }
 }

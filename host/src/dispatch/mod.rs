@@ -82,11 +82,15 @@ struct KeyState {
     waiting: VecDeque<(DeliveryRow, Target)>,
     running: usize,
     breaker: Breaker,
+    /// The row the half-open breaker let through, (seq, sink).
+    probe: Option<(u64, u16)>,
 }
 
 /// What a finished attempt tells the scheduler.
 struct Done {
     key: Key,
+    /// The row's (seq, sink).
+    row: (u64, u16),
     bytes: u64,
     /// `None`: delivered; else the failure's class.
     failure: Option<ErrorClass>,
@@ -273,6 +277,7 @@ impl Scheduler {
                 match state.breaker.admit(now) {
                     Err(until) => return ClaimDecision::Park(until),
                     Ok(Some(Transition::Probing)) => {
+                        state.probe = Some((row.seq, row.sink));
                         tracing::info!(tenant = %key.0, source = %key.1, sink = key.2, "circuit breaker half-open: probing");
                         count_transition(directory, &key, "half_open");
                         publish_breaker(breakers, &key, state.breaker.state());
@@ -308,11 +313,17 @@ impl Scheduler {
 
     /// Queue a claimed row under its key, or bury it if its sink is gone.
     fn route(&mut self, row: DeliveryRow, now: u64) -> Result<(), QueueError> {
+        let key: Key = (row.tenant.clone(), row.source.clone(), row.sink);
         let Some(target) = self.bound_sink(&row) else {
+            if let Some(state) = self.keys.get_mut(&key)
+                && state.probe == Some((row.seq, row.sink))
+            {
+                state.probe = None;
+                state.breaker.probe_lost(now);
+            }
             let reason = format!("sink {} of source `{}` is no longer configured", row.sink, row.source);
             return self.queue.bury(row.seq, row.sink, now, &reason, ErrorClass::Gone);
         };
-        let key: Key = (row.tenant.clone(), row.source.clone(), row.sink);
         let state = self.keys.entry(key.clone()).or_default();
         self.claimed += 1;
         self.claimed_bytes += row.bytes;
@@ -362,9 +373,13 @@ impl Scheduler {
         let now = now_ms();
         let Some(state) = self.keys.get_mut(&done.key) else { return };
         state.running -= 1;
+        let probe = state.probe == Some(done.row);
+        if probe {
+            state.probe = None;
+        }
         let transition = match done.failure {
             None | Some(ErrorClass::Permanent | ErrorClass::Denied | ErrorClass::Gone) => state.breaker.succeeded(),
-            Some(_) => state.breaker.failed(&self.config.breaker, now),
+            Some(_) => state.breaker.failed(&self.config.breaker, now, probe),
         };
         let current = state.breaker.state();
         let (tenant, source, sink) = &done.key;
@@ -456,7 +471,7 @@ async fn deliver(
         // The row stays inflight; the next start makes it due again.
         tracing::error!(seq = row.seq, sink = row.sink, "cannot record the outcome: {e}");
     }
-    let _ = done.send(Done { key, bytes: row.bytes, failure });
+    let _ = done.send(Done { key, row: (row.seq, row.sink), bytes: row.bytes, failure });
 }
 
 /// Count a breaker transition under the sink's name (transitions are
