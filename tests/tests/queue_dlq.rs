@@ -124,7 +124,8 @@ async fn a_full_last_page_carries_no_cursor() {
 async fn a_filtered_scan_that_ends_with_a_full_page_knows_its_total() {
     let dir = tempfile::tempdir().expect("temp dir");
     let queue = dlq_with(dir.path(), 20, &[3, 9, 14]).await;
-    let page = queue.dead(&DeadQuery { limit: 3, source_id: Some("rare".into()), ..DeadQuery::default() }).expect("page");
+    let page =
+        queue.dead(&DeadQuery { limit: 3, source_id: Some("rare".into()), ..DeadQuery::default() }).expect("page");
     let seqs: Vec<u64> = page.entries.iter().map(|e| e.envelope.seq).collect();
     assert_eq!(seqs, [14, 9, 3]);
     assert_eq!(page.next_cursor, None, "no row left could match");
@@ -136,8 +137,8 @@ async fn a_tenant_named_twice_lists_and_counts_once() {
     let dir = tempfile::tempdir().expect("temp dir");
     let queue = dlq_with(dir.path(), 10, &[]).await;
     let once = queue.dead(&DeadQuery { limit: 50, tenants: Some(vec!["acme".into()]), ..DeadQuery::default() });
-    let twice = queue
-        .dead(&DeadQuery { limit: 50, tenants: Some(vec!["acme".into(), "acme".into()]), ..DeadQuery::default() });
+    let twice =
+        queue.dead(&DeadQuery { limit: 50, tenants: Some(vec!["acme".into(), "acme".into()]), ..DeadQuery::default() });
     let (once, twice) = (once.expect("page"), twice.expect("page"));
     assert_eq!(once.entries.len(), 5, "acme holds every other row");
     assert_eq!(twice.entries, once.entries);

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ankusa::queue::{Clock, Entry, EntryOutcome, Envelope, Queue, QueueConfig, QueueError, Refusal};
+use ankusa::store::Faults;
 use tokio::time::Instant;
 
 fn entry(id: &str, tenant: &str, dedupe: Option<&str>) -> Entry {
@@ -224,4 +225,52 @@ async fn an_expired_key_taken_over_before_its_sweep_is_counted_once() {
     assert_eq!(queue.counter(Some("acme"), "dedupe_keys").expect("counter"), 0);
     assert_eq!(queue.counter(None, "dedupe_keys").expect("counter"), 0);
     queue.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_gone_before_its_batch_starts_writes_nothing_and_consumes_no_seq() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let faults = Arc::new(Faults::default());
+    let config = QueueConfig { store_faults: Some(faults.clone()), ..QueueConfig::default() };
+    let queue = Arc::new(Queue::open(dir.path(), config).expect("open"));
+    // The writer takes the first call and stalls writing it, as on a disk
+    // that stopped answering.
+    faults.stall_writes.store(true, std::sync::atomic::Ordering::SeqCst);
+    let first = tokio::spawn({
+        let queue = queue.clone();
+        async move { queue.enqueue(vec![entry("a", "acme", None)], None).await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // A second call waits behind it, and its caller goes away.
+    let gone = tokio::spawn({
+        let queue = queue.clone();
+        async move { queue.enqueue(vec![entry("gone", "acme", Some("k-gone"))], None).await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    gone.abort();
+    assert!(gone.await.expect_err("aborted").is_cancelled());
+    faults.stall_writes.store(false, std::sync::atomic::Ordering::SeqCst);
+    let first = committed(&first.await.expect("task").expect("enqueue")).seq;
+    let next = queue.enqueue(vec![entry("b", "acme", Some("k-gone"))], None).await.expect("enqueue");
+    assert_eq!(committed(&next).seq, first + 1, "the withdrawn call consumed no seq and stored no dedupe key");
+    let ids: Vec<String> = queue.hooks(0, 10).expect("hooks").into_iter().map(|e| e.id).collect();
+    assert_eq!(ids, ["a", "b"], "nothing of the withdrawn call was written");
+}
+
+#[tokio::test]
+async fn stats_count_hooks_rows_and_disk_bytes() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let queue = Queue::open(dir.path(), QueueConfig::default()).expect("open");
+    let empty = queue.stats().expect("stats");
+    assert_eq!((empty.next_seq, empty.hooks, empty.deliveries, empty.disk_bytes), (1, 0, 0, 0));
+    let entries: Vec<Entry> = (0..100).map(|i| entry(&format!("h{i}"), "acme", None)).collect();
+    queue.enqueue(entries, None).await.expect("enqueue");
+    queue.close().await;
+    // Reopened after a clean close: everything is in SST files.
+    let queue = Queue::open(dir.path(), QueueConfig::default()).expect("reopen");
+    let stats = queue.stats().expect("stats");
+    assert_eq!(stats.next_seq, 101, "exact");
+    assert_eq!(stats.hooks, 100, "an estimate, exact for keys written once and flushed");
+    assert_eq!(stats.deliveries, 200, "two rows per hook");
+    assert!(stats.disk_bytes > 100 * 10, "the SST files hold the hooks: {} bytes", stats.disk_bytes);
 }

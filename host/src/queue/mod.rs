@@ -108,6 +108,11 @@ pub enum QueueError {
     /// nothing was written and no seq was consumed.
     #[error("deadline_exceeded")]
     DeadlineExceeded,
+    /// The caller went away while its batch waited for the writer; nothing
+    /// was written and no seq was consumed. (It is the answer to a caller
+    /// no longer there: what shows it is the batch's absence.)
+    #[error("caller_gone")]
+    CallerGone,
     /// A read or a job's write failed.
     #[error("store_unavailable: {0}")]
     Store(#[from] StoreError),
@@ -148,6 +153,16 @@ pub struct Entry {
     pub envelope: Envelope,
     /// (sink index, sink name).
     pub sinks: Vec<(u16, String)>,
+}
+
+/// A call's entries as its caller prepared them.
+struct Planned {
+    entries: Vec<Prepared>,
+    /// The commit epoch the dedupe prefetch read at.
+    prefetch_epoch: u64,
+    /// When the call was made: its rows are due then, its keys expire from
+    /// then.
+    now_ms: u64,
 }
 
 /// What `stats` reports.
@@ -389,52 +404,70 @@ impl Queue {
         self.config.wal.label()
     }
 
-    /// Prepare entries (the work that needs no seq): encode each hook and
-    /// prefetch its dedupe key, noting the commit epoch the read saw.
-    fn prepare(
-        &self,
-        entries: Vec<(Envelope, Vec<(u16, String)>)>,
-        dedupe: bool,
-    ) -> Result<(Vec<Prepared>, u64), QueueError> {
-        let epoch = self.stats.epoch.load(Ordering::Acquire);
+    /// Prepare a call's entries: every piece of work that needs no seq,
+    /// done here in the caller so the writer only assigns seqs and keys.
+    /// Each hook is encoded, with one encoded delivery row per sink (due
+    /// now, carrying `replay_id`), and its dedupe key is prefetched, noting
+    /// the commit epoch the read saw.
+    fn prepare(&self, entries: Vec<Entry>, dedupe: bool, replay_id: Option<&str>) -> Result<Planned, QueueError> {
+        let prefetch_epoch = self.stats.epoch.load(Ordering::Acquire);
+        let now_ms = self.config.clock.now_ms();
         let stored: Vec<Option<String>> = entries
             .iter()
-            .map(|(env, _)| env.dedupe_key.as_deref().filter(|_| dedupe).map(dedupe::stored_key))
+            .map(|e| e.envelope.dedupe_key.as_deref().filter(|_| dedupe).map(dedupe::stored_key))
             .collect();
         let keys: Vec<Vec<u8>> = entries
             .iter()
             .zip(&stored)
-            .filter_map(|((env, _), s)| s.as_ref().map(|s| keys::dedupe::entry(&env.tenant_id, &env.source_id, s)))
+            .filter_map(|(e, s)| {
+                s.as_ref().map(|s| keys::dedupe::entry(&e.envelope.tenant_id, &e.envelope.source_id, s))
+            })
             .collect();
         let mut found = if keys.is_empty() { Vec::new() } else { self.store.multi_get(Cf::Dedupe, &keys)? }.into_iter();
-        let prepared = entries
+        let entries = entries
             .into_iter()
             .zip(stored)
-            .map(|((envelope, sinks), dedupe)| {
+            .map(|(Entry { envelope, sinks }, dedupe)| {
                 let prefetched = match dedupe {
                     Some(_) => found.next().flatten().and_then(|v| dedupe::Original::decode(&v).ok()),
                     None => None,
                 };
-                Prepared { encoded: envelope.encode(), envelope, sinks, dedupe, prefetched }
+                let rows = sinks
+                    .into_iter()
+                    .map(|(sink, component)| {
+                        let row = DeliveryRow {
+                            seq: 0,
+                            sink,
+                            tenant: envelope.tenant_id.clone(),
+                            source: envelope.source_id.clone(),
+                            component,
+                            bytes: envelope.size(),
+                            attempts: 0,
+                            replay_id: replay_id.map(str::to_string),
+                            state: RowState::Due { due_at: now_ms },
+                        };
+                        // The row's value holds neither its seq nor its sink:
+                        // they are its key, which the writer makes.
+                        (sink, row.encode())
+                    })
+                    .collect();
+                Prepared { encoded: envelope.encode(), envelope, rows, dedupe, prefetched }
             })
             .collect();
-        Ok((prepared, epoch))
+        Ok(Planned { entries, prefetch_epoch, now_ms })
     }
 
     async fn call(
         &self,
         kind: Kind,
-        entries: Vec<Prepared>,
-        prefetch_epoch: u64,
-        replay_id: Option<String>,
+        planned: Planned,
         extra: Batch,
         deadline: Option<Instant>,
     ) -> Result<Vec<EntryOutcome>, QueueError> {
         let (reply, outcome) = oneshot::channel();
+        let Planned { entries, prefetch_epoch, now_ms } = planned;
         let reply = Reply::Call(reply);
-        let now_ms = self.config.clock.now_ms();
-        self.hand_over(Call { kind, entries, replay_id, extra, deadline, now_ms, prefetch_epoch, reply })
-            .await;
+        self.hand_over(Call { kind, entries, extra, deadline, now_ms, prefetch_epoch, reply }).await;
         outcome.await.map_err(|_| QueueError::Closed)?
     }
 
@@ -460,8 +493,8 @@ impl Queue {
         entries: Vec<Entry>,
         deadline: Option<Instant>,
     ) -> Result<Vec<EntryOutcome>, QueueError> {
-        let (prepared, epoch) = self.prepare(entries.into_iter().map(|e| (e.envelope, e.sinks)).collect(), true)?;
-        self.call(Kind::Enqueue, prepared, epoch, None, Batch::new(), deadline).await
+        let planned = self.prepare(entries, true, None)?;
+        self.call(Kind::Enqueue, planned, Batch::new(), deadline).await
     }
 
     /// `enqueue` for callers that each wait for their own entry. The call
@@ -471,23 +504,13 @@ impl Queue {
     /// once, or dropped unanswered if the queue closes first. Unlike a
     /// dropped `enqueue`, an entry whose waiter left is still committed.
     pub async fn enqueue_each(&self, entries: Vec<(Entry, EntryReply)>, deadline: Option<Instant>) {
-        let (entries, replies): (Vec<_>, Vec<_>) =
-            entries.into_iter().map(|(entry, reply)| ((entry.envelope, entry.sinks), reply)).unzip();
+        let (entries, replies): (Vec<_>, Vec<_>) = entries.into_iter().unzip();
         let reply = Reply::Each(replies);
-        let (entries, prefetch_epoch) = match self.prepare(entries, true) {
-            Ok(prepared) => prepared,
+        let Planned { entries, prefetch_epoch, now_ms } = match self.prepare(entries, true, None) {
+            Ok(planned) => planned,
             Err(e) => return reply.send(Err(e)),
         };
-        let call = Call {
-            kind: Kind::Enqueue,
-            entries,
-            replay_id: None,
-            extra: Batch::new(),
-            deadline,
-            now_ms: self.config.clock.now_ms(),
-            prefetch_epoch,
-            reply,
-        };
+        let call = Call { kind: Kind::Enqueue, entries, extra: Batch::new(), deadline, now_ms, prefetch_epoch, reply };
         self.hand_over(call).await;
     }
 
@@ -496,8 +519,8 @@ impl Queue {
     /// dedupe, no quotas. Returns how many were committed (a tenant being
     /// erased gets none).
     pub async fn redrive(&self, entries: Vec<Entry>, replay_id: &str, extra: Batch) -> Result<usize, QueueError> {
-        let (prepared, epoch) = self.prepare(entries.into_iter().map(|e| (e.envelope, e.sinks)).collect(), false)?;
-        let outcomes = self.call(Kind::Redrive, prepared, epoch, Some(replay_id.into()), extra, None).await?;
+        let planned = self.prepare(entries, false, Some(replay_id))?;
+        let outcomes = self.call(Kind::Redrive, planned, extra, None).await?;
         Ok(outcomes.iter().filter(|o| matches!(o, EntryOutcome::Committed(_))).count())
     }
 
@@ -511,8 +534,8 @@ impl Queue {
         replay_id: &str,
         extra: Batch,
     ) -> Result<Vec<EntryOutcome>, QueueError> {
-        let (prepared, epoch) = self.prepare(entries.into_iter().map(|e| (e.envelope, e.sinks)).collect(), true)?;
-        self.call(Kind::Release, prepared, epoch, Some(replay_id.into()), extra, None).await
+        let planned = self.prepare(entries, true, Some(replay_id))?;
+        self.call(Kind::Release, planned, extra, None).await
     }
 
     /// Delete up to `limit` dedupe keys that expired by `now_ms`; returns

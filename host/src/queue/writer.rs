@@ -25,12 +25,11 @@ use tokio::time::Instant;
 use super::dedupe::{Freshness, Original, Recent};
 use super::envelope::Envelope;
 use super::reply::Reply;
-use super::rows::{DeliveryRow, RowState};
 use super::syncer::{Syncer, Unsynced};
 use super::tenants::{TenantBook, TenantRefusal};
 use super::{COUNTER_KINDS, EntryOutcome, QueueError, Refusal, counter_key};
 use crate::intake::IntakeLog;
-use crate::store::keys::{archive, dedupe, hooks, index, meta};
+use crate::store::keys::{archive, dedupe, deliveries, hooks, index, meta};
 use crate::store::{Batch, Cf, Durability, Scan, Store};
 
 /// How long a dedupe key stays live.
@@ -56,8 +55,9 @@ pub enum Kind {
 pub struct Prepared {
     pub envelope: Envelope,
     pub encoded: Vec<u8>,
-    /// (sink index, component sha256) for every sink of the source.
-    pub sinks: Vec<(u16, String)>,
+    /// (sink index, encoded delivery row) for every sink bound to its
+    /// source: the row's value, which needs no seq.
+    pub rows: Vec<(u16, Vec<u8>)>,
     /// The stored dedupe key, if the hook carries one.
     pub dedupe: Option<String>,
     /// What the caller's read found under that key.
@@ -67,8 +67,6 @@ pub struct Prepared {
 pub struct Call {
     pub kind: Kind,
     pub entries: Vec<Prepared>,
-    /// Put on every delivery row (redrive and release).
-    pub replay_id: Option<String>,
     /// Store ops committed in the same batch (a job cursor, pen deletes).
     pub extra: Batch,
     pub deadline: Option<Instant>,
@@ -285,11 +283,10 @@ struct Deltas {
 }
 
 /// What planning an entry needs to know of its call.
-struct CallContext<'a> {
+struct CallContext {
     kind: Kind,
     now_ms: u64,
     prefetch_epoch: u64,
-    replay_id: Option<&'a str>,
 }
 
 /// Where a group stood before a call, to roll a refused release back.
@@ -407,6 +404,8 @@ impl Writer {
         let mut started = Vec::with_capacity(calls.len());
         for call in calls {
             if call.reply.is_withdrawn() {
+                tracing::debug!(entries = call.entries.len(), "a caller left before its batch started; withdrawn");
+                call.reply.send(Err(QueueError::CallerGone));
                 continue;
             }
             if call.deadline.is_some_and(|d| d <= now) {
@@ -469,12 +468,7 @@ impl Writer {
         let mut replies = Vec::with_capacity(calls.len());
         for call in calls.iter_mut() {
             let mark = group.mark(call.kind == Kind::Release);
-            let context = CallContext {
-                kind: call.kind,
-                now_ms: call.now_ms,
-                prefetch_epoch: call.prefetch_epoch,
-                replay_id: call.replay_id.as_deref(),
-            };
+            let context = CallContext { kind: call.kind, now_ms: call.now_ms, prefetch_epoch: call.prefetch_epoch };
             let planned: Result<Vec<EntryOutcome>, QueueError> =
                 call.entries.iter_mut().map(|entry| self.plan_entry(&context, entry, reread, &mut group)).collect();
             let reply = match planned {
@@ -528,7 +522,7 @@ impl Writer {
     /// Decide one entry, adding its writes to the group.
     fn plan_entry(
         &mut self,
-        call: &CallContext<'_>,
+        call: &CallContext,
         entry: &mut Prepared,
         reread: &HashMap<Vec<u8>, Option<Original>>,
         group: &mut Group,
@@ -578,25 +572,13 @@ impl Writer {
             batch.put(Cf::Archive, archive::archived(&env.tenant_id, env.received_at, &env.id), entry.encoded.clone());
         }
         batch.put(Cf::Hooks, hooks::hook(seq), std::mem::take(&mut entry.encoded));
-        for (index, component) in &entry.sinks {
-            let row = DeliveryRow {
-                seq,
-                sink: *index,
-                tenant: env.tenant_id.clone(),
-                source: env.source_id.clone(),
-                component: component.clone(),
-                bytes: env.size(),
-                attempts: 0,
-                replay_id: call.replay_id.map(str::to_string),
-                state: RowState::Due { due_at: call.now_ms },
-            };
-            batch.put(Cf::Deliveries, row.key(), row.encode());
-            batch.put(Cf::Index, row.owner_key(), Vec::new());
-            for (key, value) in row.index_entries() {
-                batch.put(Cf::Index, key, value);
-            }
+        // Each row is due now, with its owner entry (see `rows`).
+        let rows = entry.rows.len() as i64;
+        for (sink, value) in std::mem::take(&mut entry.rows) {
+            batch.put(Cf::Deliveries, deliveries::row(seq, sink), value);
+            batch.put(Cf::Index, index::owner(&env.tenant_id, seq, sink), Vec::new());
+            batch.put(Cf::Index, index::due(call.now_ms, seq, sink), Vec::new());
         }
-        let rows = entry.sinks.len() as i64;
         let deltas = match group.counters.get_mut(&env.tenant_id) {
             Some(deltas) => deltas,
             None => group.counters.entry(env.tenant_id.clone()).or_default(),
