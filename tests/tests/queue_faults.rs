@@ -1,6 +1,7 @@
-//! Store failures never become false acks: injected write errors and a
-//! full disk give `store_unavailable`, a read-only disk refuses to open,
-//! and every hook that *was* acked is there after a reopen.
+//! Store failures never become false acks: injected write errors, failed
+//! WAL syncs and a full disk give `store_unavailable`, and the store
+//! recovers by itself once the disk takes writes again; a read-only disk
+//! refuses to open; every hook that *was* acked is there after a reopen.
 //!
 //! The disk tests mount a small tmpfs (they need root, as CI has).
 
@@ -8,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use ankusa::queue::{Entry, EntryOutcome, Envelope, Queue, QueueConfig, Refusal};
 use ankusa::store::Faults;
@@ -66,15 +68,16 @@ async fn injected_write_errors_are_refused_never_acked() {
 }
 
 /// Groups are written unsynced and acked after a WAL sync. A sync that
-/// fails acks nothing it covers, and nothing after it either, even once the
-/// disk answers again: the kernel may have dropped the unsynced pages. A
-/// restart recovers the store with every acked hook.
+/// fails acks nothing it covers, and nothing after it either: the kernel
+/// may have dropped the unsynced pages. Once the disk answers again the
+/// queue reopens the store from its files by itself, and commits resume
+/// with every acked hook there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failed_wal_sync_acks_nothing_until_restart() {
+async fn a_failed_wal_sync_acks_nothing_until_the_store_recovers_by_itself() {
     let dir = tempfile::tempdir().expect("dir");
     let faults = Arc::new(Faults::default());
-    let config = || QueueConfig { store_faults: Some(faults.clone()), ..QueueConfig::default() };
-    let queue = Queue::open(dir.path(), config()).expect("open");
+    let config = QueueConfig { store_faults: Some(faults.clone()), ..QueueConfig::default() };
+    let queue = Queue::open(dir.path(), config).expect("open");
     let (acked, refused) = enqueue_until(&queue, 0, 20, 100).await;
     assert_eq!((acked.len(), refused), (20, 0));
     let before = queue.commit_stats();
@@ -82,16 +85,30 @@ async fn a_failed_wal_sync_acks_nothing_until_restart() {
     faults.fail_syncs.store(true, Ordering::Relaxed);
     let (during, refused) = enqueue_until(&queue, 20, 5, 100).await;
     assert_eq!((during.len(), refused), (0, 5), "no hook is acked by a failed sync");
-    faults.fail_syncs.store(false, Ordering::Relaxed);
-    let (after, refused) = enqueue_until(&queue, 25, 5, 100).await;
-    assert_eq!((after.len(), refused), (0, 5), "a sync that fails once is not trusted again");
     assert_eq!(queue.commit_stats().hooks, before.hooks, "refused hooks do not count as committed");
     assert!(queue.last_commit_failure_ms().is_some(), "readiness sees the failure");
-    queue.close().await;
+    // Still failing: the store stays refused, whatever time passes.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let (still, _) = enqueue_until(&queue, 25, 3, 100).await;
+    assert!(still.is_empty(), "nothing is acked while syncs fail");
 
-    let queue = Queue::open(dir.path(), config()).expect("reopen");
-    let (resumed, refused) = enqueue_until(&queue, 30, 5, 100).await;
-    assert_eq!((resumed.len(), refused), (5, 0), "a restart recovers the store");
+    faults.fail_syncs.store(false, Ordering::Relaxed);
+    let mut resumed = Vec::new();
+    let started = Instant::now();
+    let mut n = 28;
+    while resumed.len() < 5 {
+        assert!(started.elapsed() < Duration::from_secs(15), "commits did not resume by themselves");
+        let (acked, _) = enqueue_until(&queue, n, 1, 100).await;
+        n += 1;
+        resumed.extend(acked);
+        if resumed.is_empty() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let stored: Vec<String> = queue.hooks(0, 1_000).expect("hooks").into_iter().map(|h| h.id).collect();
+    for ack in acked.iter().chain(&resumed) {
+        assert!(stored.contains(&ack.id), "acked hook {} is stored in the recovered store", ack.id);
+    }
     queue.close().await;
     assert_present(dir.path(), &[acked, resumed].concat()).await;
 }
@@ -151,15 +168,38 @@ async fn a_read_only_disk_is_refused_and_loses_nothing() {
     assert_present(&store, &acked).await;
 }
 
+/// A full disk refuses commits (`store_unavailable`), never acks them, and
+/// once space returns the queue recovers by itself: commits resume without
+/// a restart, and every hook acked before and after is there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_full_disk_is_store_unavailable() {
+async fn a_full_disk_is_store_unavailable_until_space_returns() {
     let disk = Tmpfs::mount("6m");
     let store = disk.0.join("store");
     let queue = Queue::open(&store, QueueConfig::default()).expect("open");
-    let (acked, refused) = enqueue_until(&queue, 0, 400, 64 << 10).await;
+    let (mut acked, refused) = enqueue_until(&queue, 0, 400, 64 << 10).await;
     assert!(refused > 0, "a 6 MiB disk cannot hold 400 hooks of 64 KiB: {} acked", acked.len());
     assert!(!acked.is_empty(), "the disk held some before it filled");
-    queue.close().await;
+    let (full, _) = enqueue_until(&queue, 400, 3, 64 << 10).await;
+    assert!(full.is_empty(), "still full: nothing acked");
+
     disk.remount("size=256m");
+    let started = Instant::now();
+    let mut n = 403;
+    let mut resumed = Vec::new();
+    while resumed.len() < 10 {
+        assert!(started.elapsed() < Duration::from_secs(20), "commits did not resume once space returned");
+        let (more, _) = enqueue_until(&queue, n, 1, 64 << 10).await;
+        n += 1;
+        if more.is_empty() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        resumed.extend(more);
+    }
+    acked.extend(resumed);
+    let stored: Vec<String> = queue.hooks(0, 1_000_000).expect("hooks").into_iter().map(|h| h.id).collect();
+    for ack in &acked {
+        assert!(stored.contains(&ack.id), "acked hook {} is in the recovered store", ack.id);
+    }
+    queue.close().await;
     assert_present(&store, &acked).await;
 }

@@ -33,6 +33,9 @@ pub trait IntakeLog: Send + 'static {
     fn wants_checkpoint(&self) -> bool;
     /// Drop what holds only seqs below `seq`: the store has flushed them.
     fn truncate_below(&mut self, seq: u64) -> Result<(), IntakeError>;
+    /// Every record the log holds now, in order (to complete a store that
+    /// recovered from a failed write).
+    fn replay(&self) -> Result<Vec<Record>, IntakeError>;
 }
 
 /// Open the embedded log at `options.dir`, replaying what it holds.

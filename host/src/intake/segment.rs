@@ -326,6 +326,12 @@ impl IntakeLog for SegmentLog {
     fn truncate_below(&mut self, seq: u64) -> Result<(), IntakeError> {
         SegmentLog::truncate_below(self, seq).map(|_| ())
     }
+
+    /// Read back from the files: every append before returned after its
+    /// fsync, so they hold everything appended.
+    fn replay(&self) -> Result<Vec<Record>, IntakeError> {
+        read_all(&self.options.dir).map(|replay| replay.records)
+    }
 }
 
 /// Read every record without opening the log for appends (for `store

@@ -23,6 +23,7 @@ mod purge;
 mod quarantine;
 mod records;
 mod recount;
+mod recovery;
 mod reply;
 pub mod rows;
 mod syncer;
@@ -315,6 +316,8 @@ pub struct Queue {
     pen: std::sync::Mutex<()>,
     /// Where claims start in the due index (see `transitions::DueFloor`).
     due_floor: Arc<transitions::DueFloor>,
+    /// Asks the writer to recover a failed store; stopped before it.
+    recovery: Option<recovery::Recovery>,
 }
 
 /// Wall-clock unix milliseconds (due times, dead times, dedupe expiry).
@@ -357,8 +360,11 @@ impl Queue {
             tenants: tenants.clone(),
             intake,
         })?;
+        let recovery = recovery::Recovery::spawn(spawned.messages.downgrade(), spawned.stats.clone())
+            .map_err(|e| QueueError::Os(format!("cannot start the recovery thread: {e}")))?;
         Ok(Queue {
             store,
+            recovery: Some(recovery),
             writer: Some(spawned.messages),
             writer_thread: Some(spawned.thread),
             stats: spawned.stats,
@@ -374,6 +380,8 @@ impl Queue {
     /// store (so it can be opened again, by this process or another),
     /// without blocking the async runtime.
     pub async fn close(mut self) {
+        let recovery = self.recovery.take();
+        let _ = tokio::task::spawn_blocking(move || drop(recovery)).await;
         let writer = self.writer.take();
         let thread = self.writer_thread.take();
         let store = self.store.clone();
@@ -678,6 +686,7 @@ impl Drop for Queue {
     /// store goes: the database is never closed under a running thread
     /// (nor left open while the process exits).
     fn drop(&mut self) {
+        drop(self.recovery.take());
         drop(self.writer.take());
         if let Some(thread) = self.writer_thread.take() {
             let _ = thread.join();
@@ -701,18 +710,25 @@ fn complete_from_intake(
             replay.records.len()
         )));
     }
+    let applied = apply_intake(store, &replay.records)?;
+    if applied > 0 {
+        tracing::warn!(batches = applied, "completed half-committed batches from the intake log");
+    }
+    Ok(log)
+}
+
+/// Write to the store the intake records it lacks (those at or past its seq
+/// marker); how many.
+fn apply_intake(store: &dyn Store, records: &[crate::intake::Record]) -> Result<usize, QueueError> {
     let marker = store.seq_marker()?.unwrap_or(1);
     let mut applied = 0;
-    for record in replay.records.iter().filter(|r| r.first_seq >= marker) {
+    for record in records.iter().filter(|r| r.first_seq >= marker) {
         let batch = Batch::decode(&record.payload)
             .map_err(|e| QueueError::Intake(format!("intake batch at seq {}: {e}", record.first_seq)))?;
         store.write(&batch, Durability::Synced)?;
         applied += 1;
     }
-    if applied > 0 {
-        tracing::warn!(batches = applied, "completed half-committed batches from the intake log");
-    }
-    Ok(log)
+    Ok(applied)
 }
 
 /// Build a new store at `store_dir` from the intake log at `intake_dir`:

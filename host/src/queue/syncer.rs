@@ -14,7 +14,8 @@
 //! A failed sync refuses every group it was to cover, duplicates included,
 //! and every group after it: after a failed fsync the kernel may have
 //! dropped the unsynced pages, so a later successful one proves nothing.
-//! The store is unavailable until the process restarts and recovers it.
+//! The store is unavailable until the writer recovers it (it reopens the
+//! store from its files once the disk takes writes again; see `recovery`).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -26,6 +27,13 @@ use super::writer::{self, Kind, WriterStats};
 use super::{EntryOutcome, QueueError, Refusal};
 use crate::store::Store;
 
+/// What the sync thread is handed: a written group, or a barrier answered
+/// once every group handed over before it has been answered.
+enum Item {
+    Group(Unsynced),
+    Barrier(Sender<()>),
+}
+
 /// One group's answers, held until a sync covers them.
 pub struct Unsynced {
     pub answers: Vec<(Reply, Kind, Result<Vec<EntryOutcome>, QueueError>)>,
@@ -36,7 +44,7 @@ pub struct Unsynced {
 }
 
 pub struct Syncer {
-    groups: Option<Sender<Unsynced>>,
+    groups: Option<Sender<Item>>,
     stats: Arc<WriterStats>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -57,8 +65,17 @@ impl Syncer {
     /// Hand over a written group. Answered here if the thread is gone.
     pub fn hand_over(&self, group: Unsynced) {
         let Some(groups) = &self.groups else { return refuse(group, "the WAL sync thread is gone") };
-        if let Err(std::sync::mpsc::SendError(group)) = groups.send(group) {
+        if let Err(std::sync::mpsc::SendError(Item::Group(group))) = groups.send(Item::Group(group)) {
             refuse(group, "the WAL sync thread is gone");
+        }
+    }
+
+    /// Wait until every group handed over so far has been answered.
+    pub fn drain(&self) {
+        let Some(groups) = &self.groups else { return };
+        let (done, answered) = channel();
+        if groups.send(Item::Barrier(done)).is_ok() {
+            let _ = answered.recv();
         }
     }
 }
@@ -79,32 +96,54 @@ struct Worker {
 }
 
 impl Worker {
-    fn run(self, rx: Receiver<Unsynced>) {
+    fn run(self, rx: Receiver<Item>) {
         while let Ok(first) = rx.recv() {
-            let mut groups = vec![first];
-            groups.extend(rx.try_iter());
-            let hooks: u64 = groups.iter().map(|g| g.hooks).sum();
-            let synced = if self.stats.sync_failed.load(Ordering::Acquire) {
-                Err("an earlier WAL sync failed".to_string())
-            } else if groups.iter().any(|g| g.wrote) {
-                self.sync(hooks)
-            } else {
-                // Everything handed over before these is synced already.
-                Ok(())
-            };
-            match synced {
-                Ok(()) => {
-                    // Counted before anyone hears of them.
-                    self.stats.count_durable(hooks);
-                    for group in groups {
-                        answer(group);
+            // Groups up to the first barrier share one sync; the barrier is
+            // answered after them.
+            let mut groups = Vec::new();
+            let mut barrier = None;
+            for item in std::iter::once(first).chain(rx.try_iter()) {
+                match item {
+                    Item::Group(group) => groups.push(group),
+                    Item::Barrier(done) => {
+                        barrier = Some(done);
+                        break;
                     }
                 }
-                Err(reason) => {
-                    self.stats.last_failure_ms.store(super::now_ms(), Ordering::Relaxed);
-                    for group in groups {
-                        refuse(group, &reason);
-                    }
+            }
+            self.settle(groups);
+            if let Some(done) = barrier {
+                let _ = done.send(());
+            }
+        }
+    }
+
+    /// Sync once for `groups` and answer them all.
+    fn settle(&self, groups: Vec<Unsynced>) {
+        if groups.is_empty() {
+            return;
+        }
+        let hooks: u64 = groups.iter().map(|g| g.hooks).sum();
+        let synced = if self.stats.sync_failed.load(Ordering::Acquire) {
+            Err("an earlier WAL sync failed".to_string())
+        } else if groups.iter().any(|g| g.wrote) {
+            self.sync(hooks)
+        } else {
+            // Everything handed over before these is synced already.
+            Ok(())
+        };
+        match synced {
+            Ok(()) => {
+                // Counted before anyone hears of them.
+                self.stats.count_durable(hooks);
+                for group in groups {
+                    answer(group);
+                }
+            }
+            Err(reason) => {
+                self.stats.last_failure_ms.store(super::now_ms(), Ordering::Relaxed);
+                for group in groups {
+                    refuse(group, &reason);
                 }
             }
         }
@@ -115,7 +154,7 @@ impl Worker {
         let synced = self.store.sync_wal();
         self.stats.count_commit(started.elapsed(), hooks);
         synced.map_err(|e| {
-            tracing::error!("{e}; the store refuses commits until the node restarts");
+            tracing::error!("{e}; the store refuses commits until it recovers");
             self.stats.sync_failed.store(true, Ordering::Release);
             e.to_string()
         })

@@ -34,6 +34,13 @@ pub struct TenantBook {
 
 impl TenantBook {
     pub fn load(store: &dyn Store) -> Result<TenantBook, QueueError> {
+        let book = TenantBook::default();
+        book.reload(store)?;
+        Ok(book)
+    }
+
+    /// Read both sets from the store again (after it recovered).
+    pub fn reload(&self, store: &dyn Store) -> Result<(), QueueError> {
         let read = |prefix: Vec<u8>| -> Result<HashSet<String>, QueueError> {
             let rows = store.scan(&Scan::prefix(Cf::Meta, &prefix, usize::MAX))?;
             rows.iter()
@@ -43,9 +50,9 @@ impl TenantBook {
                 })
                 .collect()
         };
-        Ok(TenantBook {
-            sets: Mutex::new(Sets { holding: read(meta::all_holding())?, erasing: read(meta::all_erasing())? }),
-        })
+        let sets = Sets { holding: read(meta::all_holding())?, erasing: read(meta::all_erasing())? };
+        *self.sets() = sets;
+        Ok(())
     }
 
     fn sets(&self) -> std::sync::MutexGuard<'_, Sets> {

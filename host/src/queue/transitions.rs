@@ -105,6 +105,13 @@ impl DueFloor {
         self.floor.fetch_max(raised.min(first_left), Ordering::AcqRel);
     }
 
+    /// Forget the floor: due entries may have come back below it (the store
+    /// recovered, losing claims that were never synced).
+    pub(crate) fn reset(&self) {
+        self.inserted.store(u64::MAX, Ordering::Release);
+        self.floor.store(0, Ordering::Release);
+    }
+
     /// Where a read of the earliest due row may start.
     fn peek(&self) -> u64 {
         self.floor.load(Ordering::Acquire).min(self.inserted.load(Ordering::Acquire))

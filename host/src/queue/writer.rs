@@ -96,6 +96,11 @@ pub enum Message {
         tenant: String,
         reply: oneshot::Sender<Result<u64, QueueError>>,
     },
+    /// After a failed write or sync: reopen the store if the disk takes
+    /// writes again. Replies whether the store recovered.
+    Recover {
+        reply: oneshot::Sender<Result<bool, QueueError>>,
+    },
 }
 
 /// The bounds the writer enforces.
@@ -133,8 +138,12 @@ pub struct WriterStats {
     pub checkpoints: AtomicU64,
     /// When a commit last failed (unix ms; 0: never), for readiness.
     pub last_failure_ms: AtomicU64,
-    /// A WAL sync failed: the store refuses commits until a restart.
+    /// A WAL sync failed: the store refuses commits until it recovers.
     pub sync_failed: std::sync::atomic::AtomicBool,
+    /// A store write failed: commits go on being tried, and the store is
+    /// reopened once the disk takes writes again (a full disk leaves the
+    /// engine refusing writes until then).
+    pub write_failed: std::sync::atomic::AtomicBool,
     /// Notified after each commit with hooks (wakes dispatch).
     pub committed: Arc<tokio::sync::Notify>,
 }
@@ -395,6 +404,9 @@ impl Writer {
             Message::Forget { tenant, reply } => {
                 let _ = reply.send(self.forget(&tenant));
             }
+            Message::Recover { reply } => {
+                let _ = reply.send(self.recover());
+            }
         }
     }
 
@@ -639,6 +651,7 @@ impl Writer {
             }
             return self.store.write(&group.batch, Durability::Buffered).map_err(|e| {
                 tracing::error!("store commit failed: {e}");
+                self.stats.write_failed.store(true, Ordering::Release);
                 Refusal::StoreUnavailable
             });
         }
@@ -666,6 +679,7 @@ impl Writer {
         }
         if let Err(e) = self.store.write(&group.batch, Durability::Synced) {
             tracing::error!("store commit failed: {e}");
+            self.stats.write_failed.store(true, Ordering::Release);
             return Err(match self.intake {
                 Some(_) => Refusal::Half { missing: super::Side::Store, reason: e.to_string() },
                 None => Refusal::StoreUnavailable,
@@ -770,6 +784,36 @@ impl Writer {
             self.tenant_keys.remove(&expiry.tenant);
         }
         Ok(removed)
+    }
+
+    /// Reopen the store after a failed write or WAL sync, once the disk
+    /// takes writes again, and rebuild what the writer keeps in memory from
+    /// it. Every group written before is answered first (refused: no sync
+    /// covers it); what the reopened store holds is flushed to disk before
+    /// any commit is acked again. `Ok(false)`: nothing to recover.
+    fn recover(&mut self) -> Result<bool, QueueError> {
+        let failed = self.stats.sync_failed.load(Ordering::Acquire) || self.stats.write_failed.load(Ordering::Acquire);
+        if !failed {
+            return Ok(false);
+        }
+        if let Some(syncer) = &self.syncer {
+            syncer.drain();
+        }
+        self.store.recover()?;
+        if let Some(intake) = &self.intake {
+            // `dual`: batches the intake log has and the store lost.
+            let records = lock(intake).replay().map_err(|e| QueueError::Intake(e.to_string()))?;
+            super::apply_intake(self.store.as_ref(), &records)?;
+        }
+        self.tenants.reload(self.store.as_ref())?;
+        self.node_keys = self.store.counter(&counter_key(None, "dedupe_keys"))?;
+        self.tenant_keys.clear();
+        self.forget_prefetches();
+        self.due_floor.reset();
+        self.stats.write_failed.store(false, Ordering::Release);
+        self.stats.sync_failed.store(false, Ordering::Release);
+        tracing::warn!(store = %self.store.location(), "the store recovered: commits resume");
+        Ok(true)
     }
 
     /// Dedupe keys were deleted outside a commit (a sweep, a forgotten

@@ -136,6 +136,10 @@ pub enum StoreError {
     BadCounter { key: String, len: usize },
     #[error("the seq marker holds {len} bytes, not an 8-byte integer")]
     BadSeqMarker { len: usize },
+    /// A checksum does not match: data on disk is damaged. The reason
+    /// names the file.
+    #[error("store {what} found damaged data: {reason}")]
+    Corruption { what: &'static str, reason: String },
 }
 
 /// Estimates and sizes for `stats`.
@@ -169,6 +173,10 @@ pub trait Store: Send + Sync + 'static {
     /// (RocksDB: flush the memtables), so that log can be dropped and a
     /// restart replays nothing.
     fn flush(&self) -> Result<(), StoreError>;
+    /// Recover from a failed write or WAL sync (a full disk): drop what is
+    /// not on disk, clear the engine's error state, and persist what it
+    /// holds. Fails while the disk still refuses writes.
+    fn recover(&self) -> Result<(), StoreError>;
     /// Whether this open created a new, empty store.
     fn created(&self) -> bool;
     /// Where the store lives, for messages.

@@ -12,9 +12,10 @@
 //! - Only a missing or empty directory becomes a new store; anything else
 //!   that fails to open is reported, never silently replaced.
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
 
 use rocksdb::{
     BlockBasedOptions, ColumnFamily, ColumnFamilyDescriptor, DB, DBCompressionType, Env, MergeOperands, Options,
@@ -59,7 +60,9 @@ pub struct Faults {
 }
 
 pub struct RocksStore {
-    db: DB,
+    /// `None` only while a recovery could not open the store again.
+    db: RwLock<Option<DB>>,
+    config: StoreOptions,
     faults: Option<Arc<Faults>>,
     path: PathBuf,
     /// This open created the store (its directory was missing or empty).
@@ -115,8 +118,15 @@ fn family_options(cf: Cf, config: &StoreOptions) -> Options {
 }
 
 fn io(what: &'static str) -> impl Fn(rocksdb::Error) -> StoreError {
-    move |e| StoreError::Io { what, reason: e.into_string() }
+    move |e| match e.kind() {
+        rocksdb::ErrorKind::Corruption => StoreError::Corruption { what, reason: e.into_string() },
+        _ => StoreError::Io { what, reason: e.into_string() },
+    }
 }
+
+/// Bytes a recovery writes (and syncs) to see that the disk takes writes
+/// again before it reopens the store.
+const SPACE_PROBE_BYTES: usize = 4 << 20;
 
 /// The environment whose compaction threads yield to ingest: compaction
 /// rewrites what is already durable and can run late, while a request
@@ -145,45 +155,77 @@ fn has_contents(path: &Path) -> Result<bool, StoreError> {
 impl RocksStore {
     pub fn open(config: &StoreOptions) -> Result<Self, StoreError> {
         let existing = has_contents(&config.path)?;
-        let mut db_opts = Options::default();
-        db_opts.create_if_missing(!existing);
-        // A family added by a newer version is created on upgrade; the
-        // store itself must already be there.
-        db_opts.create_missing_column_families(true);
-        db_opts.set_paranoid_checks(true);
-        db_opts.increase_parallelism(2);
-        db_opts.set_max_background_jobs(2);
-        db_opts.set_env(&background_env()?);
-        // Reuse retired WAL files instead of appending to fresh ones: an
-        // append changes the file's size, so every fdatasync also writes the
-        // inode (one more I/O, one more wait); overwriting an old file in
-        // place does not. Point-in-time recovery (the default mode) tells a
-        // recycled file's stale tail from the live records.
-        db_opts.set_recycle_log_file_num(4);
-        db_opts.set_max_total_wal_size(config.wal_max_bytes);
-        let families = Cf::ALL.iter().map(|cf| ColumnFamilyDescriptor::new(cf.name(), family_options(*cf, config)));
-        let db = DB::open_cf_descriptors(&db_opts, &config.path, families).map_err(|e| StoreError::Open {
-            path: config.path.display().to_string(),
-            reason: if existing {
-                format!("{} (the directory is not empty, so it is not treated as a new store)", e.into_string())
-            } else {
-                e.into_string()
-            },
-        })?;
-        Ok(RocksStore { db, faults: config.faults.clone(), path: config.path.clone(), created: !existing })
+        let db = open_db(config, existing)?;
+        Ok(RocksStore {
+            db: RwLock::new(Some(db)),
+            config: config.clone(),
+            faults: config.faults.clone(),
+            path: config.path.clone(),
+            created: !existing,
+        })
     }
 
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    fn cf(&self, cf: Cf) -> Result<&ColumnFamily, StoreError> {
-        self.db.cf_handle(cf.name()).ok_or(StoreError::MissingCf(cf.name()))
+    /// Run `f` on the open database.
+    fn with_db<R>(&self, f: impl FnOnce(&DB) -> Result<R, StoreError>) -> Result<R, StoreError> {
+        let guard = self.db.read().unwrap_or_else(|e| e.into_inner());
+        match guard.as_ref() {
+            Some(db) => f(db),
+            None => Err(StoreError::Io { what: "open", reason: "the store is closed until it recovers".into() }),
+        }
     }
 
     fn property(&self, cf: Cf, name: &str) -> Result<u64, StoreError> {
-        Ok(self.db.property_int_value_cf(self.cf(cf)?, name).map_err(io("property read"))?.unwrap_or(0))
+        self.with_db(|db| {
+            Ok(db.property_int_value_cf(handle(db, cf)?, name).map_err(io("property read"))?.unwrap_or(0))
+        })
     }
+}
+
+fn handle(db: &DB, cf: Cf) -> Result<&ColumnFamily, StoreError> {
+    db.cf_handle(cf.name()).ok_or(StoreError::MissingCf(cf.name()))
+}
+
+/// Open (or, in a missing or empty directory, create) the database.
+fn open_db(config: &StoreOptions, existing: bool) -> Result<DB, StoreError> {
+    let mut db_opts = Options::default();
+    db_opts.create_if_missing(!existing);
+    // A family added by a newer version is created on upgrade; the
+    // store itself must already be there.
+    db_opts.create_missing_column_families(true);
+    db_opts.set_paranoid_checks(true);
+    db_opts.increase_parallelism(2);
+    db_opts.set_max_background_jobs(2);
+    db_opts.set_env(&background_env()?);
+    // Reuse retired WAL files instead of appending to fresh ones: an
+    // append changes the file's size, so every fdatasync also writes the
+    // inode (one more I/O, one more wait); overwriting an old file in
+    // place does not. Point-in-time recovery (the default mode) tells a
+    // recycled file's stale tail from the live records.
+    db_opts.set_recycle_log_file_num(4);
+    db_opts.set_max_total_wal_size(config.wal_max_bytes);
+    let families = Cf::ALL.iter().map(|cf| ColumnFamilyDescriptor::new(cf.name(), family_options(*cf, config)));
+    DB::open_cf_descriptors(&db_opts, &config.path, families).map_err(|e| StoreError::Open {
+        path: config.path.display().to_string(),
+        reason: if existing {
+            format!("{} (the directory is not empty, so it is not treated as a new store)", e.into_string())
+        } else {
+            e.into_string()
+        },
+    })
+}
+
+/// Write and sync a few MiB beside the store: `Ok` once the disk takes
+/// writes again (space freed, a device back).
+fn probe_space(dir: &Path) -> Result<(), StoreError> {
+    let path = dir.join("SPACE-PROBE");
+    let written = std::fs::File::create(&path)
+        .and_then(|mut file| file.write_all(&vec![0u8; SPACE_PROBE_BYTES]).and_then(|()| file.sync_all()));
+    let _ = std::fs::remove_file(&path);
+    written.map_err(|e| StoreError::Io { what: "space probe", reason: e.to_string() })
 }
 
 impl Store for RocksStore {
@@ -194,52 +236,54 @@ impl Store for RocksStore {
         if self.faults.as_ref().is_some_and(|f| f.fail_writes.load(Ordering::Relaxed)) {
             return Err(StoreError::Io { what: "write", reason: "injected I/O error".into() });
         }
-        // Each family's handle is looked up by name once per write, not once
-        // per op: a group commit carries several ops for every hook.
-        let mut handles = Vec::with_capacity(Cf::ALL.len());
-        for cf in Cf::ALL {
-            handles.push(self.cf(cf)?);
-        }
-        let handle = |cf: Cf| handles.get(usize::from(cf.id())).copied().ok_or(StoreError::MissingCf(cf.name()));
-        // In key order within each family: a memtable remembers where its
-        // last insert landed, so a key beside the previous one is placed in
-        // a few steps instead of a search from the top, and a group
-        // interleaves distant ranges (each row's owner and due entries).
-        // The sort is stable: ops on one key keep their order.
-        let mut ops: Vec<(u8, &[u8], &WriteOp)> = batch
-            .ops()
-            .iter()
-            .map(|op| {
-                let (cf, key) = op.target();
-                (cf.id(), key, op)
-            })
-            .collect();
-        ops.sort_by_key(|&(cf, key, _)| (cf, key));
-        // Sized once: grown op by op, a group's batch is copied several times.
-        let mut wb = WriteBatch::with_capacity_bytes(batch.encoded_len());
-        for (_, _, op) in ops {
-            match op {
-                WriteOp::Put { cf, key, value } => wb.put_cf(handle(*cf)?, key, value),
-                WriteOp::Delete { cf, key } => wb.delete_cf(handle(*cf)?, key),
-                WriteOp::AddCounter { key, delta } => wb.merge_cf(handle(Cf::Counters)?, key, delta.to_be_bytes()),
+        self.with_db(|db| {
+            // Each family's handle is looked up by name once per write, not
+            // once per op: a group commit carries several ops for every hook.
+            let mut handles = Vec::with_capacity(Cf::ALL.len());
+            for cf in Cf::ALL {
+                handles.push(handle(db, cf)?);
             }
-        }
-        let mut opts = WriteOptions::default();
-        opts.set_sync(durability == Durability::Synced);
-        self.db.write_opt(wb, &opts).map_err(io("write"))
+            let handle = |cf: Cf| handles.get(usize::from(cf.id())).copied().ok_or(StoreError::MissingCf(cf.name()));
+            // In key order within each family: a memtable remembers where its
+            // last insert landed, so a key beside the previous one is placed
+            // in a few steps instead of a search from the top, and a group
+            // interleaves distant ranges (each row's owner and due entries).
+            // The sort is stable: ops on one key keep their order.
+            let mut ops: Vec<(u8, &[u8], &WriteOp)> = batch
+                .ops()
+                .iter()
+                .map(|op| {
+                    let (cf, key) = op.target();
+                    (cf.id(), key, op)
+                })
+                .collect();
+            ops.sort_by_key(|&(cf, key, _)| (cf, key));
+            // Sized once: grown op by op, a group's batch is copied several times.
+            let mut wb = WriteBatch::with_capacity_bytes(batch.encoded_len());
+            for (_, _, op) in ops {
+                match op {
+                    WriteOp::Put { cf, key, value } => wb.put_cf(handle(*cf)?, key, value),
+                    WriteOp::Delete { cf, key } => wb.delete_cf(handle(*cf)?, key),
+                    WriteOp::AddCounter { key, delta } => wb.merge_cf(handle(Cf::Counters)?, key, delta.to_be_bytes()),
+                }
+            }
+            let mut opts = WriteOptions::default();
+            opts.set_sync(durability == Durability::Synced);
+            db.write_opt(wb, &opts).map_err(io("write"))
+        })
     }
 
     fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        self.db.get_cf(self.cf(cf)?, key).map_err(io("read"))
+        self.with_db(|db| db.get_cf(handle(db, cf)?, key).map_err(io("read")))
     }
 
     fn multi_get(&self, cf: Cf, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-        let handle = self.cf(cf)?;
-        self.db
-            .batched_multi_get_cf(handle, keys, false)
-            .into_iter()
-            .map(|r| r.map(|v| v.map(|slice| slice.to_vec())).map_err(io("multi-get")))
-            .collect()
+        self.with_db(|db| {
+            db.batched_multi_get_cf(handle(db, cf)?, keys, false)
+                .into_iter()
+                .map(|r| r.map(|v| v.map(|slice| slice.to_vec())).map_err(io("multi-get")))
+                .collect()
+        })
     }
 
     fn scan(&self, scan: &Scan) -> Result<Vec<KeyValue>, StoreError> {
@@ -248,34 +292,38 @@ impl Store for RocksStore {
         if let Some(to) = &scan.to {
             read.set_iterate_upper_bound(to.clone());
         }
-        let mut iter = self.db.raw_iterator_cf_opt(self.cf(scan.cf)?, read);
-        if scan.reverse {
-            iter.seek_to_last();
-        } else {
-            iter.seek_to_first();
-        }
-        let mut rows = Vec::new();
-        while iter.valid() && rows.len() < scan.limit {
-            if let (Some(k), Some(v)) = (iter.key(), iter.value()) {
-                rows.push((k.to_vec(), v.to_vec()));
-            }
+        self.with_db(|db| {
+            let mut iter = db.raw_iterator_cf_opt(handle(db, scan.cf)?, read);
             if scan.reverse {
-                iter.prev();
+                iter.seek_to_last();
             } else {
-                iter.next();
+                iter.seek_to_first();
             }
-        }
-        // An iterator that stopped on an error must not look like the end.
-        iter.status().map_err(io("scan"))?;
-        Ok(rows)
+            let mut rows = Vec::new();
+            while iter.valid() && rows.len() < scan.limit {
+                if let (Some(k), Some(v)) = (iter.key(), iter.value()) {
+                    rows.push((k.to_vec(), v.to_vec()));
+                }
+                if scan.reverse {
+                    iter.prev();
+                } else {
+                    iter.next();
+                }
+            }
+            // An iterator that stopped on an error must not look like the end.
+            iter.status().map_err(io("scan"))?;
+            Ok(rows)
+        })
     }
 
     fn last_key(&self, cf: Cf) -> Result<Option<Vec<u8>>, StoreError> {
-        let mut iter = self.db.raw_iterator_cf(self.cf(cf)?);
-        iter.seek_to_last();
-        let key = iter.valid().then(|| iter.key().map(<[u8]>::to_vec)).flatten();
-        iter.status().map_err(io("scan"))?;
-        Ok(key)
+        self.with_db(|db| {
+            let mut iter = db.raw_iterator_cf(handle(db, cf)?);
+            iter.seek_to_last();
+            let key = iter.valid().then(|| iter.key().map(<[u8]>::to_vec)).flatten();
+            iter.status().map_err(io("scan"))?;
+            Ok(key)
+        })
     }
 
     fn counter(&self, key: &[u8]) -> Result<i64, StoreError> {
@@ -304,16 +352,33 @@ impl Store for RocksStore {
         if self.faults.as_ref().is_some_and(|f| f.fail_syncs.load(Ordering::Relaxed)) {
             return Err(StoreError::Io { what: "WAL sync", reason: "injected I/O error".into() });
         }
-        self.db.flush_wal(true).map_err(io("WAL sync"))
+        self.with_db(|db| db.flush_wal(true).map_err(io("WAL sync")))
     }
 
     /// Flush every family's memtables to SST files and wait: after this,
     /// nothing committed so far depends on the store's own WAL.
     fn flush(&self) -> Result<(), StoreError> {
-        let handles = Cf::ALL.iter().map(|cf| self.cf(*cf)).collect::<Result<Vec<_>, _>>()?;
-        let mut opts = rocksdb::FlushOptions::default();
-        opts.set_wait(true);
-        self.db.flush_cfs_opt(&handles, &opts).map_err(io("flush"))
+        self.with_db(|db| {
+            let handles = Cf::ALL.iter().map(|cf| handle(db, *cf)).collect::<Result<Vec<_>, _>>()?;
+            let mut opts = rocksdb::FlushOptions::default();
+            opts.set_wait(true);
+            db.flush_cfs_opt(&handles, &opts).map_err(io("flush"))
+        })
+    }
+
+    /// Close the database and open it again from its files: what a failed
+    /// WAL sync or a full disk left in memory (writes the disk may never
+    /// have got) is gone, and the database's own error state with it. Then
+    /// flush, so everything readable is on disk. Done only once a probe
+    /// write shows the disk takes writes again.
+    fn recover(&self) -> Result<(), StoreError> {
+        probe_space(&self.path)?;
+        {
+            let mut slot = self.db.write().unwrap_or_else(|e| e.into_inner());
+            drop(slot.take());
+            *slot = Some(open_db(&self.config, true)?);
+        }
+        self.flush()
     }
 
     fn created(&self) -> bool {
