@@ -67,6 +67,7 @@ pub struct Metrics {
     pub sink_traps: Family<SinkLabels, Gauge>,
     pub sink_timeouts: Family<SinkLabels, Gauge>,
     pub sink_memory_faults: Family<SinkLabels, Gauge>,
+    pub store_corruption: Counter,
     registry: Registry,
 }
 
@@ -131,6 +132,12 @@ impl Metrics {
             "Instances of a sink that hit their memory cap, since it loaded",
             sink_memory_faults.clone(),
         );
+        let store_corruption = Counter::default();
+        registry.register(
+            "store_corruption",
+            "Hooks dispatch found unreadable in the store (a checksum mismatch), each dead-lettered",
+            store_corruption.clone(),
+        );
         Metrics {
             ingest_requests,
             commit_seconds,
@@ -149,6 +156,7 @@ impl Metrics {
             sink_traps,
             sink_timeouts,
             sink_memory_faults,
+            store_corruption,
             registry,
         }
     }

@@ -51,6 +51,9 @@ pub struct DeadRow {
     pub size: u64,
     pub sha256: String,
     pub content_type: Option<String>,
+    /// The hook is damaged in the store and cannot be read: only its seq,
+    /// source and tenant are known (`id` is empty).
+    pub unreadable: bool,
 }
 
 impl From<&DeadEntry> for DeadRow {
@@ -69,6 +72,7 @@ impl From<&DeadEntry> for DeadRow {
             size: e.envelope.size(),
             sha256: e.envelope.sha256.clone(),
             content_type: e.envelope.content_type.clone(),
+            unreadable: e.unreadable,
         }
     }
 }

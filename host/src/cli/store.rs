@@ -1,5 +1,5 @@
-//! `ankusa store stats|rebuild|recount`: offline work on a node's store.
-//! Each opens the store exclusively, so the node must be stopped.
+//! `ankusa store stats|verify|rebuild|recount`: offline work on a node's
+//! store. Each opens the store exclusively, so the node must be stopped.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -26,6 +26,13 @@ enum StoreCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Read every key and value with checksums verified; exit 1 naming
+    /// each damaged file.
+    Verify {
+        /// The store's directory.
+        #[arg(long, default_value = "data/store")]
+        store: PathBuf,
+    },
     /// Build a new store from the intake log (`wal.mode: dual`).
     Rebuild {
         /// The intake log's directory.
@@ -49,6 +56,7 @@ enum StoreCommand {
 pub async fn execute(args: StoreArgs) -> anyhow::Result<ExitCode> {
     match args.command {
         StoreCommand::Stats { store, json } => stats(&store, json).await,
+        StoreCommand::Verify { store } => verify(&store).await,
         StoreCommand::Rebuild { intake, store } => {
             let bar = super::client::spinner(&format!(
                 "rebuilding {} from the intake log at {}",
@@ -90,6 +98,46 @@ fn open(store: &std::path::Path) -> anyhow::Result<Queue> {
     }
     Queue::open(store, QueueConfig::default())
         .with_context(|| format!("cannot open the store at {} (is its node still running?)", store.display()))
+}
+
+/// A full checksum scan of a stopped store, file by file, with progress.
+async fn verify(store: &std::path::Path) -> anyhow::Result<ExitCode> {
+    if !store.join("CURRENT").exists() {
+        anyhow::bail!("no store at {}", store.display());
+    }
+    let path = store.to_path_buf();
+    let bar = super::client::spinner(&format!("verifying {}", store.display()));
+    let shown = bar.clone();
+    let report = tokio::task::spawn_blocking(move || {
+        let opened = crate::store::RocksStore::open(&crate::store::StoreOptions::new(&path))
+            .with_context(|| format!("cannot open the store at {} (is its node still running?)", path.display()))?;
+        let mut progress = |(family, done, total): crate::store::VerifyProgress<'_>| {
+            shown.set_message(format!("verifying {}: {family}, file {done} of {total}", path.display()));
+        };
+        opened.verify(&mut progress).map_err(anyhow::Error::from)
+    })
+    .await
+    .context("the scan stopped")??;
+    bar.finish_and_clear();
+    println!(
+        "{}: {} files, {} keys, {} bytes read with checksums verified",
+        store.display(),
+        report.files,
+        report.keys,
+        report.bytes
+    );
+    if report.damaged.is_empty() {
+        println!("no damage found");
+        return Ok(ExitCode::SUCCESS);
+    }
+    for damage in &report.damaged {
+        println!("damaged: {} ({} family): {}", damage.file, damage.family, damage.reason);
+    }
+    eprintln!(
+        "error: {} damaged file(s); the hooks in them cannot be read (see the README, \"A damaged store\")",
+        report.damaged.len()
+    );
+    Ok(ExitCode::FAILURE)
 }
 
 async fn stats(store: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {

@@ -92,8 +92,16 @@ struct Done {
     /// The row's (seq, sink).
     row: (u64, u16),
     bytes: u64,
-    /// `None`: delivered; else the failure's class.
-    failure: Option<ErrorClass>,
+    verdict: Verdict,
+}
+
+/// What an attempt says about its sink.
+enum Verdict {
+    Delivered,
+    Failed(ErrorClass),
+    /// The hook could not be read (damaged in the store): the sink was
+    /// never called, so its breaker hears nothing.
+    Unreadable,
 }
 
 /// A running dispatcher; dropping it does not stop it, [`Dispatcher::stop`] does.
@@ -377,9 +385,17 @@ impl Scheduler {
         if probe {
             state.probe = None;
         }
-        let transition = match done.failure {
-            None | Some(ErrorClass::Permanent | ErrorClass::Denied | ErrorClass::Gone) => state.breaker.succeeded(),
-            Some(_) => state.breaker.failed(&self.config.breaker, now, probe),
+        let transition = match done.verdict {
+            Verdict::Delivered | Verdict::Failed(ErrorClass::Permanent | ErrorClass::Denied | ErrorClass::Gone) => {
+                state.breaker.succeeded()
+            }
+            Verdict::Failed(_) => state.breaker.failed(&self.config.breaker, now, probe),
+            Verdict::Unreadable => {
+                if probe {
+                    state.breaker.probe_lost(now);
+                }
+                None
+            }
         };
         let current = state.breaker.state();
         let (tenant, source, sink) = &done.key;
@@ -425,6 +441,7 @@ async fn deliver(
     done: mpsc::UnboundedSender<Done>,
 ) {
     let attempt = row.attempts + 1;
+    let sink_name = sink.label().sink.clone();
     let outcome = match queue.hook(row.seq) {
         Ok(Some(envelope)) => {
             let hook = forward.hook(&envelope, row.sink, row.replay_id.clone());
@@ -435,6 +452,11 @@ async fn deliver(
             retry_after_ms: None,
             reason: "the hook is no longer stored".into(),
         }),
+        Err(e) if e.is_damage() => {
+            let verdict = bury_unreadable(&queue, &row, &sink_name, &e);
+            let _ = done.send(Done { key, row: (row.seq, row.sink), bytes: row.bytes, verdict });
+            return;
+        }
         Err(e) => Outcome::Failed(crate::runtime::Failure {
             class: ErrorClass::Transient,
             retry_after_ms: None,
@@ -447,15 +469,11 @@ async fn deliver(
     };
     crate::metrics::metrics()
         .deliveries
-        .get_or_create(&crate::metrics::DeliveryLabels {
-            source: row.source.clone(),
-            sink: sink.label().sink.clone(),
-            class,
-        })
+        .get_or_create(&crate::metrics::DeliveryLabels { source: row.source.clone(), sink: sink_name, class })
         .inc();
     let now = now_ms();
-    let (written, failure) = match &outcome {
-        Outcome::Delivered => (queue.complete(row.seq, row.sink), None),
+    let (written, verdict) = match &outcome {
+        Outcome::Delivered => (queue.complete(row.seq, row.sink), Verdict::Delivered),
         Outcome::Failed(f) => {
             let retry_after = f.retry_after_ms.map(Duration::from_millis);
             let unit = jitter_unit(row.seq, attempt);
@@ -464,14 +482,34 @@ async fn deliver(
                 Next::GiveUp => queue.bury(row.seq, row.sink, now, &f.reason, f.class),
             };
             tracing::debug!(seq = row.seq, sink = row.sink, attempt, class = f.class.as_str(), reason = %f.reason, "attempt failed");
-            (written, Some(f.class))
+            (written, Verdict::Failed(f.class))
         }
     };
     if let Err(e) = written {
         // The row stays inflight; the next start makes it due again.
         tracing::error!(seq = row.seq, sink = row.sink, "cannot record the outcome: {e}");
     }
-    let _ = done.send(Done { key, row: (row.seq, row.sink), bytes: row.bytes, failure });
+    let _ = done.send(Done { key, row: (row.seq, row.sink), bytes: row.bytes, verdict });
+}
+
+/// A hook the store holds damaged will never be readable: no retry can
+/// deliver it. Its row is dead-lettered at once as a `fault`, naming the
+/// damage; the operator hears of it at ERROR (with the file, where the
+/// store names one) and in `ankusa_store_corruption_total`.
+fn bury_unreadable(queue: &Queue, row: &DeliveryRow, sink: &str, error: &QueueError) -> Verdict {
+    tracing::error!(
+        seq = row.seq,
+        source = %row.source,
+        sink,
+        "a hook is unreadable, damaged in the store; its delivery is dead-lettered (check the store with \
+         `ankusa store verify`): {error}"
+    );
+    crate::metrics::metrics().store_corruption.inc();
+    let reason = format!("the hook is unreadable, damaged in the store: {error}");
+    if let Err(e) = queue.bury(row.seq, row.sink, now_ms(), &reason, ErrorClass::Fault) {
+        tracing::error!(seq = row.seq, sink = row.sink, "cannot record the outcome: {e}");
+    }
+    Verdict::Unreadable
 }
 
 /// Count a breaker transition under the sink's name (transitions are

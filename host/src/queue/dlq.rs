@@ -17,7 +17,7 @@ use super::{Queue, QueueError};
 use crate::error_class::ErrorClass;
 use crate::store::keys::index::{self, DeadPosition as Position};
 use crate::store::keys::{deliveries, hooks, meta, prefix_end};
-use crate::store::{Batch, Cf, Durability, Scan};
+use crate::store::{Batch, Cf, Durability, Scan, StoreError};
 
 /// The most dead keys one call examines.
 pub const MAX_EXAMINED: usize = 10_000;
@@ -67,6 +67,9 @@ pub struct DeadEntry {
     pub sink: u16,
     pub error_class: Option<ErrorClass>,
     pub attempts: u32,
+    /// The hook is damaged in the store: `envelope` holds only what the
+    /// row knows (seq, source, tenant).
+    pub unreadable: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -211,7 +214,7 @@ impl Queue {
             if !query.admits(&row.source, *class) {
                 continue;
             }
-            let Some(envelope) = self.hook_for_dlq(seq)? else { continue };
+            let Some((envelope, unreadable)) = self.hook_for_dlq(&row)? else { continue };
             entries.push(DeadEntry {
                 envelope,
                 reason: reason.clone(),
@@ -219,6 +222,7 @@ impl Queue {
                 sink,
                 error_class: *class,
                 attempts: row.attempts,
+                unreadable,
             });
         }
         // The scan reached the end of what matches: no row left unexamined
@@ -284,17 +288,28 @@ impl Queue {
         }
     }
 
-    fn hook_for_dlq(&self, seq: u64) -> Result<Option<Envelope>, QueueError> {
-        let Some(bytes) = self.store.get(Cf::Hooks, &hooks::hook(seq))? else {
-            tracing::warn!(seq, "dead row without its hook; skipped");
-            return Ok(None);
+    /// The hook of a dead row, and whether it is unreadable (damaged in the
+    /// store: listed with what its row knows, so the operator sees it).
+    fn hook_for_dlq(&self, row: &DeliveryRow) -> Result<Option<(Envelope, bool)>, QueueError> {
+        let seq = row.seq;
+        let damaged = |e: &dyn std::fmt::Display| {
+            tracing::warn!(seq, "the hook of a dead row is unreadable: {e}");
+            let mut stub = Envelope::new(String::new(), row.source.clone(), row.tenant.clone(), 0, Vec::new());
+            stub.seq = seq;
+            Ok(Some((stub, true)))
+        };
+        let bytes = match self.store.get(Cf::Hooks, &hooks::hook(seq)) {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => {
+                tracing::warn!(seq, "dead row without its hook; skipped");
+                return Ok(None);
+            }
+            Err(e @ StoreError::Corruption { .. }) => return damaged(&e),
+            Err(e) => return Err(e.into()),
         };
         match Envelope::decode(seq, &bytes) {
-            Ok(envelope) => Ok(Some(envelope)),
-            Err(e) => {
-                tracing::warn!(seq, "hook of a dead row does not decode ({e}); skipped");
-                Ok(None)
-            }
+            Ok(envelope) => Ok(Some((envelope, false))),
+            Err(e) => damaged(&e),
         }
     }
 }

@@ -148,6 +148,14 @@ pub enum QueueError {
     Closed,
 }
 
+impl QueueError {
+    /// The store holds damaged data here (a checksum mismatch, or a row
+    /// that does not decode): reading it again will not help.
+    pub fn is_damage(&self) -> bool {
+        matches!(self, QueueError::Corrupt(_) | QueueError::Store(StoreError::Corruption { .. }))
+    }
+}
+
 /// One hook to enqueue, with the sinks bound to its source at ack time.
 #[derive(Clone, Debug)]
 pub struct Entry {

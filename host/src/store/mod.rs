@@ -24,7 +24,7 @@ use std::sync::Arc;
 use thiserror::Error;
 
 pub use batch::{Batch, BatchDecodeError, WriteOp};
-pub use rocks::{DEFAULT_WAL_MAX_BYTES, Faults, RocksStore, StoreOptions};
+pub use rocks::{DEFAULT_WAL_MAX_BYTES, Damage, Faults, RocksStore, StoreOptions, VerifyProgress, VerifyReport};
 
 /// The column families, one per kind of row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
