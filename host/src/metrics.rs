@@ -68,6 +68,8 @@ pub struct Metrics {
     pub sink_timeouts: Family<SinkLabels, Gauge>,
     pub sink_memory_faults: Family<SinkLabels, Gauge>,
     pub store_corruption: Counter,
+    pub sink_egress_connects: Family<SinkLabels, Gauge>,
+    pub sink_egress_denied: Family<SinkLabels, Gauge>,
     registry: Registry,
 }
 
@@ -138,6 +140,18 @@ impl Metrics {
             "Hooks dispatch found unreadable in the store (a checksum mismatch), each dead-lettered",
             store_corruption.clone(),
         );
+        let sink_egress_connects = Family::<SinkLabels, Gauge>::default();
+        registry.register(
+            "sink_egress_connects",
+            "Connections a sink made (HTTP and TCP), since it loaded",
+            sink_egress_connects.clone(),
+        );
+        let sink_egress_denied = Family::<SinkLabels, Gauge>::default();
+        registry.register(
+            "sink_egress_denied",
+            "Destinations a sink was refused by its egress policy, since it loaded",
+            sink_egress_denied.clone(),
+        );
         Metrics {
             ingest_requests,
             commit_seconds,
@@ -157,6 +171,8 @@ impl Metrics {
             sink_timeouts,
             sink_memory_faults,
             store_corruption,
+            sink_egress_connects,
+            sink_egress_denied,
             registry,
         }
     }

@@ -87,6 +87,9 @@ fn refresh_levels(node: &Node) {
             m.sink_traps.get_or_create(&labels).set(pool.traps as i64);
             m.sink_timeouts.get_or_create(&labels).set(pool.timeouts as i64);
             m.sink_memory_faults.get_or_create(&labels).set(pool.memory_faults as i64);
+            let egress = sink.egress();
+            m.sink_egress_connects.get_or_create(&labels).set(egress.connects as i64);
+            m.sink_egress_denied.get_or_create(&labels).set(egress.denied as i64);
         }
     }
 }

@@ -14,8 +14,11 @@
 //!
 //! This module only decides; the HTTP and socket capabilities consume it.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use thiserror::Error;
 
@@ -291,6 +294,61 @@ fn embedded_v4(v6: Ipv6Addr) -> Option<Ipv4Addr> {
     let compatible = s[..6] == [0; 6] && !(s[6] == 0 && s[7] <= 1);
     let nat64 = s[0] == 0x64 && s[1] == 0xff9b && s[2..6] == [0; 4];
     (mapped || compatible || nat64).then(tail)
+}
+
+/// How a sink's host names are resolved: by the system, or from a fixed
+/// table (plugin tests: a name that resolves to a metadata or private
+/// address, with no traffic sent anywhere).
+#[derive(Clone, Debug, Default)]
+pub enum Resolver {
+    #[default]
+    System,
+    Fixed(Arc<HashMap<String, Vec<IpAddr>>>),
+}
+
+impl Resolver {
+    /// The addresses of `name`, each with `port`.
+    pub async fn resolve(&self, name: &str, port: u16) -> std::io::Result<Vec<std::net::SocketAddr>> {
+        match self {
+            Resolver::System => Ok(tokio::net::lookup_host((name, port)).await?.collect()),
+            Resolver::Fixed(table) => match table.get(&name.to_ascii_lowercase()) {
+                Some(ips) => Ok(ips.iter().map(|ip| std::net::SocketAddr::new(*ip, port)).collect()),
+                None => Err(std::io::Error::new(std::io::ErrorKind::NotFound, format!("{name} is not in the table"))),
+            },
+        }
+    }
+}
+
+/// Connections a sink's network capabilities attempted, and destinations
+/// they refused, since it loaded. Counted at the last step before a
+/// connect, so a refusal is proven by a count that did not move.
+#[derive(Debug, Default)]
+pub struct EgressCounter {
+    connects: AtomicU64,
+    denied: AtomicU64,
+}
+
+/// A reading of an [`EgressCounter`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EgressCounts {
+    /// Connects attempted (HTTP and TCP).
+    pub connects: u64,
+    /// Destinations refused by the policy.
+    pub denied: u64,
+}
+
+impl EgressCounter {
+    pub fn connecting(&self) {
+        self.connects.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn refused(&self) {
+        self.denied.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn counts(&self) -> EgressCounts {
+        EgressCounts { connects: self.connects.load(Ordering::Relaxed), denied: self.denied.load(Ordering::Relaxed) }
+    }
 }
 
 /// The complete egress policy of one sink.

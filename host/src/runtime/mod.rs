@@ -57,7 +57,7 @@ pub use sink::{ComponentSource, Sink, SinkLimits, SinkSpec};
 use self::cache::{Compiled, ComponentCache};
 use self::capability::SinkContext;
 use self::component::SinkComponent;
-use self::egress::EgressPolicy;
+use self::egress::{EgressCounter, EgressPolicy};
 use self::instance::StoreFactory;
 use self::log::LogChannel;
 use self::pool::{InstancePool, StartError};
@@ -157,6 +157,7 @@ impl Runtime {
         let options = serde_json::to_string(&spec.options)
             .map_err(|source| LoadError::OptionsJson { label: label.clone(), source })?;
         let log = LogChannel::new(label.clone(), limits.log_rate, spec.capture_logs);
+        let egress = Arc::new(EgressCounter::default());
         let context = SinkContext {
             label: label.clone(),
             directory: spec.directory.clone(),
@@ -164,6 +165,8 @@ impl Runtime {
             http_limits: limits.http,
             upstream: spec.upstream.clone(),
             policy,
+            resolver: spec.resolver.clone(),
+            egress: egress.clone(),
             log: log.clone(),
             tls: self.tls.clone(),
         };
@@ -191,6 +194,7 @@ impl Runtime {
             memory_bytes: limits.memory_bytes,
             pool,
             log,
+            egress,
         })
     }
 }

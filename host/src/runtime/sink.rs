@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::bindings::Hook;
 use super::clock::ManualClock;
+use super::egress::{EgressCounter, EgressCounts, Resolver};
 use super::http::{HttpLimits, Upstream};
 use super::labels::SinkLabel;
 use super::log::{LogChannel, LogLine, LogRate};
@@ -81,6 +82,8 @@ pub struct SinkSpec {
     pub upstream: Upstream,
     /// A controllable clock instead of the host's (plugin tests).
     pub clock: Option<Arc<ManualClock>>,
+    /// How host names resolve: the system, or a table (plugin tests).
+    pub resolver: Resolver,
     /// Keep guest log lines for inspection (plugin tests).
     pub capture_logs: bool,
 }
@@ -98,6 +101,7 @@ impl SinkSpec {
             upstream: Upstream::Network,
             clock: None,
             capture_logs: false,
+            resolver: Resolver::System,
         }
     }
 }
@@ -111,6 +115,7 @@ pub struct Sink {
     pub(crate) memory_bytes: usize,
     pub(crate) pool: InstancePool,
     pub(crate) log: Arc<LogChannel>,
+    pub(crate) egress: Arc<EgressCounter>,
 }
 
 impl Sink {
@@ -154,5 +159,10 @@ impl Sink {
 
     pub fn suppressed_log_lines(&self) -> u64 {
         self.log.suppressed_total()
+    }
+
+    /// Connects attempted and destinations refused, since it loaded.
+    pub fn egress(&self) -> EgressCounts {
+        self.egress.counts()
     }
 }

@@ -109,6 +109,18 @@ impl<'r> TestSinkBuilder<'r> {
         self
     }
 
+    /// Resolve host names from this table instead of DNS: `name` to
+    /// `addrs` (names not listed do not resolve).
+    pub fn resolve(mut self, name: &str, addrs: impl IntoIterator<Item = std::net::IpAddr>) -> Self {
+        let mut table = match &self.spec.resolver {
+            crate::runtime::egress::Resolver::Fixed(table) => (**table).clone(),
+            crate::runtime::egress::Resolver::System => Default::default(),
+        };
+        table.insert(name.to_ascii_lowercase(), addrs.into_iter().collect());
+        self.spec.resolver = crate::runtime::egress::Resolver::Fixed(Arc::new(table));
+        self
+    }
+
     pub fn clock_at(self, unix_secs: u64) -> Self {
         let clock = ManualClock::at_unix_secs(unix_secs);
         TestSinkBuilder { clock, ..self }
@@ -154,6 +166,11 @@ impl SinkUnderTest {
 
     pub fn clock(&self) -> &ManualClock {
         &self.clock
+    }
+
+    /// Connects the sink attempted and destinations it was refused.
+    pub fn egress(&self) -> crate::runtime::egress::EgressCounts {
+        self.sink.egress()
     }
 
     pub fn instances(&self) -> PoolSnapshot {

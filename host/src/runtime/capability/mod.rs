@@ -26,7 +26,7 @@ use std::sync::Arc;
 use wasmtime::component::Linker;
 use wasmtime_wasi::WasiCtxBuilder;
 
-use super::egress::EgressPolicy;
+use super::egress::{EgressCounter, EgressPolicy, Resolver};
 use super::error::LoadError;
 use super::labels::SinkLabel;
 use super::state::{DenialRecord, Extensions, InstanceState};
@@ -68,6 +68,10 @@ pub struct SinkContext {
     pub upstream: http::Upstream,
     /// Where the sink may connect (HTTP and TCP both consume it).
     pub policy: Arc<EgressPolicy>,
+    /// How the sink's host names resolve.
+    pub resolver: Resolver,
+    /// Counts the sink's connects and refusals.
+    pub egress: Arc<EgressCounter>,
     /// The sink's log channel, shared with its pool and the harness.
     pub log: Arc<log::LogChannel>,
     /// Trust roots for outbound TLS.

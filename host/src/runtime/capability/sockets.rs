@@ -10,14 +10,17 @@ use wasmtime::component::Linker;
 use wasmtime_wasi::sockets::SocketAddrUse;
 
 use super::{Capability, InstanceBuilder, SinkCapability, SinkContext};
-use crate::runtime::egress::EgressPolicy;
+use crate::runtime::egress::{EgressCounter, EgressPolicy};
 use crate::runtime::error::LoadError;
 use crate::runtime::state::InstanceState;
 
 pub struct Sockets;
 
-/// One sink's gate: its egress policy.
-struct SocketGate(Arc<EgressPolicy>);
+/// One sink's gate: its egress policy, and where connects are counted.
+struct SocketGate {
+    policy: Arc<EgressPolicy>,
+    counter: Arc<EgressCounter>,
+}
 
 impl Capability for Sockets {
     /// `wasi:sockets` is part of the WASI base the sandbox links.
@@ -26,23 +29,27 @@ impl Capability for Sockets {
     }
 
     fn for_sink(&self, sink: &SinkContext) -> Result<Arc<dyn SinkCapability>, LoadError> {
-        Ok(Arc::new(SocketGate(sink.policy.clone())))
+        Ok(Arc::new(SocketGate { policy: sink.policy.clone(), counter: sink.egress.clone() }))
     }
 }
 
 impl SinkCapability for SocketGate {
     fn prepare(&self, instance: &mut InstanceBuilder) -> wasmtime::Result<()> {
         instance.wasi.allow_tcp(true);
-        let policy = self.0.clone();
+        let (policy, counter) = (self.policy.clone(), self.counter.clone());
         let denials = instance.denials.clone();
         instance.wasi.socket_addr_check(move |addr, usage| {
             let allowed = match usage {
                 // A refused connect is recorded, so the attempt is classed
                 // `denied` whatever the guest makes of the error.
                 SocketAddrUse::TcpConnect => match policy.check_socket(addr.ip(), addr.port()) {
-                    Ok(()) => true,
+                    Ok(()) => {
+                        counter.connecting();
+                        true
+                    }
                     Err(denied) => {
                         tracing::warn!(%denied, "socket egress denied");
+                        counter.refused();
                         denials.record(denied);
                         false
                     }

@@ -17,13 +17,19 @@
 //! | `calls` | fail transiently with the reason `calls=<n>`: n counts this instance's deliveries |
 //! | `print` | write a line to stdout and one to stderr, then succeed |
 //! | `bad-utf8` | return a failure whose reason is not UTF-8 (a garbage return the host must reject) |
+//! | `get:<url>` | send a GET to `url`; fail transiently if no answer, succeed on any status |
+//! | `tcp:<ip>:<port>` | connect over TCP, send a line and read one back; fail transiently if that fails |
+//! | `tcp-name:<host>:<port>` | the same, resolving `host` in the guest (`wasi:sockets` name lookup) |
 //!
 //! Options: `{"durable": bool, "require": "<field>"}`; `require` makes
 //! configure fail naming that field, to test option errors.
 
 use std::cell::Cell;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 
 use ankusa_sdk::bindings::wasi::clocks::monotonic_clock;
+use ankusa_sdk::http::{Request, Url};
 use ankusa_sdk::{ConfigError, ErrorClass, Failure, Hook, Sink, export_sink, log, options};
 use serde::Deserialize;
 
@@ -106,12 +112,42 @@ impl Sink for Misbehave {
                 eprintln!("warning from stderr");
                 Ok(())
             }
-            other => match other.strip_prefix("retry-after:").map(str::parse::<u64>) {
-                Some(Ok(ms)) => Err(Failure::retry_after(ms, "asked to wait")),
-                _ => Ok(()),
-            },
+            other => {
+                if let Some(url) = other.strip_prefix("get:") {
+                    return get(url);
+                }
+                if let Some(addr) = other.strip_prefix("tcp:") {
+                    let addr: SocketAddr = addr.parse().map_err(|e| Failure::permanent(format!("tcp: {addr}: {e}")))?;
+                    return tcp_exchange(addr);
+                }
+                if let Some(named) = other.strip_prefix("tcp-name:") {
+                    let mut found = named.to_socket_addrs().map_err(|e| Failure::transient(format!("lookup: {e}")))?;
+                    let addr = found.next().ok_or_else(|| Failure::transient("lookup: no address"))?;
+                    return tcp_exchange(addr);
+                }
+                match other.strip_prefix("retry-after:").map(str::parse::<u64>) {
+                    Some(Ok(ms)) => Err(Failure::retry_after(ms, "asked to wait")),
+                    _ => Ok(()),
+                }
+            }
         }
     }
+}
+
+/// One GET through `wasi:http`, whatever the host's policy makes of it.
+fn get(url: &str) -> Result<(), Failure> {
+    let url = Url::parse(url).map_err(Failure::permanent)?;
+    Request::new("GET", url).send().map(|_| ()).map_err(|e| Failure::transient(format!("get: {e}")))
+}
+
+/// Connect to `addr` through `wasi:sockets`, send a line, read one back.
+fn tcp_exchange(addr: SocketAddr) -> Result<(), Failure> {
+    let fail = |e: std::io::Error| Failure::transient(format!("tcp: {e}"));
+    let mut stream = TcpStream::connect(addr).map_err(fail)?;
+    stream.write_all(b"PING\r\n").map_err(fail)?;
+    let mut line = String::new();
+    BufReader::new(stream).read_line(&mut line).map_err(fail)?;
+    Ok(())
 }
 
 export_sink!(Misbehave);

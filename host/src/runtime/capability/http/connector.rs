@@ -18,7 +18,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
-use crate::runtime::egress::{Denied, EgressPolicy, Host};
+use crate::runtime::egress::{Denied, EgressCounter, EgressPolicy, Host, Resolver};
 
 /// Why a connection was not made.
 #[derive(Debug, thiserror::Error)]
@@ -42,12 +42,19 @@ pub enum ConnectError {
 #[derive(Clone)]
 pub struct EgressConnector {
     policy: Arc<EgressPolicy>,
+    resolver: Resolver,
+    counter: Arc<EgressCounter>,
     tls: TlsConnector,
 }
 
 impl EgressConnector {
-    pub fn new(policy: Arc<EgressPolicy>, tls: Arc<rustls::ClientConfig>) -> Self {
-        EgressConnector { policy, tls: TlsConnector::from(tls) }
+    pub fn new(
+        policy: Arc<EgressPolicy>,
+        resolver: Resolver,
+        counter: Arc<EgressCounter>,
+        tls: Arc<rustls::ClientConfig>,
+    ) -> Self {
+        EgressConnector { policy, resolver, counter, tls: TlsConnector::from(tls) }
     }
 
     /// Resolve, check and connect (with TLS for `https`), all within `timeout`.
@@ -61,10 +68,11 @@ impl EgressConnector {
         let work = async {
             let candidates: Vec<SocketAddr> = match &host {
                 Host::Ip(ip) => vec![SocketAddr::new(*ip, port)],
-                Host::Name(name) => tokio::net::lookup_host((name.as_str(), port))
+                Host::Name(name) => self
+                    .resolver
+                    .resolve(name, port)
                     .await
-                    .map_err(|source| ConnectError::Dns { host: name.clone(), source })?
-                    .collect(),
+                    .map_err(|source| ConnectError::Dns { host: name.clone(), source })?,
             };
             let mut first_denial = None;
             let mut allowed = Vec::new();
@@ -78,12 +86,16 @@ impl EgressConnector {
             }
             if allowed.is_empty() {
                 return Err(match first_denial {
-                    Some(denied) => ConnectError::Denied(denied),
+                    Some(denied) => {
+                        self.counter.refused();
+                        ConnectError::Denied(denied)
+                    }
                     None => ConnectError::NoAddress(host.to_string()),
                 });
             }
             let mut last_error = None;
             for addr in allowed {
+                self.counter.connecting();
                 match TcpStream::connect(addr).await {
                     Ok(tcp) => {
                         let _ = tcp.set_nodelay(true);

@@ -35,7 +35,7 @@ pub use upstream::{RecordedRequest, ReplyFuture, ScriptedReply, ScriptedUpstream
 use self::body::GuardedBody;
 use self::pool::{ConnectionPool, PoolError};
 use super::{Capability, InstanceBuilder, SinkCapability, SinkContext};
-use crate::runtime::egress::{EgressPolicy, EgressScheme, Host};
+use crate::runtime::egress::{EgressCounter, EgressPolicy, EgressScheme, Host};
 use crate::runtime::error::LoadError;
 use crate::runtime::state::{DenialRecord, InstanceState};
 
@@ -81,23 +81,26 @@ pub struct HttpEgress {
     policy: Arc<EgressPolicy>,
     limits: HttpLimits,
     transport: Transport,
+    counter: Arc<EgressCounter>,
 }
 
 impl HttpEgress {
-    pub fn new(
-        policy: Arc<EgressPolicy>,
-        limits: HttpLimits,
-        upstream: Upstream,
-        tls: Arc<rustls::ClientConfig>,
-    ) -> Arc<Self> {
-        let transport = match upstream {
+    /// The outbound HTTP of the sink `sink` describes.
+    pub fn new(sink: &SinkContext) -> Arc<Self> {
+        let limits = sink.http_limits;
+        let transport = match &sink.upstream {
             Upstream::Network => {
-                let connector = EgressConnector::new(policy.clone(), tls);
+                let connector = EgressConnector::new(
+                    sink.policy.clone(),
+                    sink.resolver.clone(),
+                    sink.egress.clone(),
+                    sink.tls.clone(),
+                );
                 Transport::Network(ConnectionPool::new(connector, limits.max_idle_per_host))
             }
-            Upstream::Scripted(peers) => Transport::Scripted(peers),
+            Upstream::Scripted(peers) => Transport::Scripted(peers.clone()),
         };
-        Arc::new(HttpEgress { policy, limits, transport })
+        Arc::new(HttpEgress { policy: sink.policy.clone(), limits, transport, counter: sink.egress.clone() })
     }
 
     async fn send(
@@ -116,6 +119,7 @@ impl HttpEgress {
         let port = uri.port_u16().unwrap_or(if scheme == EgressScheme::Https { 443 } else { 80 });
         if let Err(denied) = self.policy.check_target(scheme, &host, port) {
             tracing::warn!(%denied, "egress denied");
+            self.counter.refused();
             denials.record(denied);
             return Err(HttpError::HttpRequestDenied);
         }
@@ -277,7 +281,7 @@ impl Capability for HttpEgressCapability {
     }
 
     fn for_sink(&self, sink: &SinkContext) -> Result<Arc<dyn SinkCapability>, LoadError> {
-        let egress = HttpEgress::new(sink.policy.clone(), sink.http_limits, sink.upstream.clone(), sink.tls.clone());
+        let egress = HttpEgress::new(sink);
         Ok(Arc::new(SinkHttp(egress)))
     }
 }
