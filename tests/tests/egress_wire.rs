@@ -47,6 +47,18 @@ fn socket_text(ip: IpAddr, port: u16) -> String {
     }
 }
 
+/// The misbehave sink on the real network, allowed `allow`.
+async fn misbehave(allow: impl IntoIterator<Item = String>) -> SinkUnderTest {
+    Harness::shared()
+        .wasm(guest_wasm("misbehave"))
+        .real_network()
+        .real_clock()
+        .allow(allow)
+        .load()
+        .await
+        .expect("the sink loads")
+}
+
 /// Deliver `body` and check the sink was refused without connecting.
 async fn assert_refused_unconnected(sink: &SinkUnderTest, body: String, shows: &str) {
     let before = sink.egress();
@@ -84,15 +96,7 @@ async fn http_to_a_name_resolving_to_any_blocked_class_never_connects() {
 async fn http_by_system_dns_to_localhost_never_connects() {
     let receiver = Receiver::start(Reply::status(200)).await;
     let port = receiver.addr.port();
-    let allow = [format!("http://localhost:{port}"), format!("http://127.0.0.1:{port}")];
-    let sink = Harness::shared()
-        .wasm(guest_wasm("misbehave"))
-        .real_network()
-        .real_clock()
-        .allow(allow)
-        .load()
-        .await
-        .expect("the sink loads");
+    let sink = misbehave([format!("http://localhost:{port}"), format!("http://127.0.0.1:{port}")]).await;
     assert_refused_unconnected(&sink, format!("get:http://localhost:{port}/in"), "loopback").await;
     assert_eq!(receiver.connections(), 0);
     sink.deliver(TestHook::new().body(format!("get:http://127.0.0.1:{port}/in")), 1).await.assert_delivered();
@@ -157,14 +161,7 @@ impl LineListener {
 async fn tcp_to_any_blocked_class_never_connects() {
     let listener = LineListener::start();
     let port = listener.port;
-    let sink = Harness::shared()
-        .wasm(guest_wasm("misbehave"))
-        .real_network()
-        .real_clock()
-        .allow([format!("tcp://127.0.0.1:{port}")])
-        .load()
-        .await
-        .expect("the sink loads");
+    let sink = misbehave([format!("tcp://127.0.0.1:{port}")]).await;
     for (class, address) in BLOCKED.iter().filter(|(_, address)| *address != "127.0.0.1") {
         let body = format!("tcp:{}", socket_text(ip(address), port));
         // `wasi:sockets` itself refuses to connect to an unspecified, a
@@ -191,14 +188,7 @@ async fn tcp_to_any_blocked_class_never_connects() {
 async fn tcp_by_name_is_never_resolved_by_the_guest() {
     let listener = LineListener::start();
     let port = listener.port;
-    let sink = Harness::shared()
-        .wasm(guest_wasm("misbehave"))
-        .real_network()
-        .real_clock()
-        .allow([format!("tcp://127.0.0.1:{port}")])
-        .load()
-        .await
-        .expect("the sink loads");
+    let sink = misbehave([format!("tcp://127.0.0.1:{port}")]).await;
     let before = sink.egress();
     let outcome = sink.deliver(TestHook::new().body(format!("tcp-name:localhost:{port}")), 1).await;
     assert!(

@@ -5,7 +5,7 @@
 //! deadline, and a record of refused connections (the attempt is then
 //! classed `denied`).
 
-use std::any::{Any, TypeId};
+use std::any::Any;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -71,34 +71,31 @@ impl WasiView for InstanceState {
 /// capability adds its own when an instance is set up and finds it again
 /// in its host calls.
 #[derive(Default)]
-pub struct Extensions(Vec<(TypeId, Box<dyn Any + Send>)>);
+pub struct Extensions(Vec<Box<dyn Any + Send>>);
 
 impl Extensions {
     pub fn insert<T: Any + Send>(&mut self, value: T) {
-        let id = TypeId::of::<T>();
-        self.0.retain(|(t, _)| *t != id);
-        self.0.push((id, Box::new(value)));
+        self.0.retain(|held| !held.is::<T>());
+        self.0.push(Box::new(value));
     }
 
     pub fn get_mut<T: Any + Send>(&mut self) -> Option<&mut T> {
-        let id = TypeId::of::<T>();
-        self.0.iter_mut().find(|(t, _)| *t == id).and_then(|(_, value)| value.downcast_mut::<T>())
+        self.0.iter_mut().find_map(|held| held.downcast_mut::<T>())
     }
 
     /// The value of type `T`, made by `make` if there is none yet.
     pub fn get_or_insert_with<T: Any + Send>(&mut self, make: impl FnOnce() -> T) -> &mut T {
-        let id = TypeId::of::<T>();
-        let at = match self.0.iter().position(|(t, _)| *t == id) {
+        let at = match self.0.iter().position(|held| held.is::<T>()) {
             Some(at) => at,
             None => {
-                self.0.push((id, Box::new(make())));
+                self.0.push(Box::new(make()));
                 self.0.len() - 1
             }
         };
-        match self.0[at].1.downcast_mut::<T>() {
+        match self.0[at].downcast_mut::<T>() {
             Some(value) => value,
-            // The entry at `at` was stored under T's own TypeId.
-            None => unreachable!("an extension stored under another type's id"),
+            // The entry at `at` was found, or just made, as a `T`.
+            None => unreachable!("an extension that is not the type it was found as"),
         }
     }
 }
