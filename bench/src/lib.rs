@@ -6,7 +6,9 @@
 //! still be compared.
 
 pub mod floor;
+pub mod hostile;
 pub mod load;
+pub mod soak;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;

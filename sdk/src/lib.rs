@@ -66,9 +66,14 @@ pub mod __private {
 #[macro_export]
 macro_rules! export_sink {
     ($ty:ty) => {
+        // Exported only where it is a component: a sink's crate also
+        // builds natively (as an rlib for its protocol's fuzz targets),
+        // where these names are no symbols a linker takes.
         #[doc(hidden)]
+        #[cfg(target_family = "wasm")]
         struct __AnkusaSinkExport;
 
+        #[cfg(target_family = "wasm")]
         impl $crate::bindings::exports::ankusa::sink::sink::Guest for __AnkusaSinkExport {
             fn configure(options: String) -> Result<(), $crate::ConfigError> {
                 $crate::__private::configure::<$ty>(&options)
@@ -81,6 +86,7 @@ macro_rules! export_sink {
             }
         }
 
+        #[cfg(target_family = "wasm")]
         $crate::bindings::export_sink_world!(__AnkusaSinkExport with_types_in $crate::bindings);
     };
 }

@@ -49,8 +49,10 @@ pub struct Reply {
     pub payload: Vec<u8>,
 }
 
-pub struct Connection {
-    reader: BufReader<TcpStream>,
+/// A connection over any byte stream: a socket here, a scripted server in
+/// the fuzz targets.
+pub struct Connection<S = TcpStream> {
+    reader: BufReader<S>,
     max_payload: usize,
     /// Replies come to `<inbox>.<n>`; a reply for an older `n` (a publish
     /// abandoned earlier) is skipped.
@@ -68,6 +70,13 @@ impl Connection {
         // A subject with a plain subscriber but no stream is never acked:
         // give up on the answer rather than hold the attempt to its deadline.
         let stream = tcp::connect(addr, answer_timeout).map_err(NatsError::Io)?;
+        Connection::start(stream, credentials, inbox_token)
+    }
+}
+
+impl<S: Read + Write> Connection<S> {
+    /// Log in on a connected stream and subscribe to the reply inbox.
+    pub fn start(stream: S, credentials: &Credentials, inbox_token: u64) -> Result<Connection<S>, NatsError> {
         let mut reader = BufReader::new(stream);
         let line = read_line(&mut reader, MAX_LINE).map_err(NatsError::Io)?;
         let info = line

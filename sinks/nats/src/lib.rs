@@ -11,10 +11,14 @@
 //! - `classify`: what a failure means (retry or not, keep the connection);
 //! - `client`: just enough of the NATS protocol, and the login.
 
+// Built natively only for the fuzz targets, which use `client` and
+// `options`: the component's side is unused there.
+#![cfg_attr(not(target_family = "wasm"), allow(dead_code, unused_imports))]
+
 mod classify;
-mod client;
+pub mod client;
 mod deliver;
-mod options;
+pub mod options;
 
 use ankusa_sdk::bindings::wasi::random::random::get_random_u64;
 use ankusa_sdk::protocol::{KeptSink, Protocol};

@@ -11,10 +11,14 @@
 //! - `classify`: what a failure means (reply codes, keep the connection);
 //! - `client`: the connection, its channel and AMQP frames.
 
+// Built natively only for the fuzz targets, which use `client` and
+// `options`: the component's side is unused there.
+#![cfg_attr(not(target_family = "wasm"), allow(dead_code, unused_imports))]
+
 mod classify;
-mod client;
+pub mod client;
 mod deliver;
-mod options;
+pub mod options;
 
 use ankusa_sdk::protocol::{KeptSink, Protocol};
 use ankusa_sdk::{ConfigError, Failure, Hook, export_sink};

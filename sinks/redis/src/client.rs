@@ -1,9 +1,8 @@
 //! Just enough of RESP2 for one command at a time: encode a command as an
 //! array of bulk strings, read back one scalar reply.
 
-use std::io::{self, BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::time::Duration;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 
 use ankusa_sdk::tcp::{self, read_line};
 
@@ -34,15 +33,13 @@ pub enum RespError {
     Protocol(String),
 }
 
-pub struct Connection {
-    reader: BufReader<TcpStream>,
+/// A connection over any byte stream: a socket here, a scripted server in
+/// the fuzz targets.
+pub struct Connection<S = TcpStream> {
+    reader: BufReader<S>,
 }
 
-impl Connection {
-    pub fn open(addr: SocketAddr, answer_timeout: Duration) -> io::Result<Connection> {
-        Ok(Connection { reader: BufReader::new(tcp::connect(addr, answer_timeout)?) })
-    }
-
+impl<S: Read + Write> Connection<S> {
     /// Send one command and read its reply.
     pub fn call(&mut self, args: &[&[u8]]) -> Result<Reply, RespError> {
         let unanswered = |error| RespError::Io { error, answered: false };
@@ -101,8 +98,14 @@ fn read_reply(reader: &mut impl BufRead) -> Result<Reply, RespError> {
 
 /// Connect, authenticate and select the database.
 pub fn open(options: &Options) -> Result<Connection, RespError> {
-    let unanswered = |error| RespError::Io { error, answered: false };
-    let mut connection = Connection::open(options.addr, options.timeout).map_err(unanswered)?;
+    let stream =
+        tcp::connect(options.addr, options.timeout).map_err(|error| RespError::Io { error, answered: false })?;
+    start(stream, options)
+}
+
+/// Authenticate and select the database on a connected stream.
+pub fn start<S: Read + Write>(stream: S, options: &Options) -> Result<Connection<S>, RespError> {
+    let mut connection = Connection { reader: BufReader::new(stream) };
     if let Some((user, password)) = &options.auth {
         let mut args: Vec<&[u8]> = vec![b"AUTH"];
         args.extend(user.as_deref().map(str::as_bytes));

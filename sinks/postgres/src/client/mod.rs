@@ -45,13 +45,22 @@ pub enum Param<'a> {
     Null,
 }
 
-pub struct Connection {
-    reader: BufReader<TcpStream>,
+/// A connection over any byte stream: a socket here, a scripted server in
+/// the fuzz targets.
+pub struct Connection<S = TcpStream> {
+    reader: BufReader<S>,
 }
 
 impl Connection {
     pub fn open(addr: SocketAddr, login: &Login, answer_timeout: Duration) -> Result<Connection, PgError> {
         let stream = tcp::connect(addr, answer_timeout).map_err(PgError::Io)?;
+        Connection::start(stream, login)
+    }
+}
+
+impl<S: Read + Write> Connection<S> {
+    /// Start up and log in on a connected stream.
+    pub fn start(stream: S, login: &Login) -> Result<Connection<S>, PgError> {
         let mut connection = Connection { reader: BufReader::new(stream) };
         let mut startup = Vec::new();
         startup.extend_from_slice(&196_608i32.to_be_bytes()); // protocol 3.0

@@ -6,7 +6,7 @@
 
 pub mod frames;
 
-use std::io::{self, BufReader, Write};
+use std::io::{self, BufReader, Read, Write};
 use std::net::TcpStream;
 
 use ankusa_sdk::tcp;
@@ -92,8 +92,10 @@ impl Properties<'_> {
     }
 }
 
-pub struct Connection {
-    stream: BufReader<TcpStream>,
+/// A connection over any byte stream: a socket here, a scripted server in
+/// the fuzz targets.
+pub struct Connection<S = TcpStream> {
+    stream: BufReader<S>,
     frame_max: u32,
     channel_open: bool,
     /// Delivery tag of the last publish on the open channel.
@@ -106,6 +108,13 @@ impl Connection {
     /// Connect, log in, open the virtual host and a channel in confirm mode.
     pub fn open(options: &Options) -> Result<Connection, AmqpError> {
         let stream = tcp::connect(options.addr, options.timeout).map_err(AmqpError::Io)?;
+        Connection::start(stream, options)
+    }
+}
+
+impl<S: Read + Write> Connection<S> {
+    /// Log in, open the virtual host and a channel on a connected stream.
+    pub fn start(stream: S, options: &Options) -> Result<Connection<S>, AmqpError> {
         let mut connection = Connection {
             stream: BufReader::new(stream),
             frame_max: FRAME_PREFERRED,

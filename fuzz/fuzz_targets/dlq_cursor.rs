@@ -1,0 +1,49 @@
+//! DLQ cursors: any string given as a cursor (and any filter with it) is
+//! either refused as `invalid_cursor` or pages from a place this node
+//! issued; never a panic, never a scan from an arbitrary place.
+#![no_main]
+
+use std::sync::OnceLock;
+
+use ankusa::queue::{DeadQuery, Queue, QueueConfig, QueueError};
+use libfuzzer_sys::{arbitrary, fuzz_target};
+
+#[derive(Debug, arbitrary::Arbitrary)]
+struct Input {
+    cursor: String,
+    limit: u16,
+    since: Option<u64>,
+    sink: Option<u16>,
+    tenants: Option<Vec<String>>,
+}
+
+struct Store {
+    queue: Queue,
+    _dir: tempfile::TempDir,
+}
+
+fn store() -> &'static Store {
+    static STORE: OnceLock<Store> = OnceLock::new();
+    STORE.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let queue = Queue::open(dir.path(), QueueConfig::default()).expect("a new store opens");
+        Store { queue, _dir: dir }
+    })
+}
+
+fuzz_target!(|input: Input| {
+    let queue = &store().queue;
+    let query = DeadQuery {
+        limit: usize::from(input.limit).clamp(1, 1000),
+        cursor: Some(input.cursor.clone()),
+        since: input.since,
+        sink: input.sink,
+        tenants: input.tenants,
+        ..DeadQuery::default()
+    };
+    match queue.dead(&query) {
+        Ok(page) => panic!("a cursor this node never issued was taken: {:?} -> {page:?}", input.cursor),
+        Err(QueueError::InvalidCursor | QueueError::TooManyTenants { .. }) => {}
+        Err(other) => panic!("a bad cursor gave {other:?}"),
+    }
+});

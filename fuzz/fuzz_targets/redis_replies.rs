@@ -1,0 +1,25 @@
+//! The redis sink's RESP client against a scripted server: any bytes in
+//! answer to the login and a command give a reply or a typed error, never
+//! a panic or an unbounded allocation.
+#![no_main]
+
+use ankusa_fuzz::Scripted;
+use ankusa_sink_redis::client;
+use ankusa_sink_redis::options::Options;
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&login, server)) = data.split_first() else { return };
+    let options = match login % 3 {
+        0 => r#"{"url": "redis://127.0.0.1:6379", "stream": "hooks"}"#,
+        1 => r#"{"url": "redis://:secret@127.0.0.1:6379/2", "stream": "hooks"}"#,
+        _ => r#"{"url": "redis://user:secret@127.0.0.1:6379", "channel": "hooks"}"#,
+    };
+    let options = Options::parse(options).expect("the options parse");
+    let Ok(mut connection) = client::start(Scripted::new(server), &options) else { return };
+    for _ in 0..4 {
+        if connection.call(&[b"XADD", b"hooks", b"*", b"body", b"{}"]).is_err() {
+            break;
+        }
+    }
+});

@@ -1,0 +1,40 @@
+//! Pieces the fuzz targets share.
+
+use std::io::{self, Read, Write};
+
+/// A server scripted by the fuzzer: every byte the client reads comes from
+/// the input, everything it writes is dropped. The input's end is the
+/// server closing the connection.
+pub struct Scripted {
+    input: io::Cursor<Vec<u8>>,
+}
+
+impl Scripted {
+    pub fn new(bytes: &[u8]) -> Scripted {
+        Scripted { input: io::Cursor::new(bytes.to_vec()) }
+    }
+}
+
+impl Read for Scripted {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.input.read(buf)
+    }
+}
+
+impl Write for Scripted {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Header pairs from fuzzer text: `name: value` lines.
+pub fn headers(text: &str) -> Vec<(String, Vec<u8>)> {
+    text.lines()
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().as_bytes().to_vec()))
+        .collect()
+}
