@@ -197,7 +197,7 @@ pub async fn run(config: SoakConfig) -> Result<SoakReport, SoakError> {
         during.checkpoints += u32::from(checkpoint_at.is_some_and(|at| at.elapsed() < Duration::from_millis(100)));
         node.kill();
         report.kills += 1;
-        if report.kills % 20 == 0 {
+        if report.kills.is_multiple_of(20) {
             let acked = ledger.acked.lock().map(|a| a.len()).unwrap_or(0);
             eprintln!("{} rounds, {acked} acked, {:.0} s", report.kills, started.elapsed().as_secs_f64());
         }
