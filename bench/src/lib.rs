@@ -35,6 +35,18 @@ pub fn cpu() -> std::time::Duration {
     std::time::Duration::from_millis(ticks * 10)
 }
 
+/// The `ankusa` binary a benchmark drives: `given`, else the one beside
+/// this executable (a `cargo build --release --workspace --bins` puts
+/// both there).
+pub fn ankusa_bin(given: Option<std::path::PathBuf>) -> anyhow::Result<std::path::PathBuf> {
+    let bin = match given {
+        Some(bin) => bin,
+        None => std::env::current_exe()?.with_file_name("ankusa"),
+    };
+    anyhow::ensure!(bin.is_file(), "{} is missing: build it with `cargo build --release -p ankusa`", bin.display());
+    Ok(bin)
+}
+
 /// Print one figure.
 pub fn report(name: &str, value: f64, unit: &str) {
     println!("{name}: {value:.2} {unit}");

@@ -45,11 +45,7 @@ struct Args {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let bin = match args.bin {
-        Some(bin) => bin,
-        None => std::env::current_exe()?.with_file_name("ankusa"),
-    };
-    anyhow::ensure!(bin.is_file(), "{} is missing: build it with `cargo build --release -p ankusa`", bin.display());
+    let bin = ankusa_bench::ankusa_bin(args.bin)?;
     let temp = tempfile::tempdir()?;
     let seed = args.seed.unwrap_or_else(|| {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1)

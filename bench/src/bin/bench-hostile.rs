@@ -63,11 +63,7 @@ fn print(phase: &str, load: &LoadReport, peak_rss_mib: f64) {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let bin = match &args.bin {
-        Some(bin) => bin.clone(),
-        None => std::env::current_exe()?.with_file_name("ankusa"),
-    };
-    anyhow::ensure!(bin.is_file(), "{} is missing: build it with `cargo build --release -p ankusa`", bin.display());
+    let bin = ankusa_bench::ankusa_bin(args.bin.clone())?;
     ankusa_bench::hostile::raise_fd_limit(args.idle as u64 + 4096)?;
     let dir = tempfile::tempdir()?;
     let node = Node::start(&bin, dir.path())?;

@@ -234,10 +234,11 @@ async fn drain(admin: &Admin, ledger: &Ledger, recorder: &Recorder, stall_limit:
     let mut least_left = usize::MAX;
     let mut left = String::new();
     while last_move.elapsed() < stall_limit {
-        let acked = ledger.acked.lock().map(|a| a.clone()).unwrap_or_default();
-        let delivered = recorder.delivered();
-        let undelivered =
-            acked.iter().filter(|(id, a)| a.tenant == node::TENANT && !delivered.contains_key(*id)).count();
+        // Counted under the locks: the maps hold every hook of the run.
+        let undelivered = match ledger.acked.lock() {
+            Ok(acked) => recorder.undelivered(acked.iter().filter(|(_, a)| a.tenant == node::TENANT).map(|(id, _)| id)),
+            Err(_) => usize::MAX,
+        };
         let (main, scratch) = (admin.usage(node::TENANT).await, admin.usage(node::SCRATCH_TENANT).await);
         let observed = admin.observe().await;
         let rows = |usage: &Option<serde_json::Value>, state: &str| {

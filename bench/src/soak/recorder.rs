@@ -93,6 +93,12 @@ impl Recorder {
         self.state.delivered.lock().map(|d| d.clone()).unwrap_or_default()
     }
 
+    /// How many of `ids` were never answered `200`.
+    pub fn undelivered<'a>(&self, ids: impl Iterator<Item = &'a String>) -> usize {
+        let Ok(delivered) = self.state.delivered.lock() else { return usize::MAX };
+        ids.filter(|id| !delivered.contains_key(*id)).count()
+    }
+
     /// Attempts answered `503` and `400`.
     pub fn failed(&self) -> (u64, u64) {
         (self.state.transient.load(Ordering::Relaxed), self.state.permanent.load(Ordering::Relaxed))
