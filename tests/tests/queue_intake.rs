@@ -8,6 +8,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use ankusa::intake::SEAL_LEN;
 use ankusa::queue::{Entry, EntryOutcome, Envelope, Queue, QueueConfig, QueueError, Refusal, Side, WalMode};
 use ankusa::store::Faults;
 use ankusa_tests::ankusa_bin;
@@ -91,7 +92,9 @@ async fn a_torn_final_record_is_dropped_and_the_node_starts() {
 
     let queue = node.open().expect("a torn tail does not stop the node");
     assert_all_present(&queue, &acked);
-    assert_eq!(std::fs::metadata(&last).expect("meta").len() as usize, good_len, "the torn bytes were cut");
+    let repaired = std::fs::read(&last).expect("read");
+    assert_eq!(repaired.len(), good_len + SEAL_LEN, "the torn bytes were cut, and the segment sealed");
+    assert_eq!(repaired[..good_len], bytes[..good_len]);
     let more = fill(&queue, 50, 5).await;
     assert!(more[0].seq > acked.last().expect("acked").seq);
     queue.close().await;

@@ -20,7 +20,7 @@ use std::io;
 use thiserror::Error;
 
 use segment::MAX_RECORD;
-pub use segment::{IntakeOptions, MAGIC, MAGIC_V1, SegmentLog, read_all};
+pub use segment::{IntakeOptions, MAGIC, MAGIC_V1, MAGIC_V2, SEAL_LEN, SegmentLog, read_all};
 
 /// What the queue needs from an intake log.
 pub trait IntakeLog: Send + 'static {
@@ -58,6 +58,8 @@ pub enum IntakeError {
     Damaged { path: String, offset: u64, reason: String },
     #[error("an intake record of {bytes} bytes is over the {MAX_RECORD}-byte frame limit")]
     TooLarge { bytes: usize },
+    #[error("an intake record must cover first_seq ..= last_seq, got {first_seq} ..= {last_seq}")]
+    Seqs { first_seq: u64, last_seq: u64 },
     #[error(
         "intake log {path} stopped taking appends: a failed append could not be cut off ({reason}); a restart replays it"
     )]

@@ -20,7 +20,18 @@
 //! check of its own because replay trusts it to find the next record: a
 //! damaged length that pointed past the end of the file would otherwise
 //! look like a torn tail, and every acked record behind it would be cut.
-//! Segments of the first format ([`MAGIC_V1`], no `len_crc`) are still read.
+//!
+//! A segment ends in a *seal*: a frame with no payload and the seqs
+//! `(u64::MAX, 0)`, which no record can have. It is written and fsynced
+//! before the next segment is created (on a roll, and on open for the
+//! segment a crash left open), so every segment but the last is sealed. A
+//! segment that is not the last and has no seal was cut, and a cut at a
+//! record boundary leaves nothing else to see: without the seal, the
+//! records past it would be dropped in silence. Bytes after a seal are
+//! damage too: nothing is ever written there.
+//!
+//! Segments of the earlier formats are still read: [`MAGIC_V2`] (no seal)
+//! and [`MAGIC_V1`] (no seal, no `len_crc`).
 //!
 //! Segments roll at a size; a closed segment is deleted once the store has
 //! checkpointed past its last seq (its memtables flushed to SST files).
@@ -31,11 +42,19 @@ use std::path::{Path, PathBuf};
 
 use super::{IntakeError, IntakeLog, Record, Replay};
 
-/// The first bytes of every segment written now.
-pub const MAGIC: &[u8; 8] = b"ANKINTK2";
+/// The first bytes of every segment written now. It differs from the
+/// earlier magics in two bytes, so no single damaged byte turns a sealed
+/// segment into one of a format that needs no seal.
+pub const MAGIC: &[u8; 8] = b"ANKINT3S";
+/// The second format's magic: V3's frames, but no seal.
+pub const MAGIC_V2: &[u8; 8] = b"ANKINTK2";
 /// The first format's magic: its frames have no `len_crc`.
 pub const MAGIC_V1: &[u8; 8] = b"ANKINTK1";
 const SEQS: usize = 16;
+/// The seqs of a seal: first above last, which no record has.
+const SEAL_SEQS: (u64, u64) = (u64::MAX, 0);
+/// Bytes a seal adds to a segment: a frame header and the seqs.
+pub const SEAL_LEN: usize = 12 + SEQS;
 /// Records larger than this are damage, not a length (a group of 1024
 /// calls of 1 MiB hooks stays well below).
 pub(super) const MAX_RECORD: usize = 1 << 31;
@@ -72,6 +91,9 @@ pub struct SegmentLog {
     len: u64,
     /// The greatest seq in the open segment (0: none yet).
     last_seq: u64,
+    /// The open segment has its seal: a roll whose next segment could not
+    /// be created is retried without a second one.
+    sealed: bool,
     closed: Vec<Closed>,
     /// Why appends stopped: a failed append left bytes that could not be
     /// cut off, and a record written after them would read as damage.
@@ -101,36 +123,68 @@ fn segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, IntakeError> {
 }
 
 /// The frame layout of a segment, told by its magic.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Format {
     V1,
     V2,
+    /// V2's frames, and the segment ends in a seal.
+    V3,
 }
 
 impl Format {
     fn of(magic: &[u8]) -> Option<Format> {
         match magic {
-            m if m == MAGIC => Some(Format::V2),
+            m if m == MAGIC => Some(Format::V3),
+            m if m == MAGIC_V2 => Some(Format::V2),
             m if m == MAGIC_V1 => Some(Format::V1),
             _ => None,
         }
     }
 
-    /// Bytes before `first_seq`: `len`, its check (V2) and the CRC.
+    /// Bytes before `first_seq`: `len`, its check (V2 on) and the CRC.
     fn header_len(self) -> usize {
         match self {
             Format::V1 => 8,
-            Format::V2 => 12,
+            Format::V2 | Format::V3 => 12,
         }
     }
+}
+
+/// One frame as written now: `(first_seq, last_seq, payload)` under the
+/// current format's header.
+fn frame(first_seq: u64, last_seq: u64, payload: &[u8]) -> Vec<u8> {
+    let header = Format::V3.header_len();
+    let len = (SEQS + payload.len()) as u32;
+    let mut frame = Vec::with_capacity(header + len as usize);
+    frame.extend_from_slice(&len.to_be_bytes());
+    frame.extend_from_slice(&crc32fast::hash(&len.to_be_bytes()).to_be_bytes());
+    frame.extend_from_slice(&[0; 4]);
+    frame.extend_from_slice(&first_seq.to_be_bytes());
+    frame.extend_from_slice(&last_seq.to_be_bytes());
+    frame.extend_from_slice(payload);
+    let crc = crc32fast::hash(&frame[header..]);
+    frame[header - 4..header].copy_from_slice(&crc.to_be_bytes());
+    frame
+}
+
+fn seal_frame() -> Vec<u8> {
+    frame(SEAL_SEQS.0, SEAL_SEQS.1, &[])
 }
 
 fn be_u32(bytes: &[u8]) -> u32 {
     u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])
 }
 
-/// A segment's records, and where a torn tail starts (offset, why).
-type Parsed = (Vec<Record>, Option<(u64, String)>);
+/// What one segment holds.
+#[derive(Default)]
+struct Parsed {
+    records: Vec<Record>,
+    /// Where a torn tail starts, and why.
+    torn: Option<(u64, String)>,
+    /// Whether the segment must end in a seal (its format has them).
+    sealable: bool,
+    sealed: bool,
+}
 
 fn parse(path: &Path, bytes: &[u8]) -> Result<Parsed, IntakeError> {
     let damaged = |offset: usize, reason: &str| IntakeError::Damaged {
@@ -141,47 +195,56 @@ fn parse(path: &Path, bytes: &[u8]) -> Result<Parsed, IntakeError> {
     if bytes.len() < MAGIC.len() {
         // A segment is created with its magic in one synced write; a
         // shorter one is a crash during that write.
-        return Ok((Vec::new(), Some((0, "segment header incomplete".into()))));
+        let torn = Some((0, "segment header incomplete".into()));
+        return Ok(Parsed { torn, sealable: true, ..Parsed::default() });
     }
     let Some(format) = Format::of(&bytes[..MAGIC.len()]) else {
         return Err(damaged(0, "not an intake segment (bad magic)"));
     };
     let header = format.header_len();
-    let mut records = Vec::new();
+    let mut parsed = Parsed { sealable: format == Format::V3, ..Parsed::default() };
     let mut at = MAGIC.len();
     while at < bytes.len() {
         let rest = &bytes[at..];
+        if parsed.sealed {
+            return Err(damaged(at, "bytes after the segment's seal"));
+        }
         let torn = |reason: &str| Some((at as u64, reason.to_string()));
         if rest.len() < header {
-            return Ok((records, torn("frame header incomplete")));
+            return Ok(Parsed { torn: torn("frame header incomplete"), ..parsed });
         }
         let len = be_u32(rest) as usize;
         if len == 0 && rest.iter().all(|b| *b == 0) {
             // The file grew but its data never landed: zeros to the end.
-            return Ok((records, torn("zero-filled tail")));
+            return Ok(Parsed { torn: torn("zero-filled tail"), ..parsed });
         }
-        if format == Format::V2 && crc32fast::hash(&rest[..4]) != be_u32(&rest[4..]) {
+        if format != Format::V1 && crc32fast::hash(&rest[..4]) != be_u32(&rest[4..]) {
             return Err(damaged(at, "record length fails its checksum"));
         }
         if !(SEQS..MAX_RECORD).contains(&len) {
             return Err(damaged(at, &format!("impossible record length {len}")));
         }
         if rest.len() < header + len {
-            return Ok((records, torn("record incomplete")));
+            return Ok(Parsed { torn: torn("record incomplete"), ..parsed });
         }
         let body = &rest[header..header + len];
         if crc32fast::hash(body) != be_u32(&rest[header - 4..]) {
             if at + header + len == bytes.len() {
-                return Ok((records, torn("last record fails its checksum")));
+                return Ok(Parsed { torn: torn("last record fails its checksum"), ..parsed });
             }
             return Err(damaged(at, "record fails its checksum"));
         }
         let first_seq = u64::from_be_bytes(body[..8].try_into().unwrap_or_default());
         let last_seq = u64::from_be_bytes(body[8..16].try_into().unwrap_or_default());
-        records.push(Record { first_seq, last_seq, payload: body[SEQS..].to_vec() });
+        let payload = &body[SEQS..];
+        if parsed.sealable && (first_seq, last_seq) == SEAL_SEQS && payload.is_empty() {
+            parsed.sealed = true;
+        } else {
+            parsed.records.push(Record { first_seq, last_seq, payload: payload.to_vec() });
+        }
         at += header + len;
     }
-    Ok((records, None))
+    Ok(parsed)
 }
 
 fn sync_dir(dir: &Path) -> Result<(), IntakeError> {
@@ -193,13 +256,29 @@ impl SegmentLog {
     /// before it is an error naming the file and offset.
     pub fn open(options: IntakeOptions) -> Result<(SegmentLog, Replay), IntakeError> {
         fs::create_dir_all(&options.dir).map_err(io_error(&options.dir))?;
-        let (replay, closed, last_index) = replay_dir(&options.dir, true)?;
+        let Scan { replay, mut closed, last } = replay_dir(&options.dir, true)?;
         // Appends go to a fresh segment: replayed files are never written
-        // again, only deleted once checkpointed.
-        let index = last_index.map_or(0, |i| i + 1);
+        // again, only sealed (if a crash left the last one open) and
+        // deleted once checkpointed.
+        if let (Some(last), Some(segment)) = (last.as_ref().filter(|l| l.needs_seal), closed.last_mut()) {
+            let mut file = OpenOptions::new().append(true).open(&last.path).map_err(io_error(&last.path))?;
+            let seal = seal_frame();
+            file.write_all(&seal).and_then(|_| file.sync_data()).map_err(io_error(&last.path))?;
+            segment.bytes += seal.len() as u64;
+        }
+        let index = last.map_or(0, |l| l.index + 1);
         let (file, path) = Self::create_segment(&options.dir, index)?;
-        let log =
-            SegmentLog { options, file, path, index, len: MAGIC.len() as u64, last_seq: 0, closed, stopped: None };
+        let log = SegmentLog {
+            options,
+            file,
+            path,
+            index,
+            len: MAGIC.len() as u64,
+            last_seq: 0,
+            sealed: false,
+            closed,
+            stopped: None,
+        };
         Ok((log, replay))
     }
 
@@ -225,26 +304,24 @@ impl SegmentLog {
         if len >= MAX_RECORD {
             return Err(IntakeError::TooLarge { bytes: len });
         }
+        if first_seq > last_seq {
+            return Err(IntakeError::Seqs { first_seq, last_seq });
+        }
         if self.len >= self.options.segment_bytes {
             self.roll()?;
         }
-        let header = Format::V2.header_len();
-        let len = len as u32;
-        let mut frame = Vec::with_capacity(header + len as usize);
-        frame.extend_from_slice(&len.to_be_bytes());
-        frame.extend_from_slice(&crc32fast::hash(&len.to_be_bytes()).to_be_bytes());
-        frame.extend_from_slice(&[0; 4]);
-        frame.extend_from_slice(&first_seq.to_be_bytes());
-        frame.extend_from_slice(&last_seq.to_be_bytes());
-        frame.extend_from_slice(payload);
-        let crc = crc32fast::hash(&frame[header..]);
-        frame[header - 4..header].copy_from_slice(&crc.to_be_bytes());
-        if let Err(source) = self.file.write_all(&frame).and_then(|_| self.file.sync_data()) {
+        self.write_frame(&frame(first_seq, last_seq, payload))?;
+        self.last_seq = self.last_seq.max(last_seq);
+        Ok(())
+    }
+
+    /// Write and fsync one frame to the open segment; on error cut it off.
+    fn write_frame(&mut self, frame: &[u8]) -> Result<(), IntakeError> {
+        if let Err(source) = self.file.write_all(frame).and_then(|_| self.file.sync_data()) {
             self.discard_tail();
             return Err(IntakeError::Io { path: self.path.display().to_string(), source });
         }
         self.len += frame.len() as u64;
-        self.last_seq = self.last_seq.max(last_seq);
         Ok(())
     }
 
@@ -260,7 +337,13 @@ impl SegmentLog {
         }
     }
 
+    /// Seal the open segment, then start the next one: the seal is durable
+    /// before the next segment exists, so only the last can lack one.
     fn roll(&mut self) -> Result<(), IntakeError> {
+        if !self.sealed {
+            self.write_frame(&seal_frame())?;
+            self.sealed = true;
+        }
         let (file, path) = Self::create_segment(&self.options.dir, self.index + 1)?;
         let old_path = std::mem::replace(&mut self.path, path);
         self.file = file;
@@ -268,6 +351,7 @@ impl SegmentLog {
         self.closed.push(Closed { path: old_path, bytes: self.len, last_seq: self.last_seq });
         self.len = MAGIC.len() as u64;
         self.last_seq = 0;
+        self.sealed = false;
         Ok(())
     }
 
@@ -337,44 +421,68 @@ impl IntakeLog for SegmentLog {
 /// Read every record without opening the log for appends (for `store
 /// rebuild`): the same checks as [`SegmentLog::open`], nothing changed.
 pub fn read_all(dir: &Path) -> Result<Replay, IntakeError> {
-    replay_dir(dir, false).map(|(replay, _, _)| replay)
+    replay_dir(dir, false).map(|scan| scan.replay)
+}
+
+/// What a replay of the directory found.
+struct Scan {
+    replay: Replay,
+    /// Every segment, all closed for appends.
+    closed: Vec<Closed>,
+    last: Option<LastSegment>,
+}
+
+struct LastSegment {
+    index: u64,
+    path: PathBuf,
+    /// Of a format with seals, and without one: a crash left it open.
+    needs_seal: bool,
 }
 
 /// Replay every segment of `dir` in order; with `repair`, cut a torn tail
-/// off the last segment. Returns the records, the segments (all closed for
-/// appends) and the last segment's index.
-fn replay_dir(dir: &Path, repair: bool) -> Result<(Replay, Vec<Closed>, Option<u64>), IntakeError> {
+/// off the last segment.
+fn replay_dir(dir: &Path, repair: bool) -> Result<Scan, IntakeError> {
     let found = segments(dir)?;
-    let mut replay = Replay::default();
-    let mut closed = Vec::new();
-    for (n, (_, path)) in found.iter().enumerate() {
+    let mut scan = Scan { replay: Replay::default(), closed: Vec::new(), last: None };
+    for (n, (index, path)) in found.iter().enumerate() {
+        let is_last = n + 1 == found.len();
+        let damaged = |offset: u64, reason: String| IntakeError::Damaged {
+            path: path.display().to_string(),
+            offset,
+            reason: format!("{reason}, in a segment that is not the last"),
+        };
         let mut bytes = Vec::new();
         File::open(path).and_then(|mut f| f.read_to_end(&mut bytes)).map_err(io_error(path))?;
-        let (records, tail) = parse(path, &bytes)?;
-        if let Some((offset, reason)) = tail {
-            if n + 1 != found.len() {
-                return Err(IntakeError::Damaged {
-                    path: path.display().to_string(),
-                    offset,
-                    reason: format!("{reason}, in a segment that is not the last"),
-                });
+        let parsed = parse(path, &bytes)?;
+        if let Some((offset, reason)) = parsed.torn {
+            if !is_last {
+                return Err(damaged(offset, reason));
             }
-            replay.torn_bytes = bytes.len() as u64 - offset;
+            scan.replay.torn_bytes = bytes.len() as u64 - offset;
             tracing::warn!(
                 file = %path.display(),
                 offset,
-                bytes = replay.torn_bytes,
+                bytes = scan.replay.torn_bytes,
                 "intake log ends in a torn record ({reason}); it was never acked and is dropped"
             );
             if repair {
                 cut_tail(path, offset)?;
             }
         }
-        let last_seq = records.iter().map(|r| r.last_seq).max().unwrap_or(0);
-        closed.push(Closed { path: path.clone(), bytes: bytes.len() as u64, last_seq });
-        replay.records.extend(records);
+        let needs_seal = parsed.sealable && !parsed.sealed;
+        if needs_seal && !is_last {
+            // Cut at a record boundary: whatever followed is gone.
+            return Err(damaged(bytes.len() as u64, "segment ends without its seal (it was cut)".into()));
+        }
+        let last_seq = parsed.records.iter().map(|r| r.last_seq).max().unwrap_or(0);
+        let kept = bytes.len() as u64 - scan.replay.torn_bytes * u64::from(is_last && repair);
+        scan.closed.push(Closed { path: path.clone(), bytes: kept, last_seq });
+        scan.replay.records.extend(parsed.records);
+        if is_last {
+            scan.last = Some(LastSegment { index: *index, path: path.clone(), needs_seal });
+        }
     }
-    Ok((replay, closed, found.last().map(|(i, _)| *i)))
+    Ok(scan)
 }
 
 /// Cut a segment back to `offset` (keeping its magic) and sync it.
@@ -450,7 +558,8 @@ mod tests {
         fs::write(&last, &grown).expect("grow");
         let (_, replay) = SegmentLog::open(options(dir.path())).expect("a zero-filled tail opens");
         assert_eq!(replay.torn_bytes, 40);
-        assert_eq!(fs::read(&last).expect("read"), good, "cut back to the last record");
+        let sealed = [good.as_slice(), &seal_frame()].concat();
+        assert_eq!(fs::read(&last).expect("read"), sealed, "cut back to the last record, then sealed");
 
         // The first record's length now points past the end of the file.
         let mut bytes = good.clone();
@@ -513,6 +622,88 @@ mod tests {
         let (_, replay) = SegmentLog::open(IntakeOptions::new(dir.path())).expect("reopen");
         assert_eq!(replay.records.iter().map(|r| r.last_seq).collect::<Vec<_>>(), [1, 2, 3]);
         assert_eq!(fs::read(segment_path(dir.path(), 1)).expect("segment 1")[..8], *MAGIC);
+    }
+
+    /// Every segment but the last, in order.
+    fn sealed_segments(dir: &Path) -> Vec<PathBuf> {
+        let mut found: Vec<PathBuf> = segments(dir).expect("list").into_iter().map(|(_, p)| p).collect();
+        found.pop();
+        found
+    }
+
+    #[test]
+    fn a_segment_cut_at_a_record_boundary_is_refused_unless_it_is_the_last() {
+        let seal = seal_frame();
+        // Cut off just the seal, and cut after the first record: both leave
+        // whole records only, and both drop acked records past the cut.
+        let first_record = MAGIC.len() + frame(1, 1, b"hook 1").len();
+        for keep in [None, Some(first_record)] {
+            let dir = tempfile::tempdir().expect("dir");
+            write_records(dir.path(), 30);
+            let first = sealed_segments(dir.path())[0].clone();
+            let bytes = fs::read(&first).expect("read");
+            assert!(bytes.ends_with(&seal), "a closed segment ends in its seal");
+            let cut = keep.unwrap_or(bytes.len() - seal.len());
+            fs::write(&first, &bytes[..cut]).expect("cut");
+            let err = SegmentLog::open(options(dir.path())).err().expect("a cut middle segment is refused");
+            let text = err.to_string();
+            assert!(text.contains(&first.display().to_string()) && text.contains("without its seal"), "{text}");
+            assert!(read_all(dir.path()).is_err(), "store rebuild refuses it too");
+        }
+    }
+
+    #[test]
+    fn a_segment_a_crash_left_open_is_sealed_on_open() {
+        let dir = tempfile::tempdir().expect("dir");
+        write_records(dir.path(), 3);
+        let last = segments(dir.path()).expect("list").last().expect("segment").1.clone();
+        assert!(!fs::read(&last).expect("read").ends_with(&seal_frame()), "a crash leaves no seal");
+        let (log, replay) = SegmentLog::open(options(dir.path())).expect("open");
+        assert!(fs::read(&last).expect("read").ends_with(&seal_frame()), "sealed before appends move on");
+        // The sealed segment, and the new one's magic.
+        assert_eq!(log.bytes(), fs::metadata(&last).expect("stat").len() + MAGIC.len() as u64);
+        drop(log);
+        let (_, again) = SegmentLog::open(options(dir.path())).expect("reopen");
+        assert_eq!(again.records, replay.records);
+    }
+
+    #[test]
+    fn a_seal_is_as_long_as_it_says() {
+        assert_eq!(seal_frame().len(), SEAL_LEN);
+    }
+
+    #[test]
+    fn bytes_after_a_seal_are_refused() {
+        let dir = tempfile::tempdir().expect("dir");
+        write_records(dir.path(), 30);
+        let first = sealed_segments(dir.path())[0].clone();
+        let mut bytes = fs::read(&first).expect("read");
+        bytes.extend_from_slice(&frame(99, 99, b"appended after the seal"));
+        fs::write(&first, &bytes).expect("append");
+        let err = SegmentLog::open(options(dir.path())).err().expect("refused");
+        assert!(err.to_string().contains("after the segment's seal"), "{err}");
+    }
+
+    #[test]
+    fn a_record_with_its_seqs_reversed_is_refused() {
+        let dir = tempfile::tempdir().expect("dir");
+        let (mut log, _) = SegmentLog::open(options(dir.path())).expect("open");
+        let err = log.append(u64::MAX, 0, b"").expect_err("it would read as a seal");
+        assert!(matches!(err, IntakeError::Seqs { .. }), "{err}");
+    }
+
+    #[test]
+    fn segments_of_the_second_format_need_no_seal() {
+        let dir = tempfile::tempdir().expect("dir");
+        let mut bytes = MAGIC_V2.to_vec();
+        bytes.extend_from_slice(&frame(1, 1, b"one"));
+        fs::write(segment_path(dir.path(), 0), &bytes).expect("v2 segment");
+        let (mut log, _) = SegmentLog::open(options(dir.path())).expect("open");
+        assert_eq!(fs::read(segment_path(dir.path(), 0)).expect("read"), bytes, "an old segment is left as it was");
+        log.append(2, 2, b"two").expect("append");
+        drop(log);
+        let (_, replay) = SegmentLog::open(options(dir.path())).expect("reopen");
+        assert_eq!(replay.records.iter().map(|r| r.last_seq).collect::<Vec<_>>(), [1, 2]);
     }
 
     #[test]
