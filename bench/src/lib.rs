@@ -35,6 +35,24 @@ pub fn cpu() -> std::time::Duration {
     std::time::Duration::from_millis(ticks * 10)
 }
 
+/// User + system CPU of this process's threads whose name starts with
+/// `prefix` (a load generator on a runtime of its own), so a figure can
+/// leave the client's share out.
+pub fn cpu_of_threads(prefix: &str) -> std::time::Duration {
+    let mut ticks = 0u64;
+    for task in std::fs::read_dir("/proc/self/task").into_iter().flatten().flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if !comm.starts_with(prefix) {
+            continue;
+        }
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
+        ticks += fields.get(11).and_then(|u| u.parse::<u64>().ok()).unwrap_or(0)
+            + fields.get(12).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
+    }
+    std::time::Duration::from_millis(ticks * 10)
+}
+
 /// The `ankusa` binary a benchmark drives: `given`, else the one beside
 /// this executable (a `cargo build --release --workspace --bins` puts
 /// both there).

@@ -57,6 +57,7 @@ pub struct Metrics {
     pub queue_rows: Family<StateLabels, Gauge>,
     pub oldest_due_age_seconds: Gauge<f64, AtomicU64>,
     pub deliveries: Family<DeliveryLabels, Counter>,
+    pub settle_batch: Histogram,
     pub breaker_transitions: Family<BreakerLabels, Counter>,
     pub breakers_open: Gauge,
     pub replay_moved: Gauge,
@@ -98,6 +99,8 @@ impl Metrics {
         );
         let deliveries = Family::<DeliveryLabels, Counter>::default();
         registry.register("deliveries", "Delivery attempts by sink and outcome class", deliveries.clone());
+        let settle_batch = Histogram::new(exponential_buckets(1.0, 2.0, 11));
+        registry.register("settle_batch_rows", "Delivery outcomes recorded per store write", settle_batch.clone());
         let breaker_transitions = Family::<BreakerLabels, Counter>::default();
         registry.register("breaker_transitions", "Circuit breaker state changes", breaker_transitions.clone());
         let breakers_open = Gauge::default();
@@ -160,6 +163,7 @@ impl Metrics {
             queue_rows,
             oldest_due_age_seconds,
             deliveries,
+            settle_batch,
             breaker_transitions,
             breakers_open,
             replay_moved,

@@ -26,6 +26,8 @@ pub enum StartError {
     Io { path: String, source: std::io::Error },
     #[error("the sink runtime: {0}")]
     Runtime(#[from] RuntimeError),
+    #[error("cannot start dispatch: {0}")]
+    Dispatch(std::io::Error),
     #[error("the store at {path}: {source}")]
     Store { path: String, source: QueueError },
     #[error("replay jobs: {0}")]
@@ -106,7 +108,8 @@ impl Node {
         let dispatching = config.node.roles.contains(&Role::Dispatch);
         let (dispatcher, replays) = match &queue {
             Some(queue) if dispatching => {
-                let dispatcher = Dispatcher::start(queue.clone(), sources.clone(), config.dispatch_config());
+                let dispatcher = Dispatcher::start(queue.clone(), sources.clone(), config.dispatch_config())
+                    .map_err(StartError::Dispatch)?;
                 let replays = Replays::new(queue.clone(), sources.clone());
                 boot.resumed_replays = replays.resume_all()?;
                 tasks.push(Queue::sweep_in_background(queue.clone(), Duration::from_secs(60)));

@@ -75,7 +75,7 @@ async fn start(sources: Vec<Source>, config: DispatchConfig) -> Node {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     tokio::spawn(ankusa::edge::serve(listener, edge, std::future::pending()));
-    let dispatcher = Dispatcher::start(queue.clone(), directory.clone(), config);
+    let dispatcher = Dispatcher::start(queue.clone(), directory.clone(), config).expect("dispatch starts");
     Node { addr, queue, directory, dispatcher, _dir: dir }
 }
 

@@ -1,7 +1,7 @@
 //! Delivery row transitions and the counters that follow them.
 
 use ankusa::error_class::ErrorClass;
-use ankusa::queue::{Entry, EntryOutcome, Envelope, Queue, QueueConfig, RowState, TenantPending};
+use ankusa::queue::{Entry, EntryOutcome, Envelope, Queue, QueueConfig, RowState, Settlement, TenantPending};
 
 const NOW: u64 = 1_800_000_000_000;
 
@@ -67,6 +67,32 @@ async fn a_hook_goes_with_its_last_delivered_row() {
     assert!(queue.hooks(0, 10).expect("hooks").is_empty());
     assert_eq!(queue.pending_for_tenant("acme").expect("counters"), TenantPending::default());
     queue.complete(seq, 1).expect("completing a gone row is a no-op");
+}
+
+#[tokio::test]
+async fn one_settle_batch_removes_each_hook_with_its_last_row() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let queue = Queue::open(dir.path(), QueueConfig::default()).expect("open");
+    let both = enqueue(&queue, "both rows delivered", 2).await;
+    let single = enqueue(&queue, "its only row delivered", 1).await;
+    let half = enqueue(&queue, "one of two delivered", 2).await;
+    assert_eq!(queue.claim_due(NOW, 10).expect("claim").len(), 5);
+    queue
+        .settle(&[
+            (both, 0, Settlement::Complete),
+            (half, 0, Settlement::Complete),
+            (single, 0, Settlement::Complete),
+            (both, 1, Settlement::Complete),
+            (half, 1, Settlement::Retry { due_at: NOW + 1 }),
+        ])
+        .expect("settle");
+    let left: Vec<u64> = queue.hooks(0, 10).expect("hooks").iter().map(|h| h.seq).collect();
+    assert_eq!(left, [half], "a hook goes once no row of it is left");
+    let counts = queue.pending_for_tenant("acme").expect("counters");
+    assert_eq!((counts.pending, counts.scheduled, counts.inflight), (1, 1, 0));
+    assert_eq!(queue.claim_due(NOW + 1, 10).expect("claim").len(), 1);
+    queue.settle(&[(half, 1, Settlement::Complete)]).expect("settle");
+    assert!(queue.hooks(0, 10).expect("hooks").is_empty());
 }
 
 #[tokio::test]

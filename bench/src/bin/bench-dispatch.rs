@@ -1,27 +1,37 @@
-//! Dispatch end to end: a 100 000-hook backlog drained through the no-op
-//! sink and through the http sink to a local keep-alive receiver, and
-//! steady ingest → store → dispatch → sink with the load generator.
+//! Dispatch end to end:
+//! - a 100 000-hook backlog drained through the no-op sink, then refilled
+//!   and drained again on the same store, then once more after the store
+//!   was closed and opened again (a drain must not slow down on a store
+//!   that has delivered before);
+//! - the same backlog through the http sink to a local keep-alive receiver;
+//! - durable ingest alone (the baseline: CPU per ack), then ingest and
+//!   dispatch at once, through the no-op and the http sink: deliveries/s
+//!   while ingest runs, against the ingest rate of the same run.
 //!
 //! The WASM share of CPU is estimated in the same run: the CPU a warm
 //! no-op delivery costs when called directly, over the process CPU per
-//! delivery while draining.
+//! delivery while draining. The load generator runs on threads of its own
+//! (`bench-load`), whose CPU is left out of every per-ack figure.
 //!
 //! `cargo run --release -p ankusa-bench --bin bench-dispatch`
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ankusa::dispatch::{DispatchConfig, Dispatcher};
 use ankusa::edge::{Edge, EdgeConfig};
-use ankusa::queue::{Entry, Envelope, Queue, QueueConfig};
+use ankusa::queue::{Entry, Envelope, Queue, QueueConfig, now_ms};
 use ankusa::runtime::builtin::artifact_dir;
 use ankusa::runtime::{ComponentSource, EngineConfig, Runtime, Sink, SinkLabel, SinkSpec};
 use ankusa::sinktest::TestHook;
 use ankusa::source::{SinkBinding, Source, StaticDirectory};
-use ankusa_bench::load::{LoadConfig, run};
-use ankusa_bench::{Receiver, cpu, ratio, report};
+use ankusa_bench::load::{LoadConfig, LoadReport, run};
+use ankusa_bench::{Receiver, cpu, cpu_of_threads, ratio, report};
 
 const BACKLOG: usize = 100_000;
+const LOAD_THREADS: &str = "bench-load";
+const INGEST_SECONDS: u64 = 8;
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -40,15 +50,15 @@ fn directory(name: &str, sink: Arc<Sink>) -> Arc<StaticDirectory> {
     Arc::new(directory)
 }
 
-async fn fill(queue: &Queue, source: &str, sink_name: &str) -> anyhow::Result<()> {
+async fn fill(queue: &Queue, source: &str, sink_name: &str, round: usize) -> anyhow::Result<()> {
     for chunk in 0..BACKLOG / 500 {
         let entries = (0..500)
             .map(|i| {
                 let envelope = Envelope::new(
-                    format!("hook-{chunk}-{i}"),
+                    format!("hook-{round}-{chunk}-{i}"),
                     source.into(),
                     "default".into(),
-                    1_700_000_000_000,
+                    now_ms(),
                     vec![b'x'; 1024],
                 );
                 Entry { envelope, sinks: vec![(0, sink_name.to_string())] }
@@ -59,32 +69,81 @@ async fn fill(queue: &Queue, source: &str, sink_name: &str) -> anyhow::Result<()
     Ok(())
 }
 
+async fn undelivered(queue: &Queue) -> anyhow::Result<i64> {
+    Ok(queue.counter(None, "pending")? + queue.counter(None, "inflight")?)
+}
+
 async fn drained(queue: &Queue) -> anyhow::Result<()> {
-    while queue.counter(None, "pending")? + queue.counter(None, "inflight")? > 0 {
+    while undelivered(queue).await? > 0 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     Ok(())
 }
 
-/// Drain a backlog through `sink`; returns (deliveries/s, CPU per delivery).
-async fn drain(name: &str, sink: Arc<Sink>) -> anyhow::Result<(f64, Duration)> {
-    let dir = tempfile::tempdir()?;
-    let queue = Arc::new(Queue::open(dir.path(), QueueConfig::default())?);
-    fill(&queue, name, &sink.label().sink).await?;
+/// A drain's rate and CPU per delivery.
+struct Drain {
+    rate: f64,
+    cpu_per: Duration,
+}
+
+/// Fill a backlog on `queue` and drain it through `sink`.
+async fn drain(queue: &Arc<Queue>, name: &str, sink: &Arc<Sink>, round: usize) -> anyhow::Result<Drain> {
+    fill(queue, name, &sink.label().sink, round).await?;
     let cpu_before = cpu();
     let started = Instant::now();
-    let dispatcher = Dispatcher::start(queue.clone(), directory(name, sink), DispatchConfig::default());
-    drained(&queue).await?;
+    let dispatcher = Dispatcher::start(queue.clone(), directory(name, sink.clone()), DispatchConfig::default())?;
+    drained(queue).await?;
     let elapsed = started.elapsed();
     let cpu_per = (cpu() - cpu_before) / BACKLOG as u32;
     dispatcher.stop().await;
     let dead = queue.counter(None, "dead")?;
     anyhow::ensure!(dead == 0, "{dead} deliveries failed");
-    let rate = BACKLOG as f64 / elapsed.as_secs_f64();
-    report(&format!("dispatch.{name}.drain_100k"), elapsed.as_secs_f64(), "s");
-    report(&format!("dispatch.{name}.deliveries_per_sec"), rate, "deliveries/s");
-    report(&format!("dispatch.{name}.cpu_per_delivery"), cpu_per.as_secs_f64() * 1e6, "us");
-    Ok((rate, cpu_per))
+    Ok(Drain { rate: BACKLOG as f64 / elapsed.as_secs_f64(), cpu_per })
+}
+
+fn print_drain(name: &str, drain: &Drain) {
+    report(&format!("{name}.deliveries_per_sec"), drain.rate, "deliveries/s");
+    report(&format!("{name}.cpu_per_delivery"), drain.cpu_per.as_secs_f64() * 1e6, "us");
+}
+
+/// Close the queue once nothing else holds it (the settler lets go once
+/// its last outcome is written).
+async fn close(mut queue: Arc<Queue>) -> anyhow::Result<()> {
+    for _ in 0..500 {
+        match Arc::try_unwrap(queue) {
+            Ok(alone) => {
+                alone.close().await;
+                return Ok(());
+            }
+            Err(shared) => queue = shared,
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    anyhow::bail!("the queue is still held after 5 s")
+}
+
+fn open(dir: &Path) -> anyhow::Result<Arc<Queue>> {
+    let queue = Queue::open(dir, QueueConfig::default())?;
+    queue.recover_inflight(now_ms())?;
+    Ok(Arc::new(queue))
+}
+
+/// Drain, refill and drain on the same store, then again after a restart.
+async fn drains_on_one_store(noop: &Arc<Sink>) -> anyhow::Result<Drain> {
+    let dir = tempfile::tempdir()?;
+    let queue = open(dir.path())?;
+    let first = drain(&queue, "noop", noop, 0).await?;
+    print_drain("dispatch.noop.drain_100k", &first);
+    let refill = drain(&queue, "noop", noop, 1).await?;
+    print_drain("dispatch.noop.refill_100k", &refill);
+    close(queue).await?;
+    let queue = open(dir.path())?;
+    let restarted = drain(&queue, "noop", noop, 2).await?;
+    print_drain("dispatch.noop.after_restart_100k", &restarted);
+    ratio("dispatch.noop.refill_vs_first_drain", refill.rate, first.rate);
+    ratio("dispatch.noop.after_restart_vs_first_drain", restarted.rate, first.rate);
+    close(queue).await?;
+    Ok(first)
 }
 
 /// CPU of a warm no-op delivery called directly (guest + the call).
@@ -101,6 +160,75 @@ async fn direct_noop_cpu(sink: &Sink) -> anyhow::Result<Duration> {
     Ok((cpu() - before) / calls)
 }
 
+/// The closed-loop load generator (64 connections, 1 KiB bodies) on a
+/// runtime of its own; returns what it measured and the CPU its threads
+/// took (read before they exit).
+fn load(addr: std::net::SocketAddr, path: &str) -> anyhow::Result<(LoadReport, Duration)> {
+    let config = LoadConfig {
+        addr,
+        path: path.into(),
+        connections: 64,
+        rate: None,
+        duration: Duration::from_secs(INGEST_SECONDS),
+        body_bytes: 1024,
+    };
+    let rt =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(1).thread_name(LOAD_THREADS).enable_all().build()?;
+    let report = rt.block_on(run(config))?;
+    Ok((report, cpu_of_threads(LOAD_THREADS)))
+}
+
+/// What one ingest run measured.
+struct Ingest {
+    acks_per_sec: f64,
+    /// Server CPU per ack (the load generator's left out).
+    cpu_per_ack: Duration,
+    /// Hooks delivered while ingest ran, per second.
+    delivered_per_sec: f64,
+    /// Hooks acked and not yet delivered when ingest stopped.
+    backlog: i64,
+}
+
+/// Ingest for [`INGEST_SECONDS`] into a fresh store, with dispatch through
+/// `sink` running alongside (or not), and drain what is left.
+async fn ingest(name: &str, sink: &Arc<Sink>, dispatching: bool) -> anyhow::Result<Ingest> {
+    let dir = tempfile::tempdir()?;
+    let queue = open(dir.path())?;
+    let directory = directory(name, sink.clone());
+    let dispatcher = match dispatching {
+        true => Some(Dispatcher::start(queue.clone(), directory.clone(), DispatchConfig::default())?),
+        false => None,
+    };
+    let edge_config = EdgeConfig {
+        tenant_rate: ankusa::edge::rate::Rate { per_second: 1e9, burst: u32::MAX },
+        ..EdgeConfig::default()
+    };
+    let edge = Arc::new(Edge::new(edge_config, directory, Some(queue.clone())));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let server = tokio::spawn(ankusa::edge::serve(listener, edge, std::future::pending()));
+    let cpu_before = cpu();
+    let path = format!("/webhooks/{name}");
+    let (report, load_cpu) = tokio::task::spawn_blocking(move || load(addr, &path)).await??;
+    let server_cpu = (cpu() - cpu_before).saturating_sub(load_cpu);
+    let acked = report.acks.len() as i64;
+    let backlog = undelivered(&queue).await?;
+    let delivered_per_sec = (acked - backlog) as f64 / INGEST_SECONDS as f64;
+    if let Some(dispatcher) = dispatcher {
+        drained(&queue).await?;
+        dispatcher.stop().await;
+    }
+    server.abort();
+    let _ = server.await;
+    close(queue).await?;
+    Ok(Ingest {
+        acks_per_sec: report.acks_per_sec(),
+        cpu_per_ack: server_cpu / acked.max(1) as u32,
+        delivered_per_sec: if dispatching { delivered_per_sec } else { 0.0 },
+        backlog,
+    })
+}
+
 fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async {
@@ -109,48 +237,44 @@ fn main() -> anyhow::Result<()> {
             SinkSpec::new(SinkLabel::new("noop", "noop"), ComponentSource::Path(artifact_dir().join("noop.wasm")));
         noop_spec.limits.max_uses = u64::MAX;
         let noop = Arc::new(runtime.load(noop_spec).await?);
-        let (noop_rate, noop_cpu) = drain("noop", noop.clone()).await?;
 
+        let first = drains_on_one_store(&noop).await?;
         let wasm_cpu = direct_noop_cpu(&noop).await?;
         report("dispatch.noop.wasm_call_cpu", wasm_cpu.as_secs_f64() * 1e6, "us");
-        ratio("dispatch.noop.wasm_share_of_cpu", wasm_cpu.as_secs_f64(), noop_cpu.as_secs_f64());
+        ratio("dispatch.noop.wasm_share_of_cpu", wasm_cpu.as_secs_f64(), first.cpu_per.as_secs_f64());
 
         let receiver = Receiver::start()?;
         let mut http_spec = SinkSpec::new(SinkLabel::new("http", "http"), ComponentSource::Builtin("http".into()));
         http_spec.options = serde_json::json!({ "url": format!("http://{}/in", receiver.addr) });
         http_spec.allow = vec![format!("http://{}", receiver.addr)];
         let http = Arc::new(runtime.load(http_spec).await?);
-        let (http_rate, _) = drain("http", http).await?;
-        ratio("dispatch.http_vs_noop.deliveries_per_sec", http_rate, noop_rate);
-
-        // Steady state: the load generator → edge → store → dispatch → no-op.
-        let dir = tempfile::tempdir()?;
-        let queue = Arc::new(Queue::open(dir.path(), QueueConfig::default())?);
-        let directory = directory("noop", noop);
-        let dispatcher = Dispatcher::start(queue.clone(), directory.clone(), DispatchConfig::default());
-        let edge_config = EdgeConfig {
-            tenant_rate: ankusa::edge::rate::Rate { per_second: 1e9, burst: u32::MAX },
-            ..EdgeConfig::default()
+        let http_drain = {
+            let dir = tempfile::tempdir()?;
+            let queue = open(dir.path())?;
+            let drain = drain(&queue, "http", &http, 0).await?;
+            close(queue).await?;
+            drain
         };
-        let edge = Arc::new(Edge::new(edge_config, directory, Some(queue.clone())));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let addr = listener.local_addr()?;
-        tokio::spawn(ankusa::edge::serve(listener, edge, std::future::pending()));
-        let started = Instant::now();
-        let load = run(LoadConfig {
-            addr,
-            path: "/webhooks/noop".into(),
-            connections: 64,
-            rate: None,
-            duration: Duration::from_secs(8),
-            body_bytes: 1024,
-        })
-        .await?;
-        drained(&queue).await?;
-        let elapsed = started.elapsed().as_secs_f64();
-        report("dispatch.end_to_end.acks_per_sec", load.acks_per_sec(), "acks/s");
-        report("dispatch.end_to_end.delivered_per_sec", load.acks.len() as f64 / elapsed, "deliveries/s");
-        dispatcher.stop().await;
+        print_drain("dispatch.http.drain_100k", &http_drain);
+        ratio("dispatch.http_vs_noop.deliveries_per_sec", http_drain.rate, first.rate);
+
+        // The baseline: durable ingest alone, then ingest with dispatch.
+        let alone = ingest("noop", &noop, false).await?;
+        report("ingest.alone.acks_per_sec", alone.acks_per_sec, "acks/s");
+        report("ingest.alone.cpu_per_ack", alone.cpu_per_ack.as_secs_f64() * 1e6, "us");
+        ratio("dispatch.noop.cpu_per_delivery_vs_ack", first.cpu_per.as_secs_f64(), alone.cpu_per_ack.as_secs_f64());
+        for (name, sink) in [("noop", &noop), ("http", &http)] {
+            let both = ingest(name, sink, true).await?;
+            report(&format!("end_to_end.{name}.acks_per_sec"), both.acks_per_sec, "acks/s");
+            report(
+                &format!("end_to_end.{name}.delivered_during_ingest_per_sec"),
+                both.delivered_per_sec,
+                "deliveries/s",
+            );
+            report(&format!("end_to_end.{name}.backlog_when_ingest_stopped"), both.backlog as f64, "hooks");
+            ratio(&format!("end_to_end.{name}.delivered_vs_acked"), both.delivered_per_sec, both.acks_per_sec);
+            ratio(&format!("end_to_end.{name}.acks_vs_ingest_alone"), both.acks_per_sec, alone.acks_per_sec);
+        }
         anyhow::Ok(())
     })
 }

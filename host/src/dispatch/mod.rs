@@ -11,10 +11,12 @@
 //! parked (due again later, attempts unchanged).
 //!
 //! Each attempt's outcome becomes one row transition: done, due again
-//! after a backoff, or dead with reason, class and attempts.
+//! after a backoff, or dead with reason, class and attempts. The settler
+//! (`settle`) writes them, a batch at a time.
 
 mod breaker;
 mod policy;
+mod settle;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -26,7 +28,7 @@ pub use breaker::{Breaker, BreakerPolicy, State as BreakerState, Transition};
 pub use policy::{MAX_RETRY_AFTER, Next, RetryPolicy};
 
 use crate::error_class::ErrorClass;
-use crate::queue::{ClaimDecision, DeliveryRow, Queue, QueueError, now_ms};
+use crate::queue::{ClaimDecision, DeliveryRow, Envelope, Queue, QueueError, Settlement, now_ms};
 use crate::runtime::{Outcome, Sink};
 use crate::source::Directory;
 
@@ -77,9 +79,17 @@ struct Target {
 /// A sink key: deliveries to one sink of one source.
 type Key = (String, String, u16);
 
+/// A claimed row waiting for a slot, with its hook if the claim's read
+/// got it.
+struct Claimed {
+    row: DeliveryRow,
+    target: Target,
+    hook: Option<Envelope>,
+}
+
 #[derive(Default)]
 struct KeyState {
-    waiting: VecDeque<(DeliveryRow, Target)>,
+    waiting: VecDeque<Claimed>,
     running: usize,
     breaker: Breaker,
     /// The row the half-open breaker let through, (seq, sink).
@@ -93,6 +103,8 @@ struct Done {
     row: (u64, u16),
     bytes: u64,
     verdict: Verdict,
+    /// When the row is due again, if it is to be retried.
+    due_again: Option<u64>,
 }
 
 /// What an attempt says about its sink.
@@ -116,8 +128,14 @@ type Breakers = Arc<std::sync::Mutex<HashMap<Key, BreakerState>>>;
 
 impl Dispatcher {
     /// Start dispatching. Rows left inflight by a previous run must have
-    /// been recovered first (`Queue::recover_inflight`).
-    pub fn start(queue: Arc<Queue>, directory: Arc<dyn Directory>, config: DispatchConfig) -> Dispatcher {
+    /// been recovered first (`Queue::recover_inflight`). Fails only if the
+    /// settler's thread cannot be started.
+    pub fn start(
+        queue: Arc<Queue>,
+        directory: Arc<dyn Directory>,
+        config: DispatchConfig,
+    ) -> std::io::Result<Dispatcher> {
+        let settler = settle::start(queue.clone())?;
         let stop = Arc::new(Notify::new());
         let (done_tx, done_rx) = mpsc::unbounded_channel();
         let breakers = Breakers::default();
@@ -125,6 +143,7 @@ impl Dispatcher {
             breakers: breakers.clone(),
             saturated: None,
             starved_since: None,
+            next_due: NextDue::Unknown,
             queue,
             directory,
             config,
@@ -134,9 +153,10 @@ impl Dispatcher {
             claimed: 0,
             claimed_bytes: 0,
             done_tx,
+            settler,
         };
         let task = tokio::spawn(scheduler.run(done_rx, stop.clone()));
-        Dispatcher { stop, task, breakers }
+        Ok(Dispatcher { stop, task, breakers })
     }
 
     /// The breaker of one sink key (`None`: closed, no recent failures).
@@ -170,6 +190,8 @@ struct Scheduler {
     claimed: usize,
     claimed_bytes: u64,
     done_tx: mpsc::UnboundedSender<Done>,
+    /// Where finished attempts' outcomes go to be written.
+    settler: std::sync::mpsc::Sender<settle::Settling>,
     breakers: Breakers,
     /// The last claim left due rows behind because their keys had no room:
     /// finished deliveries, not the due time, are what to wait for. Holds
@@ -177,10 +199,22 @@ struct Scheduler {
     /// started (or a moment has passed), so the same skipped rows are not
     /// read again after every single delivery.
     saturated: Option<(usize, std::time::Instant)>,
+    /// When the next row comes due, as far as dispatch knows.
+    next_due: NextDue,
     /// Since when claims have found only rows of full keys: past
     /// [`DEEP_SCAN_AFTER`], a claim looks much further down the due index,
     /// so rows of other keys behind a stuck key's backlog are reached.
     starved_since: Option<std::time::Instant>,
+}
+
+/// What the scheduler knows of the next due time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum NextDue {
+    /// Not known: read it from the store.
+    Unknown,
+    /// No row is due, now or later.
+    Nothing,
+    At(u64),
 }
 
 /// Due entries a claim examines per row it wants.
@@ -211,15 +245,19 @@ impl Scheduler {
                 tracing::error!("dispatch cannot claim rows: {e}");
             }
             self.start_ready();
-            let wake_at = match self.queue.next_due_at() {
-                Ok(Some(_)) if self.saturated.is_some() => tokio::time::Instant::now() + Duration::from_millis(250),
-                Ok(Some(due)) if self.has_room() => {
-                    let wait = due.saturating_sub(now_ms());
-                    tokio::time::Instant::now() + Duration::from_millis(wait.max(1))
+            let now = tokio::time::Instant::now();
+            let wake_at = if self.saturated.is_some() {
+                now + Duration::from_millis(250)
+            } else if !self.has_room() {
+                // Finished deliveries make room, and wake this loop.
+                now + Duration::from_secs(3600)
+            } else {
+                match self.next_due() {
+                    Ok(Some(due)) => now + Duration::from_millis(due.saturating_sub(now_ms()).max(1)),
+                    Ok(None) => now + Duration::from_secs(3600),
+                    // A store that cannot be read is tried again shortly.
+                    Err(_) => now + Duration::from_millis(500),
                 }
-                // A store that cannot be read is tried again shortly.
-                Err(_) => tokio::time::Instant::now() + Duration::from_millis(500),
-                _ => tokio::time::Instant::now() + Duration::from_secs(3600),
             };
             tokio::select! {
                 Some(done) = done_rx.recv() => {
@@ -233,6 +271,38 @@ impl Scheduler {
                 () = stop.notified() => return,
             }
         }
+    }
+
+    /// When the next row comes due, read from the store only when not
+    /// known: after a claim, every row due by then was claimed or skipped,
+    /// and the only rows due later are those dispatch itself puts off
+    /// (retries and parks, noted as they are made). New hooks, revived
+    /// rows and recovered ones are due at once and come with a wake-up.
+    fn next_due(&mut self) -> Result<Option<u64>, QueueError> {
+        let now = now_ms();
+        match self.next_due {
+            NextDue::Nothing => return Ok(None),
+            NextDue::At(at) if at > now => return Ok(Some(at)),
+            NextDue::At(_) | NextDue::Unknown => {}
+        }
+        self.next_due = NextDue::Unknown;
+        let read = self.queue.next_due_at()?;
+        self.next_due = match read {
+            None => NextDue::Nothing,
+            Some(at) if at > now => NextDue::At(at),
+            // Due already, yet not claimed (its key has no room): read again.
+            Some(_) => NextDue::Unknown,
+        };
+        Ok(read)
+    }
+
+    /// A row dispatch put off is due at `at`.
+    fn due_later(&mut self, at: u64) {
+        self.next_due = match self.next_due {
+            NextDue::Unknown => NextDue::Unknown,
+            NextDue::Nothing => NextDue::At(at),
+            NextDue::At(known) => NextDue::At(known.min(at)),
+        };
     }
 
     fn has_room(&self) -> bool {
@@ -270,6 +340,7 @@ impl Scheduler {
             let erasing = queue.erasing_tenants();
             let mut taken: HashMap<Key, usize> = HashMap::new();
             let mut skipped = false;
+            let mut parked_until: Option<u64> = None;
             let rows = queue.claim_due_with(now, want, examine, |row| {
                 if erasing.contains(&row.tenant) {
                     skipped = true;
@@ -283,7 +354,10 @@ impl Scheduler {
                     return ClaimDecision::Skip;
                 }
                 match state.breaker.admit(now) {
-                    Err(until) => return ClaimDecision::Park(until),
+                    Err(until) => {
+                        parked_until = Some(parked_until.map_or(until, |p| p.min(until)));
+                        return ClaimDecision::Park(until);
+                    }
                     Ok(Some(Transition::Probing)) => {
                         state.probe = Some((row.seq, row.sink));
                         tracing::info!(tenant = %key.0, source = %key.1, sink = key.2, "circuit breaker half-open: probing");
@@ -295,9 +369,14 @@ impl Scheduler {
                 *taken += 1;
                 ClaimDecision::Claim
             })?;
+            if let Some(until) = parked_until {
+                self.due_later(until);
+            }
             let got = rows.len();
-            for row in rows {
-                self.route(row, now)?;
+            // The hooks ride with the claim: one read for the batch.
+            let seqs: Vec<u64> = rows.iter().map(|row| row.seq).collect();
+            for (row, hook) in rows.into_iter().zip(queue.prefetch_hooks(&seqs)) {
+                self.route(row, hook, now)?;
             }
             let at = std::time::Instant::now();
             self.starved_since = match (skipped && got == 0, deep) {
@@ -320,7 +399,7 @@ impl Scheduler {
     }
 
     /// Queue a claimed row under its key, or bury it if its sink is gone.
-    fn route(&mut self, row: DeliveryRow, now: u64) -> Result<(), QueueError> {
+    fn route(&mut self, row: DeliveryRow, hook: Option<Envelope>, now: u64) -> Result<(), QueueError> {
         let key: Key = (row.tenant.clone(), row.source.clone(), row.sink);
         let Some(target) = self.bound_sink(&row) else {
             if let Some(state) = self.keys.get_mut(&key)
@@ -338,7 +417,7 @@ impl Scheduler {
         if state.waiting.is_empty() {
             self.ring.push_back(key);
         }
-        state.waiting.push_back((row, target));
+        state.waiting.push_back(Claimed { row, target, hook });
         Ok(())
     }
 
@@ -363,18 +442,22 @@ impl Scheduler {
                 self.ring.push_back(key);
                 continue;
             }
-            let Some((row, target)) = state.waiting.pop_front() else { continue };
+            let Some(claimed) = state.waiting.pop_front() else { continue };
             state.running += 1;
             self.running += 1;
             if !state.waiting.is_empty() {
                 self.ring.push_back(key.clone());
                 passes += 1;
             }
-            tokio::spawn(deliver(self.queue.clone(), target, row, key, self.config.clone(), self.done_tx.clone()));
+            let report = Report { done: self.done_tx.clone(), settler: self.settler.clone() };
+            tokio::spawn(deliver(self.queue.clone(), claimed, key, self.config.clone(), report));
         }
     }
 
     fn finish(&mut self, done: Done) {
+        if let Some(at) = done.due_again {
+            self.due_later(at);
+        }
         self.running -= 1;
         self.claimed -= 1;
         self.claimed_bytes -= done.bytes;
@@ -385,6 +468,7 @@ impl Scheduler {
         if probe {
             state.probe = None;
         }
+        let mut parked_until = None;
         let transition = match done.verdict {
             Verdict::Delivered | Verdict::Failed(ErrorClass::Permanent | ErrorClass::Denied | ErrorClass::Gone) => {
                 state.breaker.succeeded()
@@ -406,8 +490,11 @@ impl Scheduler {
                 // Rows already waiting for this key wait out the breaker
                 // in the store, not in the window.
                 let until = now + for_ms;
-                let parked: Vec<(DeliveryRow, Target)> = state.waiting.drain(..).collect();
-                for (row, _) in parked {
+                let parked: Vec<Claimed> = state.waiting.drain(..).collect();
+                if !parked.is_empty() {
+                    parked_until = Some(until);
+                }
+                for Claimed { row, .. } in parked {
                     self.claimed -= 1;
                     self.claimed_bytes -= row.bytes;
                     if let Err(e) = self.queue.park(row.seq, row.sink, until) {
@@ -428,21 +515,29 @@ impl Scheduler {
         {
             self.keys.remove(&done.key);
         }
+        if let Some(until) = parked_until {
+            self.due_later(until);
+        }
     }
 }
 
-/// One attempt: read the hook, call the sink, write the outcome.
-async fn deliver(
-    queue: Arc<Queue>,
-    Target { sink, forward }: Target,
-    row: DeliveryRow,
-    key: Key,
-    config: DispatchConfig,
+/// Where an attempt reports: its outcome to the settler, then its verdict
+/// to the scheduler.
+struct Report {
     done: mpsc::UnboundedSender<Done>,
-) {
+    settler: std::sync::mpsc::Sender<settle::Settling>,
+}
+
+/// One attempt: read the hook, call the sink, hand the outcome over.
+async fn deliver(queue: Arc<Queue>, claimed: Claimed, key: Key, config: DispatchConfig, report: Report) {
+    let Claimed { row, target: Target { sink, forward }, hook } = claimed;
     let attempt = row.attempts + 1;
     let sink_name = sink.label().sink.clone();
-    let outcome = match queue.hook(row.seq) {
+    let read = match hook {
+        Some(envelope) => Ok(Some(envelope)),
+        None => queue.hook(row.seq),
+    };
+    let outcome = match read {
         Ok(Some(envelope)) => {
             let hook = forward.hook(&envelope, row.sink, row.replay_id.clone());
             sink.deliver_within(&hook, attempt, config.attempt_timeout).await
@@ -454,7 +549,8 @@ async fn deliver(
         }),
         Err(e) if e.is_damage() => {
             let verdict = bury_unreadable(&queue, &row, &sink_name, &e);
-            let _ = done.send(Done { key, row: (row.seq, row.sink), bytes: row.bytes, verdict });
+            let done = Done { key, row: (row.seq, row.sink), bytes: row.bytes, verdict, due_again: None };
+            let _ = report.done.send(done);
             return;
         }
         Err(e) => Outcome::Failed(crate::runtime::Failure {
@@ -472,24 +568,28 @@ async fn deliver(
         .get_or_create(&crate::metrics::DeliveryLabels { source: row.source.clone(), sink: sink_name, class })
         .inc();
     let now = now_ms();
-    let (written, verdict) = match &outcome {
-        Outcome::Delivered => (queue.complete(row.seq, row.sink), Verdict::Delivered),
+    let (settlement, verdict) = match outcome {
+        Outcome::Delivered => (Settlement::Complete, Verdict::Delivered),
         Outcome::Failed(f) => {
             let retry_after = f.retry_after_ms.map(Duration::from_millis);
             let unit = jitter_unit(row.seq, attempt);
-            let written = match config.retry.next(f.class, retry_after, attempt, unit) {
-                Next::RetryIn(wait) => queue.retry(row.seq, row.sink, now + wait.as_millis() as u64),
-                Next::GiveUp => queue.bury(row.seq, row.sink, now, &f.reason, f.class),
-            };
             tracing::debug!(seq = row.seq, sink = row.sink, attempt, class = f.class.as_str(), reason = %f.reason, "attempt failed");
-            (written, Verdict::Failed(f.class))
+            let settlement = match config.retry.next(f.class, retry_after, attempt, unit) {
+                Next::RetryIn(wait) => Settlement::Retry { due_at: now + wait.as_millis() as u64 },
+                Next::GiveUp => Settlement::Bury { dead_at: now, reason: f.reason, class: f.class },
+            };
+            (settlement, Verdict::Failed(f.class))
         }
     };
-    if let Err(e) = written {
+    let due_again = match settlement {
+        Settlement::Retry { due_at } => Some(due_at),
+        _ => None,
+    };
+    if report.settler.send((row.seq, row.sink, settlement)).is_err() {
         // The row stays inflight; the next start makes it due again.
-        tracing::error!(seq = row.seq, sink = row.sink, "cannot record the outcome: {e}");
+        tracing::error!(seq = row.seq, sink = row.sink, "cannot record the outcome: the settler has stopped");
     }
-    let _ = done.send(Done { key, row: (row.seq, row.sink), bytes: row.bytes, verdict });
+    let _ = report.done.send(Done { key, row: (row.seq, row.sink), bytes: row.bytes, verdict, due_again });
 }
 
 /// A hook the store holds damaged will never be readable: no retry can

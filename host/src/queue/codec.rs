@@ -94,6 +94,12 @@ impl<'a> Reader<'a> {
         bytes.try_into().map_err(|_| CodecError::Truncated { what: self.what })
     }
 
+    /// The leading version byte, if it is one of `known`.
+    pub fn one_of(&mut self, known: &[u8]) -> Result<u8, CodecError> {
+        let version = self.u8()?;
+        if known.contains(&version) { Ok(version) } else { Err(CodecError::Version { what: self.what, version }) }
+    }
+
     pub fn version(&mut self, expected: u8) -> Result<(), CodecError> {
         let version = self.u8()?;
         if version == expected { Ok(()) } else { Err(CodecError::Version { what: self.what, version }) }

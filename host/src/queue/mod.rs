@@ -49,7 +49,7 @@ pub use records::record_write;
 pub use recount::{CounterDrift, Recount};
 pub use reply::EntryReply;
 pub use rows::{DeliveryRow, RowState};
-pub use transitions::{ClaimDecision, SourcePending, TenantPending};
+pub use transitions::{ClaimDecision, Settlement, SourcePending, TenantPending};
 pub use writer::DEFAULT_DEDUPE_TTL_MS;
 
 use crate::intake::{IntakeLog, IntakeOptions, Replay};
@@ -448,6 +448,7 @@ impl Queue {
                     Some(_) => found.next().flatten().and_then(|v| dedupe::Original::decode(&v).ok()),
                     None => None,
                 };
+                let rows_of_hook = u16::try_from(sinks.len()).unwrap_or(0);
                 let rows = sinks
                     .into_iter()
                     .map(|(sink, component)| {
@@ -461,6 +462,7 @@ impl Queue {
                             attempts: 0,
                             replay_id: replay_id.map(str::to_string),
                             state: RowState::Due { due_at: now_ms },
+                            rows_of_hook,
                         };
                         // The row's value holds neither its seq nor its sink:
                         // they are its key, which the writer makes.
@@ -643,6 +645,21 @@ impl Queue {
             Some(bytes) => {
                 Envelope::decode(seq, &bytes).map(Some).map_err(|e| QueueError::Corrupt(format!("hook {seq}: {e}")))
             }
+        }
+    }
+
+    /// The hooks of `seqs` in one read, for dispatch to deliver without a
+    /// read each. Best effort: a hook that is gone, damaged or not read
+    /// (the read failed) is `None`, and [`Queue::hook`] tells which.
+    pub fn prefetch_hooks(&self, seqs: &[u64]) -> Vec<Option<Envelope>> {
+        let keys: Vec<Vec<u8>> = seqs.iter().map(|seq| hooks::hook(*seq)).collect();
+        match self.store.multi_get(Cf::Hooks, &keys) {
+            Ok(values) => seqs
+                .iter()
+                .zip(values)
+                .map(|(seq, value)| value.and_then(|bytes| Envelope::decode(*seq, &bytes).ok()))
+                .collect(),
+            Err(_) => vec![None; seqs.len()],
         }
     }
 

@@ -5,7 +5,8 @@ use super::codec::{CodecError, Reader, Writer};
 use crate::error_class::ErrorClass;
 use crate::store::keys::{deliveries, index};
 
-const VERSION: u8 = 1;
+/// Version 2 adds `rows_of_hook`; version 1 rows are still read.
+const VERSION: u8 = 2;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RowState {
@@ -68,6 +69,10 @@ pub struct DeliveryRow {
     pub attempts: u32,
     pub replay_id: Option<String>,
     pub state: RowState,
+    /// How many rows its hook was stored with (0: not known, a row of the
+    /// first version). A stored hook never gains rows, so the row of a hook
+    /// stored with one is its last: completing it needs no look for others.
+    pub rows_of_hook: u16,
 }
 
 impl DeliveryRow {
@@ -119,12 +124,13 @@ impl DeliveryRow {
                 w.u8(2).u64(*dead_at).str(reason).opt_str(class.map(ErrorClass::as_str))
             }
         };
+        w.u16(self.rows_of_hook);
         w.finish()
     }
 
     pub fn decode(seq: u64, sink: u16, bytes: &[u8]) -> Result<DeliveryRow, CodecError> {
         let mut r = Reader::new(bytes, "delivery row");
-        r.version(VERSION)?;
+        let version = r.one_of(&[1, VERSION])?;
         let tenant = r.string("tenant")?;
         let source = r.string("source")?;
         let component = r.string("component")?;
@@ -146,8 +152,9 @@ impl DeliveryRow {
             }
             _ => return Err(CodecError::Invalid { what: "delivery row", field: "state" }),
         };
+        let rows_of_hook = if version >= 2 { r.u16()? } else { 0 };
         r.end()?;
-        Ok(DeliveryRow { seq, sink, tenant, source, component, bytes: size, attempts, replay_id, state })
+        Ok(DeliveryRow { seq, sink, tenant, source, component, bytes: size, attempts, replay_id, state, rows_of_hook })
     }
 }
 
@@ -166,7 +173,17 @@ mod tests {
             attempts: 3,
             replay_id: Some("r-1".into()),
             state,
+            rows_of_hook: 2,
         }
+    }
+
+    #[test]
+    fn rows_of_the_first_version_are_read_with_rows_of_hook_unknown() {
+        let current = row(RowState::Due { due_at: 10 });
+        let mut first = current.encode();
+        first[0] = 1;
+        first.truncate(first.len() - 2);
+        assert_eq!(DeliveryRow::decode(7, 2, &first), Ok(DeliveryRow { rows_of_hook: 0, ..current }));
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //! They are written without fsync: losing one to power loss only makes a
 //! row be delivered again, which at-least-once delivery allows.
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::rows::{DeliveryRow, RowState};
@@ -33,6 +34,20 @@ pub enum ClaimDecision {
     Skip,
     /// Due again at this time, attempts unchanged.
     Park(u64),
+}
+
+/// What an attempt's outcome does to its claimed row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Settlement {
+    /// Delivered: the row goes, and the hook with its last row.
+    Complete,
+    /// Failed, to be tried again at `due_at`.
+    Retry { due_at: u64 },
+    /// Not started (its sink's breaker opened): due again at `due_at`,
+    /// attempts unchanged.
+    Park { due_at: u64 },
+    /// Given up on.
+    Bury { dead_at: u64, reason: String, class: ErrorClass },
 }
 
 /// Index entries read per step of a walk.
@@ -124,15 +139,6 @@ impl Queue {
         self.store.write(batch, durability)?;
         self.due_floor.note(batch);
         Ok(())
-    }
-
-    fn row(&self, seq: u64, sink: u16) -> Result<Option<DeliveryRow>, QueueError> {
-        let Some(bytes) = self.store.get(Cf::Deliveries, &deliveries::row(seq, sink))? else {
-            return Ok(None);
-        };
-        DeliveryRow::decode(seq, sink, &bytes)
-            .map(Some)
-            .map_err(|e| QueueError::Corrupt(format!("row {seq}/{sink}: {e}")))
     }
 
     /// Move `row` from its current state to `next` in `batch`, with the
@@ -236,32 +242,19 @@ impl Queue {
 
     /// The row was delivered: it goes, and the hook with its last row.
     pub fn complete(&self, seq: u64, sink: u16) -> Result<(), QueueError> {
-        let _serial = self.transitions.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(row) = self.row(seq, sink)? else { return Ok(()) };
-        let mut batch = Batch::new();
-        Self::move_row(&mut batch, &row, None);
-        let siblings = self.store.scan(&Scan::prefix(Cf::Deliveries, &deliveries::of_hook(seq), 2))?;
-        let others = siblings.iter().filter(|(k, _)| deliveries::parse(k) != Some((seq, sink))).count();
-        if others == 0 {
-            batch.delete(Cf::Hooks, hooks::hook(seq));
-        }
-        self.write_rows(&batch, Durability::Buffered)
+        self.settle(&[(seq, sink, Settlement::Complete)])
     }
 
     /// The attempt failed and will be retried at `due_at`.
     pub fn retry(&self, seq: u64, sink: u16, due_at: u64) -> Result<(), QueueError> {
-        self.transition(seq, sink, |row| DeliveryRow {
-            attempts: row.attempts + 1,
-            state: RowState::Due { due_at },
-            ..row.clone()
-        })
+        self.settle(&[(seq, sink, Settlement::Retry { due_at })])
     }
 
     /// Put a claimed row back, due at `due_at`, its attempts unchanged:
     /// for a row dispatch could not start (its sink's breaker is open, or
     /// its sink has no free slot).
     pub fn park(&self, seq: u64, sink: u16, due_at: u64) -> Result<(), QueueError> {
-        self.transition(seq, sink, |row| DeliveryRow { state: RowState::Due { due_at }, ..row.clone() })
+        self.settle(&[(seq, sink, Settlement::Park { due_at })])
     }
 
     /// When the earliest due row is due, if any row is.
@@ -275,19 +268,73 @@ impl Queue {
     /// The row is given up on. A row a replay revived counts against that
     /// replay (a job that keeps reviving rows that die pauses itself).
     pub fn bury(&self, seq: u64, sink: u16, dead_at: u64, reason: &str, class: ErrorClass) -> Result<(), QueueError> {
+        self.settle(&[(seq, sink, Settlement::Bury { dead_at, reason: reason.to_string(), class })])
+    }
+
+    /// Record what became of claimed rows, in one batch: one read of the
+    /// rows, one write, so a drain writes once per batch of outcomes, not
+    /// once per delivery. A row that is gone (its tenant erased meanwhile)
+    /// is passed over, as is a second outcome for the same row.
+    pub fn settle(&self, outcomes: &[(u64, u16, Settlement)]) -> Result<(), QueueError> {
         let _serial = self.transitions.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(row) = self.row(seq, sink)? else { return Ok(()) };
-        let next = DeliveryRow {
-            attempts: row.attempts + 1,
-            state: RowState::Dead { dead_at, reason: reason.to_string(), class: Some(class) },
-            ..row.clone()
-        };
+        let keys: Vec<Vec<u8>> = outcomes.iter().map(|(seq, sink, _)| deliveries::row(*seq, *sink)).collect();
+        let values = self.store.multi_get(Cf::Deliveries, &keys)?;
         let mut batch = Batch::new();
-        Self::move_row(&mut batch, &row, Some(&next));
-        if let Some(replay) = &row.replay_id {
-            batch.add_counter(counters::replay_died(replay), 1);
+        let mut seen = HashSet::with_capacity(outcomes.len());
+        // Rows this batch deletes, and the hooks they belong to.
+        let mut gone = HashSet::new();
+        let mut emptied = Vec::new();
+        for ((seq, sink, settlement), value) in outcomes.iter().zip(values) {
+            let (seq, sink) = (*seq, *sink);
+            let Some(bytes) = value.filter(|_| seen.insert((seq, sink))) else { continue };
+            let row = DeliveryRow::decode(seq, sink, &bytes)
+                .map_err(|e| QueueError::Corrupt(format!("row {seq}/{sink}: {e}")))?;
+            let state = match settlement {
+                Settlement::Complete => {
+                    Self::move_row(&mut batch, &row, None);
+                    if row.rows_of_hook == 1 {
+                        // Its hook's only row: the hook goes with it.
+                        batch.delete(Cf::Hooks, hooks::hook(seq));
+                    } else {
+                        gone.insert((seq, sink));
+                        emptied.push(seq);
+                    }
+                    continue;
+                }
+                Settlement::Retry { due_at } | Settlement::Park { due_at } => RowState::Due { due_at: *due_at },
+                Settlement::Bury { dead_at, reason, class } => {
+                    if let Some(replay) = &row.replay_id {
+                        batch.add_counter(counters::replay_died(replay), 1);
+                    }
+                    RowState::Dead { dead_at: *dead_at, reason: reason.clone(), class: Some(*class) }
+                }
+            };
+            let attempts = match settlement {
+                Settlement::Park { .. } => row.attempts,
+                _ => row.attempts + 1,
+            };
+            Self::move_row(&mut batch, &row, Some(&DeliveryRow { attempts, state, ..row.clone() }));
         }
-        self.write_rows(&batch, Durability::Buffered)
+        emptied.sort_unstable();
+        emptied.dedup();
+        for seq in emptied {
+            // The hook goes with its last row: every row it still has is
+            // one this batch deletes.
+            let rows = self.store.scan(&Scan::prefix(Cf::Deliveries, &deliveries::of_hook(seq), usize::MAX))?;
+            if rows.iter().all(|(key, _)| deliveries::parse(key).is_some_and(|row| gone.contains(&row))) {
+                batch.delete(Cf::Hooks, hooks::hook(seq));
+            }
+        }
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.write_rows(&batch, Durability::Buffered)?;
+        if outcomes.iter().any(|(_, _, s)| matches!(s, Settlement::Retry { .. } | Settlement::Park { .. })) {
+            // Rows are due again, written after dispatch last looked for
+            // the next due time: wake it.
+            self.stats.committed.notify_one();
+        }
+        Ok(())
     }
 
     /// Revive dead rows for a replay: each still dead becomes due now with
@@ -327,19 +374,6 @@ impl Queue {
     /// Rows a replay revived that died again.
     pub fn replay_died(&self, replay_id: &str) -> Result<i64, QueueError> {
         Ok(self.store.counter(&counters::replay_died(replay_id))?)
-    }
-
-    fn transition(
-        &self,
-        seq: u64,
-        sink: u16,
-        next: impl FnOnce(&DeliveryRow) -> DeliveryRow,
-    ) -> Result<(), QueueError> {
-        let _serial = self.transitions.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(row) = self.row(seq, sink)? else { return Ok(()) };
-        let mut batch = Batch::new();
-        Self::move_row(&mut batch, &row, Some(&next(&row)));
-        self.write_rows(&batch, Durability::Buffered)
     }
 
     /// On boot, before anything is claimed: every row that was inflight
