@@ -266,7 +266,9 @@ impl Scheduler {
                         self.finish(done);
                     }
                 }
-                () = commits.notified() => {}
+                // New rows, due by the queue's clock: the next due time
+                // is read again.
+                () = commits.notified() => self.next_due = NextDue::Unknown,
                 () = tokio::time::sleep_until(wake_at) => {}
                 () = stop.notified() => return,
             }
@@ -276,8 +278,8 @@ impl Scheduler {
     /// When the next row comes due, read from the store only when not
     /// known: after a claim, every row due by then was claimed or skipped,
     /// and the only rows due later are those dispatch itself puts off
-    /// (retries and parks, noted as they are made). New hooks, revived
-    /// rows and recovered ones are due at once and come with a wake-up.
+    /// (retries and parks, noted as they are made) or those a commit adds
+    /// (new hooks, revived rows), whose wake-up makes it unknown again.
     fn next_due(&mut self) -> Result<Option<u64>, QueueError> {
         let now = now_ms();
         match self.next_due {
