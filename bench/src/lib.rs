@@ -28,11 +28,15 @@ use tokio::net::TcpListener;
 /// kernel's 10 ms tick: a run's CPU per operation is steadier than its
 /// rate on a machine whose other tenants come and go.
 pub fn cpu() -> std::time::Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    std::time::Duration::from_millis(cpu_ticks("/proc/self/stat") * 10)
+}
+
+/// User + system clock ticks of the `stat` file at `path` (0 if unreadable).
+fn cpu_ticks(path: impl AsRef<std::path::Path>) -> u64 {
+    let stat = std::fs::read_to_string(path).unwrap_or_default();
     let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
-    let ticks: u64 = fields.get(11).and_then(|u| u.parse().ok()).unwrap_or(0)
-        + fields.get(12).and_then(|s| s.parse().ok()).unwrap_or(0);
-    std::time::Duration::from_millis(ticks * 10)
+    fields.get(11).and_then(|u| u.parse::<u64>().ok()).unwrap_or(0)
+        + fields.get(12).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0)
 }
 
 /// User + system CPU of this process's threads whose name starts with
@@ -45,10 +49,7 @@ pub fn cpu_of_threads(prefix: &str) -> std::time::Duration {
         if !comm.starts_with(prefix) {
             continue;
         }
-        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
-        let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
-        ticks += fields.get(11).and_then(|u| u.parse::<u64>().ok()).unwrap_or(0)
-            + fields.get(12).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
+        ticks += cpu_ticks(task.path().join("stat"));
     }
     std::time::Duration::from_millis(ticks * 10)
 }
