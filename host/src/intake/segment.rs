@@ -454,6 +454,8 @@ fn replay_dir(dir: &Path, repair: bool) -> Result<Scan, IntakeError> {
         let mut bytes = Vec::new();
         File::open(path).and_then(|mut f| f.read_to_end(&mut bytes)).map_err(io_error(path))?;
         let parsed = parse(path, &bytes)?;
+        // The segment's bytes on disk after replay.
+        let mut kept = bytes.len() as u64;
         if let Some((offset, reason)) = parsed.torn {
             if !is_last {
                 return Err(damaged(offset, reason));
@@ -467,6 +469,7 @@ fn replay_dir(dir: &Path, repair: bool) -> Result<Scan, IntakeError> {
             );
             if repair {
                 cut_tail(path, offset)?;
+                kept = offset;
             }
         }
         let needs_seal = parsed.sealable && !parsed.sealed;
@@ -475,7 +478,6 @@ fn replay_dir(dir: &Path, repair: bool) -> Result<Scan, IntakeError> {
             return Err(damaged(bytes.len() as u64, "segment ends without its seal (it was cut)".into()));
         }
         let last_seq = parsed.records.iter().map(|r| r.last_seq).max().unwrap_or(0);
-        let kept = bytes.len() as u64 - scan.replay.torn_bytes * u64::from(is_last && repair);
         scan.closed.push(Closed { path: path.clone(), bytes: kept, last_seq });
         scan.replay.records.extend(parsed.records);
         if is_last {
