@@ -58,6 +58,8 @@ pub struct Metrics {
     pub oldest_due_age_seconds: Gauge<f64, AtomicU64>,
     pub deliveries: Family<DeliveryLabels, Counter>,
     pub settle_batch: Histogram,
+    /// Hooks per `deliver-batch` call.
+    pub batch_hooks: Histogram,
     pub breaker_transitions: Family<BreakerLabels, Counter>,
     pub breakers_open: Gauge,
     pub replay_moved: Gauge,
@@ -101,6 +103,8 @@ impl Metrics {
         registry.register("deliveries", "Delivery attempts by sink and outcome class", deliveries.clone());
         let settle_batch = Histogram::new(exponential_buckets(1.0, 2.0, 11));
         registry.register("settle_batch_rows", "Delivery outcomes recorded per store write", settle_batch.clone());
+        let batch_hooks = Histogram::new(exponential_buckets(2.0, 2.0, 13));
+        registry.register("delivery_batch_hooks", "Hooks per deliver-batch call", batch_hooks.clone());
         let breaker_transitions = Family::<BreakerLabels, Counter>::default();
         registry.register("breaker_transitions", "Circuit breaker state changes", breaker_transitions.clone());
         let breakers_open = Gauge::default();
@@ -164,6 +168,7 @@ impl Metrics {
             oldest_due_age_seconds,
             deliveries,
             settle_batch,
+            batch_hooks,
             breaker_transitions,
             breakers_open,
             replay_moved,

@@ -9,5 +9,5 @@ fn version_names_the_package_and_the_wit_version() {
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains(env!("CARGO_PKG_VERSION")), "{text}");
-    assert!(text.contains("ankusa:sink@0.1.0"), "{text}");
+    assert!(text.contains(&format!("ankusa:sink@{}", ankusa::runtime::WIT_VERSION)), "{text}");
 }

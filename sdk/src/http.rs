@@ -1,4 +1,6 @@
-//! A small blocking HTTP client over `wasi:http/outgoing-handler`.
+//! A small blocking HTTP client. [`Request::send`] makes one host call
+//! (`ankusa:sink/http-client`); [`Request::send_streaming`] goes through
+//! `wasi:http/outgoing-handler` and reads the response lazily.
 //!
 //! Every request leaves through the host, which enforces the sink's `allow`
 //! list, resolves DNS itself, blocks private addresses, applies connect and
@@ -9,6 +11,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::Failure;
+use crate::bindings::ankusa::sink::http_client;
 use crate::bindings::wasi::http::outgoing_handler;
 use crate::bindings::wasi::http::types::{
     ErrorCode, Fields, IncomingBody, IncomingResponse, Method, OutgoingBody, OutgoingRequest, RequestOptions, Scheme,
@@ -190,10 +193,51 @@ impl Request {
         self
     }
 
-    /// Send the request and wait for the response head. Headers and body
-    /// are fetched only when asked for; a body never read is drained by the
-    /// host, so the connection is still reused.
+    /// Send the request and wait for the whole response (its body up to
+    /// `max_response_bytes`): one call to the host.
     pub fn send(self) -> Result<Response, HttpError> {
+        let millis = |d: Option<Duration>| d.map(|d| u32::try_from(d.as_millis()).unwrap_or(u32::MAX));
+        let method = match &self.method {
+            Method::Get => "GET",
+            Method::Head => "HEAD",
+            Method::Post => "POST",
+            Method::Put => "PUT",
+            Method::Delete => "DELETE",
+            Method::Patch => "PATCH",
+            Method::Options => "OPTIONS",
+            Method::Connect => "CONNECT",
+            Method::Trace => "TRACE",
+            Method::Other(other) => other.as_str(),
+        };
+        let request = http_client::Request {
+            method: method.to_string(),
+            url: self.url.to_string(),
+            headers: self.headers,
+            body: self.body,
+            connect_timeout_ms: millis(self.connect_timeout),
+            first_byte_timeout_ms: millis(self.first_byte_timeout),
+            between_bytes_timeout_ms: millis(self.between_bytes_timeout),
+            max_response_bytes: Some(self.max_response_bytes),
+        };
+        match http_client::send(&request) {
+            Ok(response) => Ok(Response {
+                status: response.status,
+                inner: Inner::Whole {
+                    headers: response.headers,
+                    body: Body { bytes: response.body, truncated: response.truncated },
+                },
+            }),
+            Err(http_client::Error::Denied(_)) => Err(HttpError::Denied),
+            Err(http_client::Error::Connect(e)) => Err(HttpError::Connect(e)),
+            Err(http_client::Error::Timeout(e)) => Err(HttpError::Timeout(e)),
+            Err(http_client::Error::InvalidRequest(e) | http_client::Error::Other(e)) => Err(HttpError::Other(e)),
+        }
+    }
+
+    /// Send the request through `wasi:http` and wait for the response
+    /// head. Headers and body are fetched only when asked for; a body never
+    /// read is drained by the host, so the connection is still reused.
+    pub fn send_streaming(self) -> Result<Response, HttpError> {
         // One host call for all headers, not one per header.
         let fields =
             Fields::from_list(&self.headers).map_err(|e| HttpError::Other(format!("request headers: {e:?}")))?;
@@ -225,7 +269,10 @@ impl Request {
             Some(Ok(Err(code))) => return Err(classify_error_code(code)),
             Some(Err(())) | None => return Err(HttpError::Other("response already taken".into())),
         };
-        Ok(Response { status: incoming.status(), incoming, max_body: self.max_response_bytes })
+        Ok(Response {
+            status: incoming.status(),
+            inner: Inner::Streaming { incoming, max_body: self.max_response_bytes },
+        })
     }
 
     fn options(&self) -> Option<RequestOptions> {
@@ -302,8 +349,14 @@ fn read_capped(body: &IncomingBody, max: u64) -> Result<(Vec<u8>, bool), HttpErr
 /// A response whose head has arrived.
 pub struct Response {
     pub status: u16,
-    incoming: IncomingResponse,
-    max_body: u64,
+    inner: Inner,
+}
+
+enum Inner {
+    /// From the one-call client: all of it is here.
+    Whole { headers: Vec<(String, Vec<u8>)>, body: Body },
+    /// From `wasi:http`: headers and body are read when asked for.
+    Streaming { incoming: IncomingResponse, max_body: u64 },
 }
 
 /// A response body read up to the request's cap.
@@ -317,20 +370,37 @@ pub struct Body {
 impl Response {
     /// The first value of header `name` (case-insensitive), if UTF-8.
     pub fn header(&self, name: &str) -> Option<String> {
-        let values = self.incoming.headers().get(&name.to_ascii_lowercase());
-        values.into_iter().next().and_then(|v| String::from_utf8(v).ok())
+        match &self.inner {
+            Inner::Whole { headers, .. } => headers
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                .and_then(|(_, v)| String::from_utf8(v.clone()).ok()),
+            Inner::Streaming { incoming, .. } => {
+                let values = incoming.headers().get(&name.to_ascii_lowercase());
+                values.into_iter().next().and_then(|v| String::from_utf8(v).ok())
+            }
+        }
     }
 
     /// Every header, in order.
     pub fn headers(&self) -> Vec<(String, Vec<u8>)> {
-        self.incoming.headers().entries()
+        match &self.inner {
+            Inner::Whole { headers, .. } => headers.clone(),
+            Inner::Streaming { incoming, .. } => incoming.headers().entries(),
+        }
     }
 
-    /// Read the body, up to the request's `max_response_bytes`.
+    /// The body, up to the request's `max_response_bytes`.
     pub fn body(self) -> Result<Body, HttpError> {
-        let incoming = self.incoming.consume().map_err(|()| HttpError::Other("response body already taken".into()))?;
-        let (bytes, truncated) = read_capped(&incoming, self.max_body)?;
-        Ok(Body { bytes, truncated })
+        match self.inner {
+            Inner::Whole { body, .. } => Ok(body),
+            Inner::Streaming { incoming, max_body } => {
+                let incoming =
+                    incoming.consume().map_err(|()| HttpError::Other("response body already taken".into()))?;
+                let (bytes, truncated) = read_capped(&incoming, max_body)?;
+                Ok(Body { bytes, truncated })
+            }
+        }
     }
 }
 

@@ -31,8 +31,9 @@
 //! reports, per attempt, success or a [`Failure`] with its [`ErrorClass`].
 
 pub mod bindings {
-    //! Raw bindings generated from `wit/` (the `ankusa:sink@0.1.0` world and
-    //! the WASI interfaces it imports). Most sinks never need them directly.
+    //! Raw bindings generated from `wit/` (the `ankusa:sink@0.1.1`
+    //! `sink-world` and the WASI interfaces it imports). Most sinks never
+    //! need them directly.
     wit_bindgen::generate!({
         path: "../wit",
         world: "ankusa:sink/sink-world",
@@ -40,6 +41,21 @@ pub mod bindings {
         pub_export_macro: true,
         export_macro_name: "export_sink_world",
         default_bindings_module: "ankusa_sdk::bindings",
+    });
+}
+
+#[doc(hidden)]
+pub mod batch {
+    //! The `ankusa:sink/batch` export alone (`batch-export`), sharing its
+    //! types with [`bindings`](crate::bindings). Each export macro carries
+    //! its own world, so a sink that never exports `batch` has no trace of it.
+    wit_bindgen::generate!({
+        path: "../wit",
+        world: "ankusa:sink/batch-export",
+        with: { "ankusa:sink/delivery@0.1.1": crate::bindings::ankusa::sink::delivery },
+        pub_export_macro: true,
+        export_macro_name: "export_batch",
+        default_bindings_module: "ankusa_sdk::batch",
     });
 }
 
@@ -57,7 +73,7 @@ pub use sink::Sink;
 
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::sink::{configure, deliver, durable};
+    pub use crate::sink::{configure, deliver, deliver_batch, durable};
 }
 
 /// Export a [`Sink`] implementation as the component's `ankusa:sink/sink`.
@@ -88,5 +104,26 @@ macro_rules! export_sink {
 
         #[cfg(target_family = "wasm")]
         $crate::bindings::export_sink_world!(__AnkusaSinkExport with_types_in $crate::bindings);
+    };
+}
+
+/// Export a [`Sink`] implementation as `ankusa:sink/sink` and
+/// `ankusa:sink/batch`: the host then hands it due hooks a batch at a time
+/// through [`Sink::deliver_batch`] (up to the sink's configured `batch`
+/// bounds). Use it instead of [`export_sink!`], once, at the crate root.
+#[macro_export]
+macro_rules! export_batch_sink {
+    ($ty:ty) => {
+        $crate::export_sink!($ty);
+
+        #[cfg(target_family = "wasm")]
+        impl $crate::batch::exports::ankusa::sink::batch::Guest for __AnkusaSinkExport {
+            fn deliver_batch(hooks: Vec<$crate::Hook>, attempts: Vec<u32>) -> Vec<Result<(), $crate::Failure>> {
+                $crate::__private::deliver_batch::<$ty>(&hooks, &attempts)
+            }
+        }
+
+        #[cfg(target_family = "wasm")]
+        $crate::batch::export_batch!(__AnkusaSinkExport with_types_in $crate::batch);
     };
 }

@@ -44,6 +44,35 @@ pub trait Protocol: Sized + 'static {
     /// stale before the exchange reached the server, so the hook may be
     /// sent once more on a fresh one.
     fn stale(error: &Self::Error) -> bool;
+
+    /// Send `hooks` and read every answer, in as few round trips as the
+    /// protocol allows (a sink exported with
+    /// [`export_batch_sink!`](crate::export_batch_sink)). `Ok` holds one
+    /// answer per hook sent, in order; fewer than `hooks` when the
+    /// connection failed part-way (the rest were not sent and fail as
+    /// transient). `Err` means none was delivered: every hook fails with
+    /// it, and a stale kept connection is replaced and the batch sent once
+    /// more. The default sends one hook after another.
+    fn exchange_batch(
+        &self,
+        connection: &mut Self::Connection,
+        hooks: &[Hook],
+    ) -> Result<Vec<Result<Self::Reply, Self::Error>>, Self::Error> {
+        let mut replies = Vec::with_capacity(hooks.len());
+        for hook in hooks {
+            let reply = self.exchange(connection, hook);
+            if Self::keeps(&reply) {
+                replies.push(reply);
+                continue;
+            }
+            match reply {
+                Err(error) if replies.is_empty() && Self::stale(&error) => return Err(error),
+                reply => replies.push(reply),
+            }
+            break;
+        }
+        Ok(replies)
+    }
 }
 
 /// The sink a [`Protocol`] makes: its options and its kept connection.
@@ -69,9 +98,42 @@ impl<P: Protocol> Sink for KeptSink<P> {
             P::keeps,
             P::stale,
         );
+        self.judge(reply)
+    }
+
+    fn deliver_batch(&mut self, hooks: &[Hook], _attempts: &[u32]) -> Vec<Result<(), Failure>> {
+        let protocol = &self.protocol;
+        // Kept only if every hook was answered and no answer spoilt it.
+        let keeps = |replies: &Result<Vec<Result<P::Reply, P::Error>>, P::Error>| {
+            replies.as_ref().is_ok_and(|replies| replies.len() == hooks.len() && replies.iter().all(P::keeps))
+        };
+        let replies = self.connection.exchange(
+            || protocol.open(),
+            |connection| protocol.exchange_batch(connection, hooks),
+            keeps,
+            P::stale,
+        );
+        match replies {
+            Err(error) => {
+                let failure = protocol.failure(error);
+                vec![Err(failure); hooks.len()]
+            }
+            Ok(replies) => {
+                let unsent = hooks.len().saturating_sub(replies.len());
+                let mut results: Vec<_> = replies.into_iter().take(hooks.len()).map(|r| self.judge(r)).collect();
+                let not_sent = Failure::transient("not sent: the connection failed earlier in the batch");
+                results.extend(std::iter::repeat_n(Err(not_sent), unsent));
+                results
+            }
+        }
+    }
+}
+
+impl<P: Protocol> KeptSink<P> {
+    fn judge(&self, reply: Result<P::Reply, P::Error>) -> Result<(), Failure> {
         match reply {
-            Ok(reply) => protocol.accept(reply),
-            Err(error) => Err(protocol.failure(error)),
+            Ok(reply) => self.protocol.accept(reply),
+            Err(error) => Err(self.protocol.failure(error)),
         }
     }
 }

@@ -23,6 +23,15 @@ pub trait Sink: Sized + 'static {
 
     /// Deliver one hook. `attempt` starts at 1.
     fn deliver(&mut self, hook: &Hook, attempt: u32) -> Result<(), Failure>;
+
+    /// Deliver many hooks in one call (`attempts[i]` is `hooks[i]`'s), one
+    /// result per hook in the same order. Called only for a sink exported
+    /// with [`export_batch_sink!`](crate::export_batch_sink). Override it to
+    /// make one round trip for the batch (a multi-row insert, a pipeline);
+    /// the default delivers one at a time.
+    fn deliver_batch(&mut self, hooks: &[Hook], attempts: &[u32]) -> Vec<Result<(), Failure>> {
+        hooks.iter().zip(attempts).map(|(hook, attempt)| self.deliver(hook, *attempt)).collect()
+    }
 }
 
 thread_local! {
@@ -44,6 +53,11 @@ pub fn configure<S: Sink>(options: &str) -> Result<(), ConfigError> {
 
 pub fn durable<S: Sink>() -> bool {
     with_sink::<S, _>(|sink| sink.durable()).unwrap_or(false)
+}
+
+pub fn deliver_batch<S: Sink>(hooks: &[Hook], attempts: &[u32]) -> Vec<Result<(), Failure>> {
+    with_sink::<S, _>(|sink| sink.deliver_batch(hooks, attempts))
+        .unwrap_or_else(|| hooks.iter().map(|_| Err(Failure::permanent("sink used before configure"))).collect())
 }
 
 pub fn deliver<S: Sink>(hook: &Hook, attempt: u32) -> Result<(), Failure> {

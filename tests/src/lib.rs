@@ -44,8 +44,37 @@ pub fn temp_file(name: &str, contents: &[u8]) -> (tempfile::TempDir, PathBuf) {
 /// The built-in http sink with `options`, on the real network and clocks,
 /// allowed to reach `allow` (and the private `networks`).
 pub async fn networked_http_sink(options: serde_json::Value, allow: &[String], networks: &[&str]) -> SinkUnderTest {
-    Harness::shared()
-        .builtin("http")
+    networked_sink(HttpPath::OneCall, options, allow, networks).await
+}
+
+/// The two ways a sink makes HTTP requests through the host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HttpPath {
+    /// `ankusa:sink/http-client` (the shipped http sink).
+    OneCall,
+    /// `wasi:http/outgoing-handler` (the `post` test sink with
+    /// `"via": "wasi-http"`).
+    WasiHttp,
+}
+
+pub const HTTP_PATHS: [HttpPath; 2] = [HttpPath::OneCall, HttpPath::WasiHttp];
+
+/// A sink that POSTs each hook to `options.url` by `path`, on the real
+/// network, allowed `allow` and `networks`.
+pub async fn networked_sink(
+    path: HttpPath,
+    mut options: serde_json::Value,
+    allow: &[String],
+    networks: &[&str],
+) -> SinkUnderTest {
+    let builder = match path {
+        HttpPath::OneCall => Harness::shared().builtin("http"),
+        HttpPath::WasiHttp => {
+            options["via"] = "wasi-http".into();
+            Harness::shared().wasm(guest_wasm("post"))
+        }
+    };
+    builder
         .options(options)
         .allow(allow.iter().cloned())
         .allow_networks(networks.iter().copied())

@@ -1,53 +1,61 @@
-//! Egress policy through the real sink: unlisted targets and non-public
-//! addresses are refused before any connection is made.
+//! Egress policy through real sinks, by both HTTP paths (the one-call
+//! `ankusa:sink/http-client` and `wasi:http`): unlisted targets and
+//! non-public addresses are refused before any connection is made.
 
 use ankusa_harness::{ErrorClass, Harness, OutcomeExt, TestHook};
-use ankusa_tests::networked_http_sink;
 use ankusa_tests::receiver::{Receiver, Reply};
+use ankusa_tests::{HTTP_PATHS, networked_sink};
 use serde_json::json;
 
 #[tokio::test]
 async fn a_url_outside_allow_is_denied_and_never_connected() {
-    let receiver = Receiver::start(Reply::status(200)).await;
-    let sink =
-        networked_http_sink(json!({"url": receiver.url("/in")}), &["https://hooks.example.com".into()], &[]).await;
-    let outcome = sink.deliver(TestHook::new(), 1).await;
-    let failure = outcome.assert_failed(ErrorClass::Denied);
-    assert!(failure.reason.contains("allow list"), "{failure}");
-    assert_eq!(receiver.connections(), 0, "no connection may be attempted");
+    for path in HTTP_PATHS {
+        let receiver = Receiver::start(Reply::status(200)).await;
+        let allow = ["https://hooks.example.com".to_string()];
+        let sink = networked_sink(path, json!({"url": receiver.url("/in")}), &allow, &[]).await;
+        let outcome = sink.deliver(TestHook::new(), 1).await;
+        let failure = outcome.assert_failed(ErrorClass::Denied);
+        assert!(failure.reason.contains("allow list"), "{path:?}: {failure}");
+        assert_eq!(receiver.connections(), 0, "{path:?}: no connection may be attempted");
+    }
 }
 
 #[tokio::test]
 async fn loopback_is_reachable_only_when_named_literally() {
-    let receiver = Receiver::start(Reply::status(200)).await;
-    let port = receiver.addr.port();
-
-    let literal =
-        networked_http_sink(json!({"url": receiver.url("/in")}), &[format!("http://127.0.0.1:{port}")], &[]).await;
-    literal.deliver(TestHook::new(), 1).await.assert_delivered();
-    assert_eq!(receiver.received().len(), 1);
+    for path in HTTP_PATHS {
+        let receiver = Receiver::start(Reply::status(200)).await;
+        let allow = [format!("http://127.0.0.1:{}", receiver.addr.port())];
+        let literal = networked_sink(path, json!({"url": receiver.url("/in")}), &allow, &[]).await;
+        literal.deliver(TestHook::new(), 1).await.assert_delivered();
+        assert_eq!(receiver.received().len(), 1, "{path:?}");
+    }
 }
 
 #[tokio::test]
 async fn a_hostname_resolving_to_loopback_is_refused() {
-    let receiver = Receiver::start(Reply::status(200)).await;
-    let port = receiver.addr.port();
-    let options = json!({"url": format!("http://localhost:{port}/in")});
-    let by_name = networked_http_sink(options, &[format!("http://localhost:{port}")], &[]).await;
-    let outcome = by_name.deliver(TestHook::new(), 1).await;
-    let failure = outcome.assert_failed(ErrorClass::Denied);
-    assert!(failure.reason.contains("loopback"), "{failure}");
-    assert_eq!(receiver.connections(), 0, "the check happens before connecting");
+    for path in HTTP_PATHS {
+        let receiver = Receiver::start(Reply::status(200)).await;
+        let port = receiver.addr.port();
+        let options = json!({"url": format!("http://localhost:{port}/in")});
+        let by_name = networked_sink(path, options, &[format!("http://localhost:{port}")], &[]).await;
+        let outcome = by_name.deliver(TestHook::new(), 1).await;
+        let failure = outcome.assert_failed(ErrorClass::Denied);
+        assert!(failure.reason.contains("loopback"), "{path:?}: {failure}");
+        assert_eq!(receiver.connections(), 0, "{path:?}: the check happens before connecting");
+    }
 }
 
 #[tokio::test]
 async fn an_allowed_network_opens_a_private_range_by_name() {
-    let receiver = Receiver::start(Reply::status(200)).await;
-    let port = receiver.addr.port();
-    let options = json!({"url": format!("http://localhost:{port}/in")});
-    let sink = networked_http_sink(options, &[format!("http://localhost:{port}")], &["127.0.0.0/8", "::1/128"]).await;
-    sink.deliver(TestHook::new(), 1).await.assert_delivered();
-    assert_eq!(receiver.received().len(), 1);
+    for path in HTTP_PATHS {
+        let receiver = Receiver::start(Reply::status(200)).await;
+        let port = receiver.addr.port();
+        let options = json!({"url": format!("http://localhost:{port}/in")});
+        let networks = ["127.0.0.0/8", "::1/128"];
+        let sink = networked_sink(path, options, &[format!("http://localhost:{port}")], &networks).await;
+        sink.deliver(TestHook::new(), 1).await.assert_delivered();
+        assert_eq!(receiver.received().len(), 1, "{path:?}");
+    }
 }
 
 #[tokio::test]

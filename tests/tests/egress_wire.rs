@@ -2,9 +2,9 @@
 //! is attempted. On loopback a real listener must see no connection; for
 //! the other classes (never sent any traffic) the sink's own count of
 //! connects must not move. Each time, the same sink reaches an allowed
-//! listener, so the setup itself can connect. Both paths: HTTP
-//! (`wasi:http`, names resolved by the host) and TCP (`wasi:sockets`,
-//! addresses named by the guest).
+//! listener, so the setup itself can connect. Every path: HTTP by the
+//! one-call `ankusa:sink/http-client` and by `wasi:http` (names resolved by
+//! the host), and TCP (`wasi:sockets`, addresses named by the guest).
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{IpAddr, TcpListener};
@@ -70,8 +70,18 @@ async fn assert_refused_unconnected(sink: &SinkUnderTest, body: String, shows: &
     assert_eq!(after.denied, before.denied + 1, "{body}: one refusal counted");
 }
 
+/// The misbehave sink's GET by each HTTP interface: `get:` makes one
+/// `ankusa:sink/http-client` call, `wasi-get:` goes through `wasi:http`.
+const HTTP_PATHS: [&str; 2] = ["get:", "wasi-get:"];
+
 #[tokio::test]
 async fn http_to_a_name_resolving_to_any_blocked_class_never_connects() {
+    for path in HTTP_PATHS {
+        http_to_blocked_names_never_connects(path).await;
+    }
+}
+
+async fn http_to_blocked_names_never_connects(path: &str) {
     let receiver = Receiver::start(Reply::status(200)).await;
     let port = receiver.addr.port();
     let mut allow = vec![format!("http://127.0.0.1:{port}")];
@@ -83,24 +93,26 @@ async fn http_to_a_name_resolving_to_any_blocked_class_never_connects() {
     }
     let sink = builder.allow(allow).load().await.expect("the sink loads");
     for (class, address) in BLOCKED {
-        let body = format!("get:http://{class}.hooks.test:{port}/in");
+        let body = format!("{path}http://{class}.hooks.test:{port}/in");
         assert_refused_unconnected(&sink, body, &ip(address).to_string()).await;
     }
-    assert_eq!(receiver.connections(), 0, "the loopback listener saw no connection");
+    assert_eq!(receiver.connections(), 0, "{path} the loopback listener saw no connection");
     // The same sink reaches the listener it is allowed to reach.
-    sink.deliver(TestHook::new().body(format!("get:http://127.0.0.1:{port}/in")), 1).await.assert_delivered();
-    assert_eq!((sink.egress().connects, receiver.connections()), (1, 1));
+    sink.deliver(TestHook::new().body(format!("{path}http://127.0.0.1:{port}/in")), 1).await.assert_delivered();
+    assert_eq!((sink.egress().connects, receiver.connections()), (1, 1), "{path}");
 }
 
 #[tokio::test]
 async fn http_by_system_dns_to_localhost_never_connects() {
-    let receiver = Receiver::start(Reply::status(200)).await;
-    let port = receiver.addr.port();
-    let sink = misbehave([format!("http://localhost:{port}"), format!("http://127.0.0.1:{port}")]).await;
-    assert_refused_unconnected(&sink, format!("get:http://localhost:{port}/in"), "loopback").await;
-    assert_eq!(receiver.connections(), 0);
-    sink.deliver(TestHook::new().body(format!("get:http://127.0.0.1:{port}/in")), 1).await.assert_delivered();
-    assert_eq!(receiver.connections(), 1);
+    for path in HTTP_PATHS {
+        let receiver = Receiver::start(Reply::status(200)).await;
+        let port = receiver.addr.port();
+        let sink = misbehave([format!("http://localhost:{port}"), format!("http://127.0.0.1:{port}")]).await;
+        assert_refused_unconnected(&sink, format!("{path}http://localhost:{port}/in"), "loopback").await;
+        assert_eq!(receiver.connections(), 0, "{path}");
+        sink.deliver(TestHook::new().body(format!("{path}http://127.0.0.1:{port}/in")), 1).await.assert_delivered();
+        assert_eq!(receiver.connections(), 1, "{path}");
+    }
 }
 
 #[tokio::test]

@@ -1,8 +1,10 @@
 //! The http sink against a local keep-alive receiver, compared with a native
 //! hyper client sending the same requests with the same concurrency, in the
-//! same run. Beside them, the `post` test sink: the same request in the
-//! fewest `wasi:http` calls a delivery can make, so the interface's own
-//! cost shows apart from the sink's.
+//! same run. The http sink sends by the one-call `ankusa:sink/http-client`;
+//! beside it, the same sink as built against 0.1.0 (`tests/fixtures`), which
+//! sends through `wasi:http`: the interface's before and after. And the
+//! `post` test sink, the same request with nothing else, by each interface,
+//! so the interface's own cost shows apart from the sink's.
 //!
 //! `cargo run --release -p ankusa-bench --bin bench-http-sink`
 
@@ -128,11 +130,25 @@ async fn native_round(url: &str) -> anyhow::Result<Round> {
 /// A sink of this benchmark, posting to the receiver with as many
 /// deliveries in flight as there are callers.
 fn spec(name: &str, component: ComponentSource, receiver: &Receiver) -> SinkSpec {
+    spec_with(name, component, receiver, serde_json::json!({"url": receiver.url()}))
+}
+
+fn spec_with(name: &str, component: ComponentSource, receiver: &Receiver, options: serde_json::Value) -> SinkSpec {
     let mut spec = SinkSpec::new(SinkLabel::new("bench", name), component);
-    spec.options = serde_json::json!({"url": receiver.url()});
+    spec.options = options;
     spec.allow = vec![format!("http://{}", receiver.addr)];
     spec.limits.concurrency = CONCURRENCY;
     spec
+}
+
+/// A sink's round beside the native client's: its rate and CPU per
+/// delivery, and both as ratios (CPU as native over wasm, which the
+/// machine's other tenants disturb less than rates).
+fn report_against(name: &str, round: Round, native: Round) {
+    report(name, round.rate, "deliveries/s");
+    report(&format!("{name}_cpu"), round.cpu_us, "us/delivery");
+    ratio(&format!("{name}_vs_native"), round.rate, native.rate);
+    ratio(&format!("{name}_vs_native_cpu"), native.cpu_us, round.cpu_us);
 }
 
 #[global_allocator]
@@ -146,8 +162,12 @@ fn main() -> anyhow::Result<()> {
         let runtime = Runtime::new(EngineConfig::default(), None)?;
         let http = || ComponentSource::Builtin("http".into());
         let sink = Arc::new(runtime.load(spec("http", http(), &receiver)).await?);
-        let post_wasm = ComponentSource::Path(artifact_dir().join("post.wasm"));
-        let post = Arc::new(runtime.load(spec("post", post_wasm, &receiver)).await?);
+        let post_wasm = || ComponentSource::Path(artifact_dir().join("post.wasm"));
+        let post = Arc::new(runtime.load(spec("post", post_wasm(), &receiver)).await?);
+        let options = serde_json::json!({"url": receiver.url(), "via": "wasi-http"});
+        let post_wasi = Arc::new(runtime.load(spec_with("post-wasi", post_wasm(), &receiver, options)).await?);
+        let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/wit-0.1.0/http.wasm");
+        let http_010 = Arc::new(runtime.load(spec("http-0.1.0", ComponentSource::Path(fixture), &receiver)).await?);
 
         // For profiling one side alone: ANKUSA_BENCH_ONLY=native, wasm or instant.
         let only = std::env::var("ANKUSA_BENCH_ONLY").unwrap_or_default();
@@ -155,6 +175,7 @@ fn main() -> anyhow::Result<()> {
         // Warm both paths (connections, instances) before measuring.
         let unmeasured = Round { rate: f64::NAN, cpu_us: f64::NAN };
         let (mut native, mut wasm, mut minimal) = (vec![unmeasured], vec![unmeasured], vec![unmeasured]);
+        let (mut wasm_010, mut minimal_wasi) = (vec![unmeasured], vec![unmeasured]);
         if run_native {
             native_round(&url).await?;
             native = Vec::new();
@@ -164,6 +185,10 @@ fn main() -> anyhow::Result<()> {
             wasm = Vec::new();
             wasm_round(post.clone()).await?;
             minimal = Vec::new();
+            wasm_round(http_010.clone()).await?;
+            wasm_010 = Vec::new();
+            wasm_round(post_wasi.clone()).await?;
+            minimal_wasi = Vec::new();
         }
         for _ in 0..ROUNDS {
             if run_native {
@@ -172,9 +197,12 @@ fn main() -> anyhow::Result<()> {
             if run_wasm {
                 wasm.push(wasm_round(sink.clone()).await?);
                 minimal.push(wasm_round(post.clone()).await?);
+                wasm_010.push(wasm_round(http_010.clone()).await?);
+                minimal_wasi.push(wasm_round(post_wasi.clone()).await?);
             }
         }
         let (native, wasm, minimal) = (Round::mean(&native), Round::mean(&wasm), Round::mean(&minimal));
+        let (wasm_010, minimal_wasi) = (Round::mean(&wasm_010), Round::mean(&minimal_wasi));
         // The same sink against a peer that answers instantly in memory:
         // what the guest and the wasi:http layer cost without any network.
         let mut null = spec("http-null", http(), &receiver);
@@ -186,16 +214,12 @@ fn main() -> anyhow::Result<()> {
         report("http_sink.wasm_http_sink_instant_peer_cpu", null.cpu_us, "us/delivery");
         report("http_sink.native_hyper_client", native.rate, "requests/s");
         report("http_sink.native_hyper_client_cpu", native.cpu_us, "us/request");
-        report("http_sink.wasm_http_sink", wasm.rate, "deliveries/s");
-        report("http_sink.wasm_http_sink_cpu", wasm.cpu_us, "us/delivery");
-        ratio("http_sink.wasm_vs_native", wasm.rate, native.rate);
-        // The same comparison in CPU per request (native over wasm), which
-        // the machine's other tenants disturb less than rates.
-        ratio("http_sink.wasm_vs_native_cpu", native.cpu_us, wasm.cpu_us);
-        report("http_sink.wasm_minimal_post", minimal.rate, "deliveries/s");
-        report("http_sink.wasm_minimal_post_cpu", minimal.cpu_us, "us/delivery");
-        ratio("http_sink.minimal_post_vs_native", minimal.rate, native.rate);
-        ratio("http_sink.minimal_post_vs_native_cpu", native.cpu_us, minimal.cpu_us);
+        // The http sink by the one-call client; before, the same sink built
+        // against 0.1.0, through wasi:http; and the minimal post by each.
+        report_against("http_sink.wasm_http_sink", wasm, native);
+        report_against("http_sink.wasm_http_sink_0_1_0_wasi_http", wasm_010, native);
+        report_against("http_sink.wasm_minimal_post", minimal, native);
+        report_against("http_sink.wasm_minimal_post_wasi_http", minimal_wasi, native);
         report(
             "http_sink.receiver_total",
             receiver.received.load(std::sync::atomic::Ordering::Relaxed) as f64,

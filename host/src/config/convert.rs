@@ -9,7 +9,7 @@ use crate::edge::EdgeConfig;
 use crate::edge::batcher::BatcherConfig;
 use crate::edge::rate::Rate;
 use crate::queue::{QueueConfig, WalMode};
-use crate::runtime::{ComponentSource, EngineConfig, SinkLabel, SinkLimits, SinkSpec};
+use crate::runtime::{BatchLimits, ComponentSource, EngineConfig, SinkLabel, SinkLimits, SinkSpec};
 use crate::source::verify::Scheme;
 use crate::source::{DedupeRule, ForwardHeaders, OnVerifyFailure, SinkSettings, SourceSettings, Verifier};
 
@@ -127,6 +127,11 @@ impl Config {
             memory_bytes: sink.memory_mib.unwrap_or(self.runtime.max_memory_mib) as usize * MIB,
             max_uses: sink.max_uses.unwrap_or(defaults.max_uses),
             attempt_timeout: Duration::from_millis(self.dispatch.attempt_timeout_ms),
+            batch: BatchLimits {
+                max_hooks: sink.batch.max_hooks as usize,
+                max_bytes: sink.batch.max_bytes,
+                max_wait: Duration::from_millis(sink.batch.max_wait_ms),
+            },
             ..defaults
         };
         Some(spec)

@@ -402,6 +402,32 @@ pub struct SinkSection {
     pub memory_mib: Option<u32>,
     /// Deliveries an instance serves before it is replaced.
     pub max_uses: Option<u64>,
+    /// How many due hooks one call takes, for a component that exports
+    /// `ankusa:sink/batch` (others take one hook per call whatever this says).
+    pub batch: BatchSection,
+}
+
+/// The bounds of one `deliver-batch` call.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct BatchSection {
+    /// Hooks per call at most (1 turns batching off).
+    pub max_hooks: u32,
+    /// Body bytes per call at most (a single larger hook still goes alone).
+    pub max_bytes: u64,
+    /// How long a batch may wait for more hooks before it is sent as is.
+    pub max_wait_ms: u64,
+}
+
+impl Default for BatchSection {
+    fn default() -> Self {
+        let limits = crate::runtime::BatchLimits::default();
+        BatchSection {
+            max_hooks: u32::try_from(limits.max_hooks).unwrap_or(u32::MAX),
+            max_bytes: limits.max_bytes,
+            max_wait_ms: u64::try_from(limits.max_wait.as_millis()).unwrap_or(u64::MAX),
+        }
+    }
 }
 
 impl Default for SinkSection {
@@ -415,6 +441,7 @@ impl Default for SinkSection {
             concurrency: None,
             memory_mib: None,
             max_uses: None,
+            batch: BatchSection::default(),
         }
     }
 }

@@ -132,6 +132,9 @@ pub fn sink_problems(name: &str, sink: &SinkSection, max_memory_mib: u32) -> Vec
     if let Some(n) = sink.max_uses {
         p.at_least(&format!("{key}.max_uses"), n, 1);
     }
+    p.within(&format!("{key}.batch.max_hooks"), u64::from(sink.batch.max_hooks), 1, 10_000);
+    p.within(&format!("{key}.batch.max_bytes"), sink.batch.max_bytes, 1, 64 << 20);
+    p.within(&format!("{key}.batch.max_wait_ms"), sink.batch.max_wait_ms, 0, 60_000);
     p.0
 }
 

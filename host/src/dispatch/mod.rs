@@ -71,6 +71,7 @@ impl Default for DispatchConfig {
 
 /// Where a claimed row goes: its sink, and the headers its source lets
 /// through.
+#[derive(Clone)]
 struct Target {
     sink: Arc<Sink>,
     forward: Arc<crate::source::ForwardHeaders>,
@@ -85,6 +86,9 @@ struct Claimed {
     row: DeliveryRow,
     target: Target,
     hook: Option<Envelope>,
+    /// When it was claimed: a batch waits for company at most its sink's
+    /// `max_wait` after its oldest row.
+    at: std::time::Instant,
 }
 
 #[derive(Default)]
@@ -96,9 +100,15 @@ struct KeyState {
     probe: Option<(u64, u16)>,
 }
 
-/// What a finished attempt tells the scheduler.
+/// What a finished call (one attempt, or one batch of them) tells the
+/// scheduler: its slot is free, and how each row went.
 struct Done {
     key: Key,
+    rows: Vec<RowDone>,
+}
+
+/// How one row's attempt went.
+struct RowDone {
     /// The row's (seq, sink).
     row: (u64, u16),
     bytes: u64,
@@ -144,6 +154,7 @@ impl Dispatcher {
             saturated: None,
             starved_since: None,
             next_due: NextDue::Unknown,
+            batch_wake: None,
             queue,
             directory,
             config,
@@ -201,6 +212,8 @@ struct Scheduler {
     saturated: Option<(usize, std::time::Instant)>,
     /// When the next row comes due, as far as dispatch knows.
     next_due: NextDue,
+    /// When the first batch left waiting to fill must be sent anyway.
+    batch_wake: Option<std::time::Instant>,
     /// Since when claims have found only rows of full keys: past
     /// [`DEEP_SCAN_AFTER`], a claim looks much further down the due index,
     /// so rows of other keys behind a stuck key's backlog are reached.
@@ -259,6 +272,8 @@ impl Scheduler {
                     Err(_) => now + Duration::from_millis(500),
                 }
             };
+            // A batch waiting to fill is sent by then at the latest.
+            let wake_at = self.batch_wake.map_or(wake_at, |at| wake_at.min(tokio::time::Instant::from_std(at)));
             tokio::select! {
                 Some(done) = done_rx.recv() => {
                     self.finish(done);
@@ -419,7 +434,7 @@ impl Scheduler {
         if state.waiting.is_empty() {
             self.ring.push_back(key);
         }
-        state.waiting.push_back(Claimed { row, target, hook });
+        state.waiting.push_back(Claimed { row, target, hook, at: std::time::Instant::now() });
         Ok(())
     }
 
@@ -433,8 +448,11 @@ impl Scheduler {
             .then(|| Target { sink: binding.sink.clone(), forward: source.forward_headers.clone() })
     }
 
-    /// Hand free slots round-robin to keys with waiting rows.
+    /// Hand free slots round-robin to keys with waiting rows. A slot of a
+    /// batching sink takes a batch of its key's rows; a batch not yet full
+    /// waits (up to the sink's `max_wait`) unless its key can hold no more.
     fn start_ready(&mut self) {
+        self.batch_wake = None;
         let mut passes = self.ring.len();
         while self.running < self.config.concurrency && passes > 0 {
             let Some(key) = self.ring.pop_front() else { break };
@@ -444,7 +462,21 @@ impl Scheduler {
                 self.ring.push_back(key);
                 continue;
             }
-            let Some(claimed) = state.waiting.pop_front() else { continue };
+            let Some(first) = state.waiting.front() else { continue };
+            let taken = match first.target.sink.batch().filter(|limits| limits.max_hooks > 1) {
+                None => state.waiting.pop_front().into_iter().collect::<Vec<_>>(),
+                Some(limits) => {
+                    let full = state.waiting.len() >= limits.max_hooks.min(self.config.max_waiting_per_key)
+                        || state.waiting.iter().map(|c| c.row.bytes).sum::<u64>() >= limits.max_bytes;
+                    let until = first.at + limits.max_wait;
+                    if !full && std::time::Instant::now() < until {
+                        self.batch_wake = Some(self.batch_wake.map_or(until, |at| at.min(until)));
+                        self.ring.push_back(key);
+                        continue;
+                    }
+                    take_batch(&mut state.waiting, limits.max_hooks, limits.max_bytes, |c| c.row.bytes)
+                }
+            };
             state.running += 1;
             self.running += 1;
             if !state.waiting.is_empty() {
@@ -452,20 +484,37 @@ impl Scheduler {
                 passes += 1;
             }
             let report = Report { done: self.done_tx.clone(), settler: self.settler.clone() };
-            tokio::spawn(deliver(self.queue.clone(), claimed, key, self.config.clone(), report));
+            let (queue, config) = (self.queue.clone(), self.config.clone());
+            tokio::spawn(deliver(queue, taken, key, config, report));
         }
     }
 
     fn finish(&mut self, done: Done) {
+        self.running -= 1;
+        if let Some(state) = self.keys.get_mut(&done.key) {
+            state.running -= 1;
+        }
+        for row in done.rows {
+            self.finish_row(&done.key, row);
+        }
+        let Some(state) = self.keys.get(&done.key) else { return };
+        if state.running == 0
+            && state.waiting.is_empty()
+            && matches!(state.breaker.state(), BreakerState::Closed { failures: 0 })
+        {
+            self.keys.remove(&done.key);
+        }
+    }
+
+    /// One row's outcome: its window share is freed, its breaker hears of it.
+    fn finish_row(&mut self, key: &Key, done: RowDone) {
         if let Some(at) = done.due_again {
             self.due_later(at);
         }
-        self.running -= 1;
         self.claimed -= 1;
         self.claimed_bytes -= done.bytes;
         let now = now_ms();
-        let Some(state) = self.keys.get_mut(&done.key) else { return };
-        state.running -= 1;
+        let Some(state) = self.keys.get_mut(key) else { return };
         let probe = state.probe == Some(done.row);
         if probe {
             state.probe = None;
@@ -484,11 +533,11 @@ impl Scheduler {
             }
         };
         let current = state.breaker.state();
-        let (tenant, source, sink) = &done.key;
+        let (tenant, source, sink) = key;
         match transition {
             Some(Transition::Opened { for_ms }) => {
                 tracing::warn!(%tenant, %source, sink, for_ms, "circuit breaker opened: rows of this sink are parked");
-                count_transition(self.directory.as_ref(), &done.key, "open");
+                count_transition(self.directory.as_ref(), key, "open");
                 // Rows already waiting for this key wait out the breaker
                 // in the store, not in the window.
                 let until = now + for_ms;
@@ -506,21 +555,31 @@ impl Scheduler {
             }
             Some(Transition::Closed) => {
                 tracing::info!(%tenant, %source, sink, "circuit breaker closed");
-                count_transition(self.directory.as_ref(), &done.key, "closed");
+                count_transition(self.directory.as_ref(), key, "closed");
             }
             Some(Transition::Probing) | None => {}
         }
-        publish_breaker(&self.breakers, &done.key, current);
-        if state.running == 0
-            && state.waiting.is_empty()
-            && matches!(state.breaker.state(), BreakerState::Closed { failures: 0 })
-        {
-            self.keys.remove(&done.key);
-        }
+        publish_breaker(&self.breakers, key, current);
         if let Some(until) = parked_until {
             self.due_later(until);
         }
     }
+}
+
+/// The first rows of `waiting`, up to `max_hooks` and `max_bytes` of
+/// bodies (at least one, however large).
+fn take_batch<T>(waiting: &mut VecDeque<T>, max_hooks: usize, max_bytes: u64, bytes_of: impl Fn(&T) -> u64) -> Vec<T> {
+    let mut taken: Vec<T> = Vec::new();
+    let mut bytes = 0u64;
+    while let Some(next) = waiting.front() {
+        let over = !taken.is_empty() && (taken.len() >= max_hooks || bytes + bytes_of(next) > max_bytes);
+        if over {
+            break;
+        }
+        bytes += bytes_of(next);
+        taken.extend(waiting.pop_front());
+    }
+    taken
 }
 
 /// Where an attempt reports: its outcome to the settler, then its verdict
@@ -530,44 +589,73 @@ struct Report {
     settler: std::sync::mpsc::Sender<settle::Settling>,
 }
 
-/// One attempt: read the hook, call the sink, hand the outcome over.
-async fn deliver(queue: Arc<Queue>, claimed: Claimed, key: Key, config: DispatchConfig, report: Report) {
-    let Claimed { row, target: Target { sink, forward }, hook } = claimed;
-    let attempt = row.attempts + 1;
+/// One call: read the hooks, call the sink (once for the lot if there are
+/// several: they share a key, so a sink that batches), and hand each row's
+/// outcome over.
+async fn deliver(queue: Arc<Queue>, claimed: Vec<Claimed>, key: Key, config: DispatchConfig, report: Report) {
+    let Some(Target { sink, forward }) = claimed.first().map(|first| first.target.clone()) else { return };
     let sink_name = sink.label().sink.clone();
-    let read = match hook {
-        Some(envelope) => Ok(Some(envelope)),
-        None => queue.hook(row.seq),
-    };
-    let outcome = match read {
-        Ok(Some(envelope)) => {
-            let hook = forward.hook(&envelope, row.sink, row.replay_id.clone());
-            sink.deliver_within(&hook, attempt, config.attempt_timeout).await
+    let mut rows_done = Vec::with_capacity(claimed.len());
+    // Rows whose hook was read, and those hooks, ready for the sink.
+    let mut rows = Vec::with_capacity(claimed.len());
+    let mut hooks = Vec::with_capacity(claimed.len());
+    for Claimed { row, hook, .. } in claimed {
+        let read = match hook {
+            Some(envelope) => Ok(Some(envelope)),
+            None => queue.hook(row.seq),
+        };
+        let failure = match read {
+            Ok(Some(envelope)) => {
+                hooks.push(forward.hook(&envelope, row.sink, row.replay_id.clone()));
+                rows.push(row);
+                continue;
+            }
+            Ok(None) => crate::runtime::Failure::new(ErrorClass::Gone, "the hook is no longer stored"),
+            Err(e) if e.is_damage() => {
+                let verdict = bury_unreadable(&queue, &row, &sink_name, &e);
+                rows_done.push(RowDone { row: (row.seq, row.sink), bytes: row.bytes, verdict, due_again: None });
+                continue;
+            }
+            Err(e) => crate::runtime::Failure::new(ErrorClass::Transient, format!("cannot read the hook: {e}")),
+        };
+        rows_done.push(settle_one(&row, Outcome::Failed(failure), &sink_name, &config, &report));
+    }
+    let outcomes = match (rows.as_slice(), hooks.as_slice()) {
+        ([row], [hook]) => vec![sink.deliver_within(hook, row.attempts + 1, config.attempt_timeout).await],
+        ([], _) => Vec::new(),
+        (rows, hooks) => {
+            let attempts: Vec<u32> = rows.iter().map(|row| row.attempts + 1).collect();
+            crate::metrics::metrics().batch_hooks.observe(hooks.len() as f64);
+            sink.deliver_batch_within(hooks, &attempts, config.attempt_timeout).await
         }
-        Ok(None) => Outcome::Failed(crate::runtime::Failure {
-            class: ErrorClass::Gone,
-            retry_after_ms: None,
-            reason: "the hook is no longer stored".into(),
-        }),
-        Err(e) if e.is_damage() => {
-            let verdict = bury_unreadable(&queue, &row, &sink_name, &e);
-            let done = Done { key, row: (row.seq, row.sink), bytes: row.bytes, verdict, due_again: None };
-            let _ = report.done.send(done);
-            return;
-        }
-        Err(e) => Outcome::Failed(crate::runtime::Failure {
-            class: ErrorClass::Transient,
-            retry_after_ms: None,
-            reason: format!("cannot read the hook: {e}"),
-        }),
     };
+    for (row, outcome) in rows.iter().zip(outcomes) {
+        rows_done.push(settle_one(row, outcome, &sink_name, &config, &report));
+    }
+    let _ = report.done.send(Done { key, rows: rows_done });
+}
+
+/// One row's outcome: counted, turned into its settlement (done, due again
+/// after a backoff, or dead) and handed to the settler.
+fn settle_one(
+    row: &DeliveryRow,
+    outcome: Outcome,
+    sink_name: &str,
+    config: &DispatchConfig,
+    report: &Report,
+) -> RowDone {
+    let attempt = row.attempts + 1;
     let class = match &outcome {
         Outcome::Delivered => "ok",
         Outcome::Failed(f) => f.class.as_str(),
     };
     crate::metrics::metrics()
         .deliveries
-        .get_or_create(&crate::metrics::DeliveryLabels { source: row.source.clone(), sink: sink_name, class })
+        .get_or_create(&crate::metrics::DeliveryLabels {
+            source: row.source.clone(),
+            sink: sink_name.to_string(),
+            class,
+        })
         .inc();
     let now = now_ms();
     let (settlement, verdict) = match outcome {
@@ -591,7 +679,7 @@ async fn deliver(queue: Arc<Queue>, claimed: Claimed, key: Key, config: Dispatch
         // The row stays inflight; the next start makes it due again.
         tracing::error!(seq = row.seq, sink = row.sink, "cannot record the outcome: the settler has stopped");
     }
-    let _ = report.done.send(Done { key, row: (row.seq, row.sink), bytes: row.bytes, verdict, due_again });
+    RowDone { row: (row.seq, row.sink), bytes: row.bytes, verdict, due_again }
 }
 
 /// A hook the store holds damaged will never be readable: no retry can
@@ -635,4 +723,25 @@ fn jitter_unit(seq: u64, attempt: u32) -> f64 {
     x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
     x ^= x >> 33;
     (x >> 11) as f64 / (1u64 << 53) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+
+    use super::take_batch;
+
+    #[test]
+    fn a_batch_stops_at_max_hooks_or_max_bytes_and_takes_at_least_one() {
+        let take = |sizes: &[u64], max_hooks, max_bytes| {
+            let mut waiting: VecDeque<u64> = sizes.iter().copied().collect();
+            let taken = take_batch(&mut waiting, max_hooks, max_bytes, |b| *b);
+            (taken, waiting.len())
+        };
+        assert_eq!(take(&[1, 1, 1, 1, 1], 3, 100), (vec![1, 1, 1], 2), "max_hooks");
+        assert_eq!(take(&[40, 40, 40], 10, 100), (vec![40, 40], 1), "max_bytes");
+        assert_eq!(take(&[500, 1], 10, 100), (vec![500], 1), "one over max_bytes still goes, alone");
+        assert_eq!(take(&[60, 40, 1], 10, 100), (vec![60, 40], 1), "max_bytes reached exactly");
+        assert_eq!(take(&[], 10, 100), (vec![], 0));
+    }
 }

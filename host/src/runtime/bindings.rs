@@ -1,12 +1,19 @@
-//! Host-side bindings for the `ankusa:sink@0.1.0` world (`wit/sink.wit`).
+//! Host-side bindings for the `ankusa:sink@0.1.1` worlds (`wit/sink.wit`).
 //!
+//! Generated from `batch-sink-world`, the larger of the two: every sink
+//! exports `sink`, and the host looks for `batch` separately, so a
+//! component of plain `sink-world` (or one built against 0.1.0) loads too.
 //! WASI interfaces are mapped onto wasmtime-wasi's and wasmtime-wasi-http's
 //! own bindings, so only `ankusa:sink/*` gets new types here.
 
 wasmtime::component::bindgen!({
     path: "../wit",
-    world: "ankusa:sink/sink-world",
-    imports: { default: trappable },
+    world: "ankusa:sink/batch-sink-world",
+    imports: {
+        // The host awaits the network here; the guest sees one blocking call.
+        "ankusa:sink/http-client.send": async | trappable,
+        default: trappable,
+    },
     exports: { default: async },
     with: {
         "wasi:io": wasmtime_wasi::p2::bindings::io,
@@ -18,7 +25,9 @@ wasmtime::component::bindgen!({
 
 pub use ankusa::sink::delivery::{ConfigError, ErrorClass, Failure, Hook};
 pub use ankusa::sink::log::Level;
+pub use exports::ankusa::sink::batch::{Guest as BatchExport, GuestIndices as BatchIndices};
+pub use exports::ankusa::sink::sink::{Guest as SinkExport, GuestIndices as SinkIndices};
 
 /// The export name the host looks for, and the package version it speaks.
 pub const SINK_INTERFACE: &str = "ankusa:sink/sink";
-pub const WIT_VERSION: &str = "0.1.0";
+pub const WIT_VERSION: &str = "0.1.1";

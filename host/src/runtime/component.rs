@@ -2,9 +2,9 @@
 //! instantiate many times (`InstancePre` made once per component).
 
 use wasmtime::Engine;
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::{Component, InstancePre, Linker};
 
-use super::bindings::{SINK_INTERFACE, SinkWorldPre, WIT_VERSION};
+use super::bindings::{BatchIndices, SINK_INTERFACE, SinkIndices, WIT_VERSION};
 use super::cache::Compiled;
 use super::error::ComponentError;
 use super::state::InstanceState;
@@ -18,8 +18,13 @@ pub struct ComponentInfo {
     pub exports: Vec<String>,
 }
 
+#[derive(Clone)]
 pub struct SinkComponent {
-    pub pre: SinkWorldPre<InstanceState>,
+    pub pre: InstancePre<InstanceState>,
+    /// Where `ankusa:sink/sink` is among the exports.
+    pub sink: SinkIndices,
+    /// Where `ankusa:sink/batch` is, if the component exports it.
+    pub batch: Option<BatchIndices>,
 }
 
 fn interface_names<'a, T>(items: impl Iterator<Item = (&'a str, T)>) -> Vec<String> {
@@ -28,13 +33,19 @@ fn interface_names<'a, T>(items: impl Iterator<Item = (&'a str, T)>) -> Vec<Stri
 
 pub fn describe(engine: &Engine, compiled: &Compiled) -> ComponentInfo {
     let ty = compiled.component.component_type();
+    let exports = interface_names(ty.exports(engine));
+    let batches = exports.iter().any(|name| name.starts_with(BATCH_INTERFACE));
+    let world = if batches { "batch-sink-world" } else { "sink-world" };
     ComponentInfo {
         sha256: compiled.sha256.clone(),
-        world: format!("ankusa:sink/sink-world@{WIT_VERSION}"),
+        world: format!("ankusa:sink/{world}@{WIT_VERSION}"),
         imports: interface_names(ty.imports(engine)),
-        exports: interface_names(ty.exports(engine)),
+        exports,
     }
 }
+
+/// The optional export of a sink that takes hooks a batch at a time.
+const BATCH_INTERFACE: &str = "ankusa:sink/batch@";
 
 /// Is `found` (a semver) compatible with the version this host speaks?
 /// Same major; for 0.x, same minor too.
@@ -69,8 +80,10 @@ pub fn prepare(
         Some(_) => {}
     }
     let pre = linker.instantiate_pre(component).map_err(|e| ComponentError::WrongWorld(format!("{e:#}")))?;
-    let pre = SinkWorldPre::new(pre).map_err(|e| ComponentError::WrongWorld(format!("{e:#}")))?;
-    Ok(SinkComponent { pre })
+    let sink = SinkIndices::new(&pre).map_err(|e| ComponentError::WrongWorld(format!("{e:#}")))?;
+    // Optional: a component without it delivers one hook per call.
+    let batch = BatchIndices::new(&pre).ok();
+    Ok(SinkComponent { pre, sink, batch })
 }
 
 #[cfg(test)]

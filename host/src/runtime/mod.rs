@@ -52,7 +52,7 @@ pub use error::{ComponentError, LoadError, RuntimeError};
 pub use labels::SinkLabel;
 pub use outcome::{Failure, Outcome};
 pub use pool::PoolSnapshot;
-pub use sink::{ComponentSource, Sink, SinkLimits, SinkSpec};
+pub use sink::{BatchLimits, ComponentSource, Sink, SinkLimits, SinkSpec};
 
 use self::cache::{Compiled, ComponentCache};
 use self::capability::SinkContext;
@@ -177,8 +177,7 @@ impl Runtime {
             log: log.clone(),
             memory_bytes: limits.memory_bytes,
         };
-        let pre = prepared.component.pre.clone();
-        let pool = InstancePool::new(pre, factory, options, limits.concurrency, limits.max_uses);
+        let pool = InstancePool::new(prepared.component.clone(), factory, options, limits.concurrency, limits.max_uses);
         let durable = match pool.start_first(limits.attempt_timeout).await {
             Ok(durable) => durable,
             Err(StartError::Options(e)) => {
@@ -190,6 +189,7 @@ impl Runtime {
             label,
             sha256: prepared.compiled.sha256.clone(),
             durable,
+            batch: prepared.component.batch.is_some().then_some(limits.batch),
             attempt_timeout: limits.attempt_timeout,
             memory_bytes: limits.memory_bytes,
             pool,

@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 use wasmtime::Store;
 
-use super::bindings::{self, Hook, SinkWorld, SinkWorldPre};
+use super::bindings::{self, BatchExport, Hook, SinkExport};
+use super::component::SinkComponent;
+use super::egress::Denied;
 use super::instance::StoreFactory;
 use super::outcome::{Failure, Outcome};
 use super::state::InstanceState;
@@ -43,12 +45,13 @@ pub struct PoolSnapshot {
 
 struct Warm {
     store: Store<InstanceState>,
-    bindings: SinkWorld,
+    sink: SinkExport,
+    batch: Option<BatchExport>,
     uses: u64,
 }
 
 pub struct InstancePool {
-    pre: SinkWorldPre<InstanceState>,
+    component: SinkComponent,
     factory: StoreFactory,
     options: String,
     idle: Mutex<Vec<Warm>>,
@@ -67,14 +70,14 @@ pub enum StartError {
 
 impl InstancePool {
     pub fn new(
-        pre: SinkWorldPre<InstanceState>,
+        component: SinkComponent,
         factory: StoreFactory,
         options: String,
         concurrency: usize,
         max_uses: u64,
     ) -> Self {
         InstancePool {
-            pre,
+            component,
             factory,
             options,
             idle: Mutex::new(Vec::new()),
@@ -108,16 +111,19 @@ impl InstancePool {
         })?;
         store.data_mut().deadline = Instant::now() + timeout;
         store.set_epoch_deadline(1);
+        let component = &self.component;
         let started = tokio::time::timeout(timeout, async {
-            let bindings = self.pre.instantiate_async(&mut store).await?;
-            let configured = bindings.ankusa_sink_sink().call_configure(&mut store, &self.options).await?;
-            wasmtime::Result::Ok((bindings, configured))
+            let instance = component.pre.instantiate_async(&mut store).await?;
+            let sink = component.sink.load(&mut store, &instance)?;
+            let batch = component.batch.as_ref().map(|batch| batch.load(&mut store, &instance)).transpose()?;
+            let configured = sink.call_configure(&mut store, &self.options).await?;
+            wasmtime::Result::Ok((sink, batch, configured))
         })
         .await;
         self.stats.created.fetch_add(1, Ordering::Relaxed);
         match started {
-            Ok(Ok((bindings, Ok(())))) => Ok(Warm { store, bindings, uses: 0 }),
-            Ok(Ok((_, Err(config)))) => {
+            Ok(Ok((sink, batch, Ok(())))) => Ok(Warm { store, sink, batch, uses: 0 }),
+            Ok(Ok((_, _, Err(config)))) => {
                 self.stats.retired.fetch_add(1, Ordering::Relaxed);
                 Err(StartError::Options(config))
             }
@@ -141,8 +147,7 @@ impl InstancePool {
         let mut warm = self.start(timeout).await?;
         warm.store.data_mut().deadline = Instant::now() + timeout;
         warm.store.set_epoch_deadline(1);
-        let durable =
-            tokio::time::timeout(timeout, warm.bindings.ankusa_sink_sink().call_durable(&mut warm.store)).await;
+        let durable = tokio::time::timeout(timeout, warm.sink.call_durable(&mut warm.store)).await;
         match durable {
             Ok(Ok(durable)) => {
                 self.keep(warm);
@@ -153,67 +158,125 @@ impl InstancePool {
         }
     }
 
+    /// A warm instance, or a fresh one; a failure to start is every
+    /// waiting hook's outcome.
+    async fn checkout(&self, timeout: Duration) -> Result<Warm, Failure> {
+        let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        match idle {
+            Some(warm) => Ok(warm),
+            None => match self.start(timeout).await {
+                Ok(warm) => Ok(warm),
+                Err(StartError::Runtime(failure)) => Err(failure),
+                Err(StartError::Options(config)) => Err(Failure::new(
+                    ErrorClass::Fault,
+                    format!("a fresh instance rejected the options it accepted at load: {}", config.message),
+                )),
+            },
+        }
+    }
+
     pub async fn deliver(&self, hook: &Hook, attempt: u32, timeout: Duration) -> Outcome {
         let Ok(_permit) = self.permits.acquire().await else {
             return Outcome::Failed(Failure::new(ErrorClass::Transient, "sink pool is shutting down"));
         };
-        let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        let mut warm = match idle {
-            Some(warm) => warm,
-            None => match self.start(timeout).await {
-                Ok(warm) => warm,
-                Err(StartError::Runtime(failure)) => return Outcome::Failed(failure),
-                Err(StartError::Options(config)) => {
-                    return Outcome::Failed(Failure::new(
-                        ErrorClass::Fault,
-                        format!("a fresh instance rejected the options it accepted at load: {}", config.message),
-                    ));
-                }
-            },
+        let mut warm = match self.checkout(timeout).await {
+            Ok(warm) => warm,
+            Err(failure) => return Outcome::Failed(failure),
         };
-        let state = warm.store.data_mut();
-        state.deadline = Instant::now() + timeout;
-        state.memory.hit = false;
-        state.denials.take();
-        warm.store.set_epoch_deadline(1);
-        warm.uses += 1;
-
-        let call = warm.bindings.ankusa_sink_sink().call_deliver(&mut warm.store, hook, attempt);
+        arm(&mut warm, timeout);
+        let call = warm.sink.call_deliver(&mut warm.store, hook, attempt);
         let result = tokio::time::timeout(timeout, call).await;
         let denied = warm.store.data().denials.take();
-        let outcome = match result {
+        let outcome = match self.settle_call(warm, result, timeout) {
+            Ok(reported) => judge(reported, denied.as_ref()),
+            Err(failure) => Outcome::Failed(failure),
+        };
+        self.report_suppressed();
+        outcome
+    }
+
+    /// Deliver `hooks` in one `deliver-batch` call, one outcome per hook.
+    /// A sink that does not export `batch` gets one `deliver` call each.
+    /// A trap, a timeout or a list of the wrong length fails every hook of
+    /// the batch alike.
+    pub async fn deliver_batch(&self, hooks: &[Hook], attempts: &[u32], timeout: Duration) -> Vec<Outcome> {
+        let Ok(_permit) = self.permits.acquire().await else {
+            let failure = Failure::new(ErrorClass::Transient, "sink pool is shutting down");
+            return vec![Outcome::Failed(failure); hooks.len()];
+        };
+        let mut warm = match self.checkout(timeout).await {
+            Ok(warm) => warm,
+            Err(failure) => return vec![Outcome::Failed(failure); hooks.len()],
+        };
+        arm(&mut warm, timeout);
+        let Warm { store, sink, batch, .. } = &mut warm;
+        let result = match batch {
+            Some(batch) => tokio::time::timeout(timeout, batch.call_deliver_batch(&mut *store, hooks, attempts)).await,
+            None => {
+                tokio::time::timeout(timeout, async {
+                    let mut reported = Vec::with_capacity(hooks.len());
+                    for (hook, attempt) in hooks.iter().zip(attempts) {
+                        reported.push(sink.call_deliver(&mut *store, hook, *attempt).await?);
+                    }
+                    wasmtime::Result::Ok(reported)
+                })
+                .await
+            }
+        };
+        let denied = warm.store.data().denials.take();
+        let outcomes = match self.settle_call(warm, result, timeout) {
+            Ok(reported) if reported.len() == hooks.len() => {
+                reported.into_iter().map(|one| judge(one, denied.as_ref())).collect()
+            }
+            Ok(reported) => {
+                let failure = Failure::new(
+                    ErrorClass::Fault,
+                    format!("deliver-batch returned {} results for {} hooks", reported.len(), hooks.len()),
+                );
+                vec![Outcome::Failed(failure); hooks.len()]
+            }
+            Err(failure) => vec![Outcome::Failed(failure); hooks.len()],
+        };
+        self.report_suppressed();
+        outcomes
+    }
+
+    /// After a call: keep the instance (or retire it once used up) if the
+    /// call returned; retire it and name the failure if it trapped or ran
+    /// out of time.
+    fn settle_call<R>(
+        &self,
+        warm: Warm,
+        result: Result<wasmtime::Result<R>, tokio::time::error::Elapsed>,
+        timeout: Duration,
+    ) -> Result<R, Failure> {
+        match result {
             Err(_) => {
                 self.stats.timeouts.fetch_add(1, Ordering::Relaxed);
                 self.retire(warm);
-                Outcome::Failed(Failure::new(
-                    ErrorClass::Timeout,
-                    format!("attempt exceeded its deadline of {timeout:?}"),
-                ))
+                Err(Failure::new(ErrorClass::Timeout, format!("attempt exceeded its deadline of {timeout:?}")))
             }
             Ok(Err(err)) => {
                 let failure = self.classify_error(&warm.store, &err);
                 self.retire(warm);
-                Outcome::Failed(failure)
+                Err(failure)
             }
             Ok(Ok(reported)) => {
-                let outcome = match (reported, denied) {
-                    (Ok(()), _) => Outcome::Delivered,
-                    (Err(_), Some(denied)) => Outcome::Failed(Failure::new(ErrorClass::Denied, denied.0)),
-                    (Err(failure), None) => Outcome::Failed(from_guest(failure)),
-                };
                 if warm.uses >= self.max_uses {
                     self.retire(warm);
                 } else {
                     self.keep(warm);
                 }
-                outcome
+                Ok(reported)
             }
-        };
+        }
+    }
+
+    fn report_suppressed(&self) {
         // Nearly every delivery has nothing suppressed: skip the lock then.
         if self.factory.log.suppressed_total() > 0 {
             self.factory.log.report_suppressed();
         }
-        outcome
     }
 
     fn keep(&self, warm: Warm) {
@@ -248,6 +311,27 @@ impl InstancePool {
                 Failure::new(ErrorClass::Fault, first_line.to_string())
             }
         }
+    }
+}
+
+/// Ready an instance for one call: its deadline, a clean memory-fault flag
+/// and denial record, one more use.
+fn arm(warm: &mut Warm, timeout: Duration) {
+    let state = warm.store.data_mut();
+    state.deadline = Instant::now() + timeout;
+    state.memory.hit = false;
+    state.denials.take();
+    warm.store.set_epoch_deadline(1);
+    warm.uses += 1;
+}
+
+/// What the guest reported for one hook. A refused connection during the
+/// call makes a failure `denied`, whatever the guest called it.
+fn judge(reported: Result<(), bindings::Failure>, denied: Option<&Denied>) -> Outcome {
+    match (reported, denied) {
+        (Ok(()), _) => Outcome::Delivered,
+        (Err(_), Some(denied)) => Outcome::Failed(Failure::new(ErrorClass::Denied, denied.0.clone())),
+        (Err(failure), None) => Outcome::Failed(from_guest(failure)),
     }
 }
 

@@ -49,6 +49,25 @@ pub struct SinkLimits {
     pub attempt_timeout: Duration,
     pub http: HttpLimits,
     pub log_rate: LogRate,
+    /// How many due hooks one `deliver-batch` call takes (used only if the
+    /// component exports `ankusa:sink/batch`).
+    pub batch: BatchLimits,
+}
+
+/// The bounds of one batch: dispatch hands a batching sink up to
+/// `max_hooks` hooks and `max_bytes` of bodies per call, and waits at most
+/// `max_wait` for a batch to fill before sending what it has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchLimits {
+    pub max_hooks: usize,
+    pub max_bytes: u64,
+    pub max_wait: Duration,
+}
+
+impl Default for BatchLimits {
+    fn default() -> Self {
+        BatchLimits { max_hooks: 100, max_bytes: 1 << 20, max_wait: Duration::from_millis(10) }
+    }
 }
 
 impl Default for SinkLimits {
@@ -60,6 +79,7 @@ impl Default for SinkLimits {
             attempt_timeout: Duration::from_secs(30),
             http: HttpLimits::default(),
             log_rate: LogRate::default(),
+            batch: BatchLimits::default(),
         }
     }
 }
@@ -111,6 +131,8 @@ pub struct Sink {
     pub(crate) label: SinkLabel,
     pub(crate) sha256: String,
     pub(crate) durable: bool,
+    /// Set when the component exports `batch`.
+    pub(crate) batch: Option<BatchLimits>,
     pub(crate) attempt_timeout: Duration,
     pub(crate) memory_bytes: usize,
     pub(crate) pool: InstancePool,
@@ -141,6 +163,19 @@ impl Sink {
     /// Deliver with an explicit deadline (dispatch passes its own).
     pub async fn deliver_within(&self, hook: &Hook, attempt: u32, timeout: Duration) -> Outcome {
         self.pool.deliver(hook, attempt, timeout).await
+    }
+
+    /// The bounds of a batch, if the component takes hooks a batch at a
+    /// time (it exports `ankusa:sink/batch`).
+    pub fn batch(&self) -> Option<BatchLimits> {
+        self.batch
+    }
+
+    /// Deliver `hooks` in one call, one outcome per hook (`attempts[i]` is
+    /// `hooks[i]`'s), bounded by `timeout` for the whole batch. For a sink
+    /// without `batch`, one `deliver` call each on one instance.
+    pub async fn deliver_batch_within(&self, hooks: &[Hook], attempts: &[u32], timeout: Duration) -> Vec<Outcome> {
+        self.pool.deliver_batch(hooks, attempts, timeout).await
     }
 
     /// The linear memory cap of each instance.

@@ -45,6 +45,11 @@ impl DenialRecord {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
 
+    /// The refusal recorded, left in place for the attempt's classification.
+    pub fn peek(&self) -> Option<Denied> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     pub fn record(&self, denied: Denied) {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(denied);
     }

@@ -146,6 +146,19 @@ impl SinkUnderTest {
         self.sink.deliver(&hook.into(), attempt).await
     }
 
+    /// Deliver `hooks` in one call, each at `attempt`: one `deliver-batch`
+    /// if the component exports it, else one `deliver` each.
+    pub async fn deliver_batch(&self, hooks: impl IntoIterator<Item = impl Into<Hook>>, attempt: u32) -> Vec<Outcome> {
+        let hooks: Vec<Hook> = hooks.into_iter().map(Into::into).collect();
+        let attempts = vec![attempt; hooks.len()];
+        self.sink.deliver_batch_within(&hooks, &attempts, self.sink.attempt_timeout).await
+    }
+
+    /// Whether the component takes hooks a batch at a time.
+    pub fn batches(&self) -> bool {
+        self.sink.batch().is_some()
+    }
+
     pub fn durable(&self) -> bool {
         self.sink.durable()
     }

@@ -16,6 +16,18 @@ pub fn deliver(options: &Options, hook: &Hook) -> Result<(), Failure> {
     client::append(&options.file, &line, options.fsync, options.max_bytes)
 }
 
+/// Append every hook's line in one append and (with `fsync`) one sync: the
+/// lines share their fate, so each hook gets the batch's result.
+pub fn deliver_batch(options: &Options, hooks: &[Hook]) -> Vec<Result<(), Failure>> {
+    let mut lines = Vec::new();
+    for hook in hooks {
+        lines.extend_from_slice(&line(hook));
+        lines.push(b'\n');
+    }
+    let appended = client::append(&options.file, &lines, options.fsync, options.max_bytes);
+    vec![appended; hooks.len()]
+}
+
 fn line(hook: &Hook) -> Vec<u8> {
     let headers: Vec<Value> =
         hook.headers.iter().map(|(name, value)| json!([name, String::from_utf8_lossy(value)])).collect();

@@ -22,7 +22,7 @@ mod bindings {
     });
 }
 
-use ankusa_sdk::{ConfigError, Failure, Hook, Sink, export_sink};
+use ankusa_sdk::{ConfigError, Failure, Hook, Sink, export_batch_sink};
 
 use options::Options;
 
@@ -42,6 +42,10 @@ impl Sink for FileSink {
     fn deliver(&mut self, hook: &Hook, _attempt: u32) -> Result<(), Failure> {
         deliver::deliver(&self.options, hook)
     }
+
+    fn deliver_batch(&mut self, hooks: &[Hook], _attempts: &[u32]) -> Vec<Result<(), Failure>> {
+        deliver::deliver_batch(&self.options, hooks)
+    }
 }
 
-export_sink!(FileSink);
+export_batch_sink!(FileSink);

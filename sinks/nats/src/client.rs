@@ -117,12 +117,55 @@ impl<S: Read + Write> Connection<S> {
 
     /// Publish `payload` with `headers` on `subject` and wait for the reply.
     pub fn request(&mut self, subject: &str, headers: &[(&str, &str)], payload: &[u8]) -> Result<Reply, NatsError> {
+        let mut replies = self.request_many(&[Message { subject, headers: headers.to_vec(), payload }]);
+        replies.pop().unwrap_or_else(|| Err(NatsError::Protocol("no reply".into())))
+    }
+
+    /// Publish every message in one write, each with its own reply subject,
+    /// then wait for all the replies (in whatever order they come). One
+    /// result per message, in order; a message too large for the server is
+    /// refused alone without being sent. A broken connection or `-ERR` ends
+    /// the list at the first message still unanswered, with that error.
+    pub fn request_many(&mut self, messages: &[Message]) -> Vec<Result<Reply, NatsError>> {
+        let mut out = Vec::new();
+        let mut results: Vec<Option<Result<Reply, NatsError>>> = Vec::with_capacity(messages.len());
+        let mut waiting: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+        for (i, message) in messages.iter().enumerate() {
+            match self.encode(message) {
+                Ok((reply_to, bytes)) => {
+                    out.extend_from_slice(&bytes);
+                    waiting.insert(reply_to, i);
+                    results.push(None);
+                }
+                Err(refused) => results.push(Some(Err(refused))),
+            }
+        }
+        if let Err(e) = self.reader.get_mut().write_all(&out) {
+            return finish(results, NatsError::Io(e));
+        }
+        while !waiting.is_empty() {
+            match self.next_op() {
+                Ok(Op::Msg { subject, status, payload }) => {
+                    if let Some(i) = waiting.remove(&subject) {
+                        results[i] = Some(Ok(Reply { status, payload }));
+                    }
+                }
+                Ok(Op::Err(e)) => return finish(results, NatsError::Protocol(e)),
+                Ok(Op::Pong | Op::Other) => {}
+                Err(e) => return finish(results, e),
+            }
+        }
+        results.into_iter().flatten().collect()
+    }
+
+    /// The `HPUB` of `message` and its reply subject, or why it cannot be sent.
+    fn encode(&mut self, message: &Message) -> Result<(String, Vec<u8>), NatsError> {
         let mut head = String::from("NATS/1.0\r\n");
-        for (name, value) in headers {
+        for (name, value) in &message.headers {
             head.push_str(&format!("{name}: {value}\r\n"));
         }
         head.push_str("\r\n");
-        let total = head.len() + payload.len();
+        let total = head.len() + message.payload.len();
         if total > self.max_payload {
             return Err(NatsError::Unsupported(format!(
                 "a message of {total} bytes is over the server's max_payload of {}",
@@ -131,17 +174,10 @@ impl<S: Read + Write> Connection<S> {
         }
         self.next += 1;
         let reply_to = format!("{}.{}", self.inbox, self.next);
-        let mut out = format!("HPUB {subject} {reply_to} {} {total}\r\n{head}", head.len()).into_bytes();
-        out.extend_from_slice(payload);
+        let mut out = format!("HPUB {} {reply_to} {} {total}\r\n{head}", message.subject, head.len()).into_bytes();
+        out.extend_from_slice(message.payload);
         out.extend_from_slice(b"\r\n");
-        self.reader.get_mut().write_all(&out).map_err(NatsError::Io)?;
-        loop {
-            match self.next_op()? {
-                Op::Msg { subject, status, payload } if subject == reply_to => return Ok(Reply { status, payload }),
-                Op::Err(e) => return Err(NatsError::Protocol(e)),
-                Op::Msg { .. } | Op::Pong | Op::Other => {}
-            }
-        }
+        Ok((reply_to, out))
     }
 
     /// Read one server operation, answering `PING` on the way.
@@ -188,6 +224,21 @@ impl<S: Read + Write> Connection<S> {
         let payload = data.split_off(header_len);
         Ok(Op::Msg { subject, status: status_of(&data), payload })
     }
+}
+
+/// One message to publish.
+pub struct Message<'a> {
+    pub subject: &'a str,
+    pub headers: Vec<(&'a str, &'a str)>,
+    pub payload: &'a [u8],
+}
+
+/// The results answered before `error`, then `error` for the first message
+/// still unanswered; nothing after it.
+fn finish(results: Vec<Option<Result<Reply, NatsError>>>, error: NatsError) -> Vec<Result<Reply, NatsError>> {
+    let mut done: Vec<_> = results.into_iter().map_while(|result| result).collect();
+    done.push(Err(error));
+    done
 }
 
 enum Op {

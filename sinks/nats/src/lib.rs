@@ -17,12 +17,12 @@
 
 mod classify;
 pub mod client;
-mod deliver;
+pub mod deliver;
 pub mod options;
 
 use ankusa_sdk::bindings::wasi::random::random::get_random_u64;
 use ankusa_sdk::protocol::{KeptSink, Protocol};
-use ankusa_sdk::{ConfigError, Failure, Hook, export_sink};
+use ankusa_sdk::{ConfigError, Failure, Hook, export_batch_sink};
 
 use client::{Connection, NatsError, Reply};
 use options::Options;
@@ -51,6 +51,14 @@ impl Protocol for Nats {
         deliver::exchange(&self.0, connection, hook)
     }
 
+    fn exchange_batch(
+        &self,
+        connection: &mut Connection,
+        hooks: &[Hook],
+    ) -> Result<Vec<Result<Reply, NatsError>>, NatsError> {
+        deliver::exchange_batch(&self.0, connection, hooks)
+    }
+
     fn accept(&self, reply: Reply) -> Result<(), Failure> {
         deliver::acknowledged(&self.0.subject, reply)
     }
@@ -68,4 +76,4 @@ impl Protocol for Nats {
     }
 }
 
-export_sink!(KeptSink<Nats>);
+export_batch_sink!(KeptSink<Nats>);

@@ -1,5 +1,6 @@
 //! The `postgres` sink: inserts each hook as a row, idempotent on the hook
-//! id (durable: `ok` is the server's commit of the insert).
+//! id (durable: `ok` is the server's commit of the insert). It takes hooks
+//! a batch at a time: one multi-row insert per batch.
 //!
 //! The table is created if missing (`create_table`, default on) with one
 //! column per hook field and the body as `bytea`. One connection per
@@ -18,11 +19,11 @@
 
 mod classify;
 pub mod client;
-mod deliver;
+pub mod deliver;
 pub mod options;
 
 use ankusa_sdk::protocol::{KeptSink, Protocol};
-use ankusa_sdk::{ConfigError, Failure, Hook, export_sink};
+use ankusa_sdk::{ConfigError, Failure, Hook, export_batch_sink};
 
 use client::{Connection, PgError};
 use options::Options;
@@ -56,6 +57,10 @@ impl Protocol for Postgres {
         deliver::exchange(&self.insert, connection, hook)
     }
 
+    fn exchange_batch(&self, connection: &mut Connection, hooks: &[Hook]) -> Result<Vec<Result<(), PgError>>, PgError> {
+        deliver::exchange_batch(&self.options.table, &self.insert, connection, hooks)
+    }
+
     /// The server committed the insert.
     fn accept(&self, (): ()) -> Result<(), Failure> {
         Ok(())
@@ -74,4 +79,4 @@ impl Protocol for Postgres {
     }
 }
 
-export_sink!(KeptSink<Postgres>);
+export_batch_sink!(KeptSink<Postgres>);

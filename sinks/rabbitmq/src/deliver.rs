@@ -1,5 +1,5 @@
 //! One hook, one publish: its properties, and what the broker's confirm
-//! means.
+//! means. A batch is every publish in one write, then all the confirms.
 
 use ankusa_sdk::{Failure, Hook};
 
@@ -11,6 +11,27 @@ use crate::options::Options;
 pub fn exchange(options: &Options, connection: &mut Connection, hook: &Hook) -> Result<Confirm, AmqpError> {
     let properties = properties(hook, options.persistent);
     connection.publish(&options.exchange, &options.routing_key, &properties, &hook.body)
+}
+
+/// Publish every hook, then wait for every confirm. See
+/// `Protocol::exchange_batch` for the shape.
+pub fn exchange_batch(
+    options: &Options,
+    connection: &mut Connection,
+    hooks: &[Hook],
+) -> Result<Vec<Result<Confirm, AmqpError>>, AmqpError> {
+    let properties: Vec<Properties> = hooks.iter().map(|hook| properties(hook, options.persistent)).collect();
+    let messages: Vec<(&Properties, &[u8])> =
+        properties.iter().zip(hooks).map(|(properties, hook)| (properties, hook.body.as_slice())).collect();
+    let mut confirms = connection.publish_many(&options.exchange, &options.routing_key, &messages);
+    // The connection failed before any confirm: the batch as a whole failed.
+    if matches!(confirms.as_slice(), [Err(AmqpError::Io(_))])
+        && hooks.len() > 1
+        && let Some(Err(error)) = confirms.pop()
+    {
+        return Err(error);
+    }
+    Ok(confirms)
 }
 
 /// The message's properties: the hook's identity in headers, the

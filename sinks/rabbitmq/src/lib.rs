@@ -17,11 +17,11 @@
 
 mod classify;
 pub mod client;
-mod deliver;
+pub mod deliver;
 pub mod options;
 
 use ankusa_sdk::protocol::{KeptSink, Protocol};
-use ankusa_sdk::{ConfigError, Failure, Hook, export_sink};
+use ankusa_sdk::{ConfigError, Failure, Hook, export_batch_sink};
 
 use client::{AmqpError, Confirm, Connection};
 use options::Options;
@@ -51,6 +51,14 @@ impl Protocol for Rabbit {
         deliver::exchange(&self.0, connection, hook)
     }
 
+    fn exchange_batch(
+        &self,
+        connection: &mut Connection,
+        hooks: &[Hook],
+    ) -> Result<Vec<Result<Confirm, AmqpError>>, AmqpError> {
+        deliver::exchange_batch(&self.0, connection, hooks)
+    }
+
     fn accept(&self, confirm: Confirm) -> Result<(), Failure> {
         deliver::confirmed(&self.0, confirm)
     }
@@ -68,4 +76,4 @@ impl Protocol for Rabbit {
     }
 }
 
-export_sink!(KeptSink<Rabbit>);
+export_batch_sink!(KeptSink<Rabbit>);

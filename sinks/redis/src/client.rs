@@ -1,5 +1,5 @@
-//! Just enough of RESP2 for one command at a time: encode a command as an
-//! array of bulk strings, read back one scalar reply.
+//! Just enough of RESP2 for one command at a time, or a pipeline of them:
+//! encode a command as an array of bulk strings, read back scalar replies.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -49,6 +49,37 @@ impl<S: Read + Write> Connection<S> {
             Ok(_) => read_reply(&mut self.reader),
             Err(error) => Err(unanswered(error)),
         }
+    }
+}
+
+impl<S: Read + Write> Connection<S> {
+    /// Send every command in one write, then read their replies in order:
+    /// one result per command answered. A broken connection ends the list
+    /// early with its error (`answered: false` if no reply byte came at all).
+    pub fn call_pipelined(&mut self, commands: &[Vec<Vec<u8>>]) -> Vec<Result<Reply, RespError>> {
+        let mut out = Vec::new();
+        for command in commands {
+            let args: Vec<&[u8]> = command.iter().map(Vec::as_slice).collect();
+            out.extend_from_slice(&encode(&args));
+        }
+        let unanswered = |error| RespError::Io { error, answered: false };
+        if let Err(error) = self.reader.get_mut().write_all(&out) {
+            return vec![Err(unanswered(error))];
+        }
+        let mut replies = Vec::with_capacity(commands.len());
+        for _ in commands {
+            let reply = match (replies.is_empty(), self.reader.fill_buf()) {
+                (true, Ok([])) => Err(unanswered(io::ErrorKind::UnexpectedEof.into())),
+                (true, Err(error)) => Err(unanswered(error)),
+                _ => read_reply(&mut self.reader),
+            };
+            let broken = reply.is_err();
+            replies.push(reply);
+            if broken {
+                break;
+            }
+        }
+        replies
     }
 }
 

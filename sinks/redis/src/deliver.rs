@@ -1,4 +1,6 @@
 //! One hook, one command: `XADD` to the stream or `PUBLISH` on the channel.
+//! A batch is one pipeline: every command in one write, the replies read
+//! back in order, each hook judged by its own.
 
 use ankusa_sdk::{Failure, Hook};
 
@@ -11,6 +13,24 @@ pub fn exchange(options: &Options, connection: &mut Connection, hook: &Hook) -> 
     let args = command(&options.target, hook);
     let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
     connection.call(&args)
+}
+
+/// Send every hook's command in one pipeline. See
+/// `Protocol::exchange_batch` for the shape.
+pub fn exchange_batch(
+    options: &Options,
+    connection: &mut Connection,
+    hooks: &[Hook],
+) -> Result<Vec<Result<Reply, RespError>>, RespError> {
+    let commands: Vec<Vec<Vec<u8>>> = hooks.iter().map(|hook| command(&options.target, hook)).collect();
+    let mut replies = connection.call_pipelined(&commands);
+    // Not a byte came back: the batch as a whole failed.
+    if matches!(replies.as_slice(), [Err(RespError::Io { answered: false, .. })])
+        && let Some(Err(error)) = replies.pop()
+    {
+        return Err(error);
+    }
+    Ok(replies)
 }
 
 /// The command for `hook`, as its arguments.

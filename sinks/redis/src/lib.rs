@@ -16,11 +16,11 @@
 
 mod classify;
 pub mod client;
-mod deliver;
+pub mod deliver;
 pub mod options;
 
 use ankusa_sdk::protocol::{KeptSink, Protocol};
-use ankusa_sdk::{ConfigError, Failure, Hook, export_sink};
+use ankusa_sdk::{ConfigError, Failure, Hook, export_batch_sink};
 
 use client::{Connection, Reply, RespError};
 use options::Options;
@@ -48,6 +48,14 @@ impl Protocol for Redis {
         deliver::exchange(&self.0, connection, hook)
     }
 
+    fn exchange_batch(
+        &self,
+        connection: &mut Connection,
+        hooks: &[Hook],
+    ) -> Result<Vec<Result<Reply, RespError>>, RespError> {
+        deliver::exchange_batch(&self.0, connection, hooks)
+    }
+
     fn accept(&self, reply: Reply) -> Result<(), Failure> {
         deliver::accept(&self.0.target, reply)
     }
@@ -65,4 +73,4 @@ impl Protocol for Redis {
     }
 }
 
-export_sink!(KeptSink<Redis>);
+export_batch_sink!(KeptSink<Redis>);

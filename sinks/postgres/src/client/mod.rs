@@ -45,6 +45,49 @@ pub enum Param<'a> {
     Null,
 }
 
+/// Parse, bind, execute and sync one statement (the unnamed one), the
+/// server inferring parameter types, results as text.
+fn push_statement(out: &mut Vec<u8>, sql: &str, params: &[Param]) {
+    let mut parse = Vec::new();
+    cstring(&mut parse, ""); // the unnamed statement
+    cstring(&mut parse, sql);
+    parse.extend_from_slice(&0i16.to_be_bytes()); // the server infers types
+    frame(out, b'P', &parse);
+
+    let mut bind = Vec::new();
+    cstring(&mut bind, "");
+    cstring(&mut bind, "");
+    let count = params.len() as i16;
+    bind.extend_from_slice(&count.to_be_bytes());
+    for param in params {
+        let format: i16 = if matches!(param, Param::Binary(_)) { 1 } else { 0 };
+        bind.extend_from_slice(&format.to_be_bytes());
+    }
+    bind.extend_from_slice(&count.to_be_bytes());
+    for param in params {
+        let bytes = match param {
+            Param::Text(text) => Some(text.as_bytes()),
+            Param::Binary(bytes) => Some(*bytes),
+            Param::Null => None,
+        };
+        match bytes {
+            Some(bytes) => {
+                bind.extend_from_slice(&(bytes.len() as i32).to_be_bytes());
+                bind.extend_from_slice(bytes);
+            }
+            None => bind.extend_from_slice(&(-1i32).to_be_bytes()),
+        }
+    }
+    bind.extend_from_slice(&0i16.to_be_bytes()); // results as text
+    frame(out, b'B', &bind);
+
+    let mut execute = Vec::new();
+    cstring(&mut execute, "");
+    execute.extend_from_slice(&0i32.to_be_bytes());
+    frame(out, b'E', &execute);
+    frame(out, b'S', &[]);
+}
+
 /// A connection over any byte stream: a socket here, a scripted server in
 /// the fuzz targets.
 pub struct Connection<S = TcpStream> {
@@ -142,46 +185,37 @@ impl<S: Read + Write> Connection<S> {
     /// returns the command tag (`INSERT 0 1`).
     pub fn execute(&mut self, sql: &str, params: &[Param]) -> Result<String, PgError> {
         let mut out = Vec::new();
-        let mut parse = Vec::new();
-        cstring(&mut parse, ""); // the unnamed statement
-        cstring(&mut parse, sql);
-        parse.extend_from_slice(&0i16.to_be_bytes()); // the server infers types
-        frame(&mut out, b'P', &parse);
-
-        let mut bind = Vec::new();
-        cstring(&mut bind, "");
-        cstring(&mut bind, "");
-        let count = params.len() as i16;
-        bind.extend_from_slice(&count.to_be_bytes());
-        for param in params {
-            let format: i16 = if matches!(param, Param::Binary(_)) { 1 } else { 0 };
-            bind.extend_from_slice(&format.to_be_bytes());
-        }
-        bind.extend_from_slice(&count.to_be_bytes());
-        for param in params {
-            let bytes = match param {
-                Param::Text(text) => Some(text.as_bytes()),
-                Param::Binary(bytes) => Some(*bytes),
-                Param::Null => None,
-            };
-            match bytes {
-                Some(bytes) => {
-                    bind.extend_from_slice(&(bytes.len() as i32).to_be_bytes());
-                    bind.extend_from_slice(bytes);
-                }
-                None => bind.extend_from_slice(&(-1i32).to_be_bytes()),
-            }
-        }
-        bind.extend_from_slice(&0i16.to_be_bytes()); // results as text
-        frame(&mut out, b'B', &bind);
-
-        let mut execute = Vec::new();
-        cstring(&mut execute, "");
-        execute.extend_from_slice(&0i32.to_be_bytes());
-        frame(&mut out, b'E', &execute);
-        frame(&mut out, b'S', &[]);
+        push_statement(&mut out, sql, params);
         self.reader.get_mut().write_all(&out).map_err(PgError::Io)?;
         self.until_ready()?.ok_or_else(|| PgError::Protocol("no command completed".into()))
+    }
+
+    /// Run each statement as its own transaction, all sent in one write and
+    /// answered in one round trip: one result (command tag or the server's
+    /// error) per statement, in order. A broken connection ends the list
+    /// early with its error; the statements after it were not answered.
+    pub fn execute_pipelined<Sql: AsRef<str>>(
+        &mut self,
+        statements: &[(Sql, Vec<Param>)],
+    ) -> Vec<Result<String, PgError>> {
+        let mut out = Vec::new();
+        for (sql, params) in statements {
+            push_statement(&mut out, sql.as_ref(), params);
+        }
+        if let Err(e) = self.reader.get_mut().write_all(&out) {
+            return vec![Err(PgError::Io(e))];
+        }
+        let mut results = Vec::with_capacity(statements.len());
+        for _ in statements {
+            let result =
+                self.until_ready().and_then(|tag| tag.ok_or_else(|| PgError::Protocol("no command completed".into())));
+            let broken = matches!(result, Err(PgError::Io(_) | PgError::Protocol(_)));
+            results.push(result);
+            if broken {
+                break;
+            }
+        }
+        results
     }
 
     /// Read to `ReadyForQuery`. Returns the last command tag, or the first

@@ -199,56 +199,112 @@ impl<S: Read + Write> Connection<S> {
         properties: &Properties<'_>,
         body: &[u8],
     ) -> Result<Confirm, AmqpError> {
-        if !self.channel_open {
-            self.open_channel()?;
-        }
-        const MANDATORY: u8 = 1;
-        let mut out = Vec::with_capacity(body.len() + 1024);
-        let publish = Args::method(method::BASIC_PUBLISH).u16(0).short(exchange).short(routing_key).u8(MANDATORY);
-        put_frame(&mut out, FRAME_METHOD, CHANNEL, &publish.0);
-        put_frame(&mut out, FRAME_HEADER, CHANNEL, &properties.header(body.len() as u64).0);
-        // A frame's 8 bytes of framing count against the agreed maximum.
-        for chunk in body.chunks(self.frame_max as usize - 8) {
-            put_frame(&mut out, FRAME_BODY, CHANNEL, chunk);
-        }
-        self.write(&out)?;
-        self.published += 1;
-        let tag = self.published;
-        let mut returned = None;
-        loop {
-            let frame = self.next()?;
-            let (id, mut args) = frame.method()?;
-            match id {
-                method::BASIC_RETURN => {
-                    returned = Some((args.u16()?, args.short()?));
-                    self.skip_content()?;
-                }
-                method::BASIC_ACK | method::BASIC_NACK => {
-                    let (confirmed, multiple) = (args.u64()?, args.u8()? & 1 == 1);
-                    if confirmed != tag && !(multiple && confirmed > tag) {
-                        continue;
-                    }
-                    if id == method::BASIC_NACK {
-                        return Ok(Confirm::Nacked);
-                    }
-                    return Ok(match returned {
-                        Some((code, text)) => Confirm::Unroutable { code, text },
-                        None => Confirm::Routed,
-                    });
-                }
-                other => return Err(unexpected(other)),
-            }
-        }
+        let mut confirms = self.publish_many(exchange, routing_key, &[(properties, body)]);
+        confirms.pop().unwrap_or_else(|| Err(AmqpError::Protocol("no confirm".into())))
     }
 
-    /// The content header and body frames that follow a `basic.return`.
-    fn skip_content(&mut self) -> Result<(), AmqpError> {
+    /// Publish every message in one write, then read the broker's answers
+    /// until each is confirmed: one result per message, in order. A message
+    /// returned as unroutable is known by its message id (the broker sends
+    /// the return before the confirm). A failure on the way (the channel or
+    /// connection closed, the socket broke) ends the list at the first
+    /// message still unconfirmed, with that error.
+    pub fn publish_many(
+        &mut self,
+        exchange: &str,
+        routing_key: &str,
+        messages: &[(&Properties<'_>, &[u8])],
+    ) -> Vec<Result<Confirm, AmqpError>> {
+        if !self.channel_open
+            && let Err(e) = self.open_channel()
+        {
+            return vec![Err(e)];
+        }
+        const MANDATORY: u8 = 1;
+        let mut out = Vec::with_capacity(messages.iter().map(|(_, body)| body.len() + 1024).sum());
+        for (properties, body) in messages {
+            let publish = Args::method(method::BASIC_PUBLISH).u16(0).short(exchange).short(routing_key).u8(MANDATORY);
+            put_frame(&mut out, FRAME_METHOD, CHANNEL, &publish.0);
+            put_frame(&mut out, FRAME_HEADER, CHANNEL, &properties.header(body.len() as u64).0);
+            // A frame's 8 bytes of framing count against the agreed maximum.
+            for chunk in body.chunks(self.frame_max as usize - 8) {
+                put_frame(&mut out, FRAME_BODY, CHANNEL, chunk);
+            }
+        }
+        if let Err(e) = self.write(&out) {
+            return vec![Err(e)];
+        }
+        let first = self.published + 1;
+        self.published += messages.len() as u64;
+        let mut confirms: Vec<Option<Confirm>> = messages.iter().map(|_| None).collect();
+        // Returns by message id: (reply code, text).
+        let mut returned: Vec<(Option<String>, u16, String)> = Vec::new();
+        while confirms.iter().any(Option::is_none) {
+            if let Err(e) = self.read_answer(first, messages, &mut confirms, &mut returned) {
+                let mut done: Vec<_> = confirms.into_iter().map_while(|c| c.map(Ok)).collect();
+                done.push(Err(e));
+                return done;
+            }
+        }
+        confirms.into_iter().flatten().map(Ok).collect()
+    }
+
+    /// Read one answer to a run of publishes whose first tag is `first`: a
+    /// return (noted) or a confirm of one or several of them.
+    fn read_answer(
+        &mut self,
+        first: u64,
+        messages: &[(&Properties<'_>, &[u8])],
+        confirms: &mut [Option<Confirm>],
+        returned: &mut Vec<(Option<String>, u16, String)>,
+    ) -> Result<(), AmqpError> {
+        let frame = self.next()?;
+        let (id, mut args) = frame.method()?;
+        match id {
+            method::BASIC_RETURN => {
+                let (code, text) = (args.u16()?, args.short()?);
+                let message_id = self.skip_content()?;
+                returned.push((message_id, code, text));
+            }
+            method::BASIC_ACK | method::BASIC_NACK => {
+                let (tag, multiple) = (args.u64()?, args.u8()? & 1 == 1);
+                for (i, confirm) in confirms.iter_mut().enumerate() {
+                    let this = first + i as u64;
+                    if confirm.is_some() || !(this == tag || (multiple && this < tag)) {
+                        continue;
+                    }
+                    *confirm = Some(if id == method::BASIC_NACK {
+                        Confirm::Nacked
+                    } else {
+                        let message_id = messages[i].0.message_id;
+                        // A return without a message id is the oldest
+                        // unconfirmed publish's (returns come in order).
+                        let at = returned
+                            .iter()
+                            .position(|(returned, ..)| returned.as_deref() == message_id)
+                            .or_else(|| returned.iter().position(|(returned, ..)| returned.is_none()));
+                        match at.map(|at| returned.remove(at)) {
+                            Some((_, code, text)) => Confirm::Unroutable { code, text },
+                            None => Confirm::Routed,
+                        }
+                    });
+                }
+            }
+            other => return Err(unexpected(other)),
+        }
+        Ok(())
+    }
+
+    /// The content header and body frames that follow a `basic.return`;
+    /// the returned message's id, if it has one.
+    fn skip_content(&mut self) -> Result<Option<String>, AmqpError> {
         let header = self.next_frame()?;
         if header.kind != FRAME_HEADER {
             return Err(AmqpError::Protocol("a returned message without its content header".into()));
         }
         let mut args = Cursor::new(&header.payload);
         let (_class, _weight, size) = (args.u16()?, args.u16()?, args.u64()?);
+        let message_id = message_id(&mut args)?;
         let mut read = 0;
         while read < size {
             let body = self.next_frame()?;
@@ -257,7 +313,7 @@ impl<S: Read + Write> Connection<S> {
             }
             read += body.payload.len() as u64;
         }
-        Ok(())
+        Ok(message_id)
     }
 
     /// The next method on `channel`, which must be `expected`.
@@ -322,6 +378,30 @@ impl<S: Read + Write> Connection<S> {
     fn write(&mut self, bytes: &[u8]) -> Result<(), AmqpError> {
         self.stream.get_mut().write_all(bytes).map_err(AmqpError::Io)
     }
+}
+
+/// The message id among a content header's properties (after the flags),
+/// skipping the properties before it in flag order.
+fn message_id(args: &mut Cursor<'_>) -> Result<Option<String>, Malformed> {
+    let flags = args.u16()?;
+    let has = |bit: u16| flags & (1 << bit) != 0;
+    for bit in (8..=15).rev() {
+        if !has(bit) {
+            continue;
+        }
+        match bit {
+            13 => {
+                args.long()?; // headers: a table, length-prefixed
+            }
+            12 | 11 => {
+                args.u8()?; // delivery mode, priority
+            }
+            _ => {
+                args.short()?; // content type and encoding, correlation id, reply-to, expiration
+            }
+        }
+    }
+    if has(7) { args.short().map(Some) } else { Ok(None) }
 }
 
 fn unexpected((class, method): (u16, u16)) -> AmqpError {

@@ -17,7 +17,8 @@
 //! | `calls` | fail transiently with the reason `calls=<n>`: n counts this instance's deliveries |
 //! | `print` | write a line to stdout and one to stderr, then succeed |
 //! | `bad-utf8` | return a failure whose reason is not UTF-8 (a garbage return the host must reject) |
-//! | `get:<url>` | send a GET to `url`; fail transiently if no answer, succeed on any status |
+//! | `get:<url>` | send a GET to `url` (one call, `ankusa:sink/http-client`); fail transiently if no answer, succeed on any status |
+//! | `wasi-get:<url>` | the same through `wasi:http` |
 //! | `tcp:<ip>:<port>` | connect over TCP, send a line and read one back; fail transiently if that fails |
 //! | `tcp-name:<host>:<port>` | the same, resolving `host` in the guest (`wasi:sockets` name lookup) |
 //!
@@ -113,8 +114,11 @@ impl Sink for Misbehave {
                 Ok(())
             }
             other => {
+                if let Some(url) = other.strip_prefix("wasi-get:") {
+                    return get(url, true);
+                }
                 if let Some(url) = other.strip_prefix("get:") {
-                    return get(url);
+                    return get(url, false);
                 }
                 if let Some(addr) = other.strip_prefix("tcp:") {
                     let addr: SocketAddr = addr.parse().map_err(|e| Failure::permanent(format!("tcp: {addr}: {e}")))?;
@@ -134,10 +138,13 @@ impl Sink for Misbehave {
     }
 }
 
-/// One GET through `wasi:http`, whatever the host's policy makes of it.
-fn get(url: &str) -> Result<(), Failure> {
+/// One GET, by the one-call client or through `wasi:http`, whatever the
+/// host's policy makes of it.
+fn get(url: &str, through_wasi_http: bool) -> Result<(), Failure> {
     let url = Url::parse(url).map_err(Failure::permanent)?;
-    Request::new("GET", url).send().map(|_| ()).map_err(|e| Failure::transient(format!("get: {e}")))
+    let request = Request::new("GET", url);
+    let sent = if through_wasi_http { request.send_streaming() } else { request.send() };
+    sent.map(|_| ()).map_err(|e| Failure::transient(format!("get: {e}")))
 }
 
 /// Connect to `addr` through `wasi:sockets`, send a line, read one back.

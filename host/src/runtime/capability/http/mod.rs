@@ -1,8 +1,10 @@
-//! The outbound HTTP capability (`wasi:http/outgoing-handler`), gated.
+//! The outbound HTTP capability, gated, through two interfaces: the
+//! one-call `ankusa:sink/http-client` (`client`) and `wasi:http/outgoing-handler`.
 //! Linked once; per sink an [`HttpEgress`] (the policy, limits and pooled
 //! client); per instance its `wasi:http` context and [`EgressHooks`].
 //!
-//! Every request a guest makes comes through [`EgressHooks::send_request`]:
+//! Every request a guest makes, by either interface, comes through
+//! `HttpEgress::exchange`:
 //!
 //! 1. the target (`scheme://host:port`) must be in the sink's allow list;
 //! 2. the host resolves the name and checks every address (see `egress`);
@@ -16,6 +18,7 @@
 //! per sink; per-instance state in [`EgressHooks`].
 
 mod body;
+mod client;
 mod connector;
 mod pool;
 mod upstream;
@@ -103,12 +106,34 @@ impl HttpEgress {
         Arc::new(HttpEgress { policy: sink.policy.clone(), limits, transport, counter: sink.egress.clone() })
     }
 
+    /// A `wasi:http` request: its options asked for, its small body
+    /// gathered, then [`HttpEgress::exchange`].
     async fn send(
         self: Arc<Self>,
         request: http::Request<WasiBody>,
         options: Option<RequestOptions>,
         denials: DenialRecord,
     ) -> SendResult {
+        let options = options.unwrap_or_default();
+        let asked = Asked {
+            connect: options.connect_timeout,
+            first_byte: options.first_byte_timeout,
+            between_bytes: options.between_bytes_timeout,
+        };
+        let request = buffer_small_body(request).await?;
+        let response = self.exchange(request, asked, &denials).await?;
+        Ok((response, Box::new(async { Ok(()) })))
+    }
+
+    /// Every outbound request, from either interface: check the target
+    /// against the policy, then send it on the sink's transport with the
+    /// host's timeouts as ceilings and its cap on response bytes.
+    async fn exchange(
+        &self,
+        request: http::Request<WasiBody>,
+        asked: Asked,
+        denials: &DenialRecord,
+    ) -> Result<http::Response<WasiBody>, HttpError> {
         let uri = request.uri().clone();
         let scheme = match uri.scheme_str() {
             Some("https") => EgressScheme::Https,
@@ -125,20 +150,18 @@ impl HttpEgress {
         }
 
         let pick = |asked: Option<Duration>, ceiling: Duration| asked.map_or(ceiling, |a| a.min(ceiling));
-        let options = options.unwrap_or_default();
-        let first_byte = pick(options.first_byte_timeout, self.limits.first_byte_timeout);
-        let connect = pick(options.connect_timeout, self.limits.connect_timeout);
-        let between_bytes = pick(options.between_bytes_timeout, self.limits.between_bytes_timeout);
+        let first_byte = pick(asked.first_byte, self.limits.first_byte_timeout);
+        let connect = pick(asked.connect, self.limits.connect_timeout);
+        let between_bytes = pick(asked.between_bytes, self.limits.between_bytes_timeout);
         let max_bytes = self.limits.max_response_bytes;
 
         let response = match &self.transport {
             Transport::Network(pool) => {
-                let request = buffer_small_body(request).await?;
                 let response = match pool.send(request, connect, first_byte).await {
                     Ok(response) => response,
                     Err(PoolError::FirstByteTimeout) => return Err(HttpError::ConnectionReadTimeout),
                     Err(PoolError::Hyper(e)) => return Err(map_hyper_error(&e)),
-                    Err(PoolError::Connect(e)) => return Err(map_connect_error(e, &denials)),
+                    Err(PoolError::Connect(e)) => return Err(map_connect_error(e, denials)),
                 };
                 response.map(|body| GuardedBody::new(body, max_bytes, between_bytes).boxed_unsync())
             }
@@ -166,8 +189,16 @@ impl HttpEgress {
                 }
             }
         };
-        Ok((response, Box::new(async { Ok(()) })))
+        Ok(response)
     }
+}
+
+/// Timeouts a guest asked for (the host's limits cap each).
+#[derive(Clone, Copy, Debug, Default)]
+struct Asked {
+    connect: Option<Duration>,
+    first_byte: Option<Duration>,
+    between_bytes: Option<Duration>,
 }
 
 /// Bodies up to this size, with a declared length, are collected before
@@ -277,7 +308,8 @@ pub struct HttpEgressCapability;
 
 impl Capability for HttpEgressCapability {
     fn link(&self, linker: &mut Linker<InstanceState>) -> wasmtime::Result<()> {
-        wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)?;
+        client::link(linker)
     }
 
     fn for_sink(&self, sink: &SinkContext) -> Result<Arc<dyn SinkCapability>, LoadError> {
