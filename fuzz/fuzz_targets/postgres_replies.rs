@@ -1,7 +1,7 @@
 //! The postgres sink's protocol client against a scripted backend: any
-//! bytes in answer to start-up, login (cleartext, md5, SCRAM-SHA-256) and
-//! statements give a result or a typed error, never a panic or an
-//! unbounded allocation.
+//! bytes in answer to start-up, login (cleartext, md5, SCRAM-SHA-256),
+//! statements and a pipeline of them give a result or a typed error (at
+//! most one per statement), never a panic or an unbounded allocation.
 #![no_main]
 
 use ankusa_fuzz::Scripted;
@@ -26,4 +26,7 @@ fuzz_target!(|data: &[u8]| {
             break;
         }
     }
+    let statement = || ("INSERT INTO hooks VALUES ($1, $2, $3)", vec![Param::Text("0193"), Param::Null, Param::Null]);
+    let answers = connection.execute_pipelined(&[statement(), statement()]);
+    assert!(answers.len() <= 2, "at most one answer per statement");
 });

@@ -1,6 +1,6 @@
 //! The redis sink's RESP client against a scripted server: any bytes in
-//! answer to the login and a command give a reply or a typed error, never
-//! a panic or an unbounded allocation.
+//! answer to the login, a command and a pipeline give a reply or a typed
+//! error (at most one per command), never a panic or an unbounded allocation.
 #![no_main]
 
 use ankusa_fuzz::Scripted;
@@ -22,4 +22,7 @@ fuzz_target!(|data: &[u8]| {
             break;
         }
     }
+    let command: Vec<Vec<u8>> = [&b"XADD"[..], b"hooks", b"*", b"body", b"{}"].iter().map(|a| a.to_vec()).collect();
+    let replies = connection.call_pipelined(&[command.clone(), command.clone(), command]);
+    assert!(replies.len() <= 3, "at most one reply per command");
 });
