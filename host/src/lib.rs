@@ -15,6 +15,8 @@
 //!   headers, loading and reload;
 //! - [`edge`]: HTTP ingest: routing, limits, the batcher;
 //! - [`dispatch`]: delivers due rows through sink components;
+//! - [`fleet`]: `wal.mode: fleet` on NATS JetStream: the replicated
+//!   intake, leases and takeovers;
 //! - [`replay`]: durable jobs that move rows back into delivery;
 //! - [`tenant`]: runtime sources, rate limits and erasure of tenants;
 //! - [`config`]: `ankusa.yml`, its defaults and checks;
@@ -31,6 +33,7 @@ pub mod digest;
 pub mod dispatch;
 pub mod edge;
 pub mod error_class;
+pub mod fleet;
 pub mod intake;
 pub mod metrics;
 pub mod node;

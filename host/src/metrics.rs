@@ -54,6 +54,11 @@ pub struct Metrics {
     pub commit_seconds: Histogram,
     pub commit_group_hooks: Histogram,
     pub load_shed: Counter,
+    /// `fleet`: JetStream publish rounds (one per group) and their failures.
+    pub fleet_publish_seconds: Histogram,
+    pub fleet_publish_hooks: Histogram,
+    pub fleet_publish_failures: Counter,
+    pub fleet_takeovers: Counter,
     pub queue_rows: Family<StateLabels, Gauge>,
     pub oldest_due_age_seconds: Gauge<f64, AtomicU64>,
     pub deliveries: Family<DeliveryLabels, Counter>,
@@ -91,6 +96,22 @@ impl Metrics {
         registry.register("commit_group_hooks", "Hooks per synced group commit", commit_group_hooks.clone());
         let load_shed = Counter::default();
         registry.register("load_shed", "Requests refused with 503 overload by the batcher", load_shed.clone());
+        let fleet_publish_seconds = Histogram::new(exponential_buckets(0.000_25, 2.0, 16));
+        registry.register(
+            "fleet_publish_duration_seconds",
+            "JetStream publish rounds of the writer (a group's hooks, until a quorum acked them)",
+            fleet_publish_seconds.clone(),
+        );
+        let fleet_publish_hooks = Histogram::new(exponential_buckets(1.0, 2.0, 14));
+        registry.register("fleet_publish_hooks", "Hooks per JetStream publish round", fleet_publish_hooks.clone());
+        let fleet_publish_failures = Counter::default();
+        registry.register(
+            "fleet_publish_failures",
+            "JetStream publish rounds that failed (their hooks were refused with 503)",
+            fleet_publish_failures.clone(),
+        );
+        let fleet_takeovers = Counter::default();
+        registry.register("fleet_takeovers", "Takeovers of a lapsed node this node ran", fleet_takeovers.clone());
         let queue_rows = Family::<StateLabels, Gauge>::default();
         registry.register("queue_rows", "Delivery rows by state (from the store's counters)", queue_rows.clone());
         let oldest_due_age_seconds = Gauge::<f64, AtomicU64>::default();
@@ -164,6 +185,10 @@ impl Metrics {
             commit_seconds,
             commit_group_hooks,
             load_shed,
+            fleet_publish_seconds,
+            fleet_publish_hooks,
+            fleet_publish_failures,
+            fleet_takeovers,
             queue_rows,
             oldest_due_age_seconds,
             deliveries,

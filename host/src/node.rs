@@ -11,7 +11,8 @@ use tokio::task::JoinHandle;
 use crate::config::{Config, Problem, Role};
 use crate::dispatch::Dispatcher;
 use crate::edge::Edge;
-use crate::queue::{Queue, QueueError, WalMode};
+use crate::fleet::{Fleet, FleetError};
+use crate::queue::{Engines, Queue, QueueError, WalMode};
 use crate::replay::{ReplayError, Replays};
 use crate::runtime::{Runtime, RuntimeError};
 use crate::source::{LiveDirectory, Origin, ReloadReport};
@@ -32,6 +33,14 @@ pub enum StartError {
     Store { path: String, source: QueueError },
     #[error("replay jobs: {0}")]
     Replay(#[from] ReplayError),
+    #[error("wal.mode fleet: {0}")]
+    Fleet(FleetError),
+}
+
+impl From<FleetError> for StartError {
+    fn from(e: FleetError) -> StartError {
+        StartError::Fleet(e)
+    }
 }
 
 /// What the boot found, for the banner.
@@ -55,6 +64,8 @@ pub struct Node {
     pub sources: Arc<LiveDirectory>,
     /// `None` under `wal.mode: none`.
     pub queue: Option<Arc<Queue>>,
+    /// `wal.mode: fleet`: this node's place in the fleet.
+    pub fleet: Option<Arc<Fleet>>,
     pub dispatcher: Option<Dispatcher>,
     /// Replay jobs (with a queue and the dispatch role).
     pub replays: Option<Replays>,
@@ -88,6 +99,7 @@ impl Node {
 
         let mut boot = BootReport::default();
         let mut tasks = Vec::new();
+        let mut fleet = None;
         let mut queue = match config.wal_mode() {
             WalMode::None => None,
             WalMode::Disk | WalMode::Dual => {
@@ -98,6 +110,12 @@ impl Node {
                 let stats = queue.stats().map_err(store_error)?;
                 (boot.next_seq, boot.disk_bytes) = (stats.next_seq, stats.disk_bytes);
                 Some(Arc::new(queue))
+            }
+            WalMode::Fleet => {
+                let (queue, joined) = Self::join_fleet(&config, &mut boot).await?;
+                tasks.push(joined.run(queue.clone()));
+                fleet = Some(joined);
+                Some(queue)
             }
         };
         let source_records = match &queue {
@@ -143,6 +161,7 @@ impl Node {
             runtime,
             sources,
             queue,
+            fleet,
             dispatcher,
             replays,
             erasures,
@@ -152,6 +171,28 @@ impl Node {
             source_writes: tokio::sync::Mutex::new(()),
             tasks: Mutex::new(tasks),
         })
+    }
+
+    /// `fleet`: reach the JetStream cluster, open the store with JetStream
+    /// as its intake log, and settle with the fleet (drop what a peer took
+    /// over, take back what a lost store held) before anything delivers.
+    async fn join_fleet(config: &Config, boot: &mut BootReport) -> Result<(Arc<Queue>, Arc<Fleet>), StartError> {
+        let path = config.store_dir();
+        let store_error = |source| StartError::Store { path: path.display().to_string(), source };
+        let queue_config = config.queue_config();
+        let engines = Engines::embedded(&path, &queue_config).map_err(store_error)?;
+        let (store, fresh) = (engines.store.clone(), engines.store.created());
+        let fleet = Fleet::connect(config.fleet_settings(), store.as_ref()).await?;
+        fleet.wait_for_own_lease().await?;
+        let intake: Box<dyn crate::intake::IntakeLog> = Box::new(fleet.intake_log());
+        let engines = Engines { store: engines.store, intake: Some((intake, crate::intake::Replay::default())) };
+        let queue = Queue::start(engines, queue_config).map_err(store_error)?;
+        boot.recovered = queue.recover_inflight(crate::queue::now_ms()).map_err(store_error)? as u64;
+        fleet.rejoin(&queue, store.as_ref(), fresh).await?;
+        queue.set_outcome_log(fleet.outcome_log());
+        let stats = queue.stats().map_err(store_error)?;
+        (boot.next_seq, boot.disk_bytes) = (stats.next_seq, stats.disk_bytes);
+        Ok((Arc::new(queue), fleet))
     }
 
     /// Load every sink whose component file changed since it was loaded,
@@ -171,7 +212,7 @@ impl Node {
     /// Stop dispatch and background work, then close the store once
     /// nothing else holds it (the edge's connections let go as they end).
     pub async fn shutdown(self) {
-        let Node { dispatcher, tasks, queue, edge, sources, replays, erasures, source_records, .. } = self;
+        let Node { dispatcher, tasks, queue, fleet, edge, sources, replays, erasures, source_records, .. } = self;
         if let Some(replays) = &replays {
             replays.stop().await;
         }
@@ -181,6 +222,9 @@ impl Node {
         drop((replays, erasures));
         if let Some(dispatcher) = dispatcher {
             dispatcher.stop().await;
+        }
+        if let Some(fleet) = &fleet {
+            fleet.flush_outcomes().await;
         }
         for task in tasks.into_inner().unwrap_or_else(|e| e.into_inner()) {
             task.abort();

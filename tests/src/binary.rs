@@ -56,7 +56,19 @@ impl RunningNode {
 
     /// [`RunningNode::start`] with the admin API on `admin_listen`.
     pub async fn start_on(config: &Path, data: &Path, env: &[(&str, &str)], admin_listen: &str) -> RunningNode {
-        let mut command = Command::new(ankusa_bin());
+        RunningNode::start_bin(&ankusa_bin(), config, data, env, admin_listen).await
+    }
+
+    /// [`RunningNode::start_on`] with the binary at `bin` (a benchmark's
+    /// release build).
+    pub async fn start_bin(
+        bin: &Path,
+        config: &Path,
+        data: &Path,
+        env: &[(&str, &str)],
+        admin_listen: &str,
+    ) -> RunningNode {
+        let mut command = Command::new(bin);
         command
             .arg("run")
             .arg("--config")

@@ -6,6 +6,7 @@ pub mod binary;
 pub mod crash;
 pub mod examples;
 pub mod nats;
+pub mod nats_cluster;
 pub mod postgres;
 pub mod rabbitmq;
 pub mod receiver;

@@ -9,6 +9,7 @@
 
 mod dlq;
 mod error;
+mod fleet;
 mod quarantine;
 mod replays;
 mod sinks;
@@ -69,6 +70,7 @@ fn declared() -> OpenApiRouter<Arc<Node>> {
         .routes(routes!(status::openapi))
         .routes(routes!(status::config))
         .routes(routes!(status::wal))
+        .routes(routes!(fleet::status))
         .routes(routes!(dlq::list))
         .routes(routes!(replays::list, replays::create))
         .routes(routes!(replays::get, replays::update))

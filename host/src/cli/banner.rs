@@ -44,6 +44,18 @@ pub fn print(node: &Node, origin: &str, ingest: Option<SocketAddr>, admin: Optio
         boot.runtime_sources
     );
     println!("durability: {}", config.wal_mode().ack_means(&config.intake_dir()));
+    if let Some(fleet) = &node.fleet {
+        let settings = fleet.settings();
+        println!("an ack survives: {}", fleet.ack_survives());
+        println!(
+            "fleet: node {} on stream {} (R{}) via {}; lease {} ms",
+            settings.node_id,
+            settings.stream,
+            settings.replicas,
+            settings.servers.join(", "),
+            settings.lease_ttl.as_millis()
+        );
+    }
     for (source, _) in node.sources.all() {
         for binding in &source.sinks {
             let sink = &binding.sink;

@@ -4,6 +4,7 @@
 mod banner;
 mod client;
 mod config;
+mod fleet;
 mod operate;
 mod run;
 mod sink;
@@ -42,6 +43,8 @@ enum Command {
     Replay(operate::ReplayArgs),
     /// A running node's tenants: usage and erase.
     Tenant(operate::TenantArgs),
+    /// A running node's fleet (`wal.mode: fleet`): nodes, leases, takeovers.
+    Fleet(fleet::FleetArgs),
     /// Inspect and test sink components.
     Sink(sink::SinkArgs),
     /// Inspect, rebuild or recount a stopped node's store.
@@ -79,6 +82,7 @@ pub fn main() -> ExitCode {
             Command::Dlq(args) => operate::dlq(args).await,
             Command::Replay(args) => operate::replay(args).await,
             Command::Tenant(args) => operate::tenant(args).await,
+            Command::Fleet(args) => fleet::fleet(args).await,
             Command::Sink(command) => sink::execute(command).await,
             Command::Store(command) => store::execute(command).await,
         }

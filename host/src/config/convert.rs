@@ -21,6 +21,32 @@ impl Config {
             WalModeName::Disk => WalMode::Disk,
             WalModeName::Dual => WalMode::Dual,
             WalModeName::None => WalMode::None,
+            WalModeName::Fleet => WalMode::Fleet,
+        }
+    }
+
+    /// `fleet`'s settings (the node id is checked present by `check`).
+    pub fn fleet_settings(&self) -> crate::fleet::FleetSettings {
+        let f = &self.fleet;
+        crate::fleet::FleetSettings {
+            servers: f.nats.clone(),
+            stream: f.stream.clone(),
+            replicas: f.replicas,
+            node_id: f.node_id.clone().unwrap_or_default(),
+            lease_ttl: Duration::from_millis(f.lease_ttl_ms),
+            publish_timeout: Duration::from_millis(f.publish_timeout_ms),
+            connect_timeout: Duration::from_millis(f.connect_timeout_ms),
+            retention: Duration::from_millis(f.retention_ms),
+            dedupe_window: Duration::from_millis(self.dedupe.ttl_ms),
+            credentials: f.credentials.clone(),
+            token: f.token.as_ref().map(|t| t.0.clone()),
+            tls: crate::fleet::TlsFiles {
+                ca_file: f.tls.ca_file.clone(),
+                cert_file: f.tls.cert_file.clone(),
+                key_file: f.tls.key_file.clone(),
+                required: f.tls.required,
+            },
+            subjects: crate::fleet::Subjects::new(&f.stream),
         }
     }
 

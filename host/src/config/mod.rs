@@ -37,6 +37,8 @@ pub struct Config {
     pub batcher: BatcherSection,
     pub dispatch: DispatchSection,
     pub wal: WalSection,
+    /// `wal.mode: fleet`: the NATS JetStream the fleet shares.
+    pub fleet: FleetSection,
     pub dedupe: DedupeSection,
     pub archive: ArchiveSection,
     pub tenants: TenantsSection,
@@ -254,6 +256,61 @@ pub enum WalModeName {
     Disk,
     Dual,
     None,
+    Fleet,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct FleetSection {
+    /// NATS servers of the JetStream cluster (any of them will do; the
+    /// client learns the rest).
+    pub nats: Vec<String>,
+    /// The stream every node of the fleet shares.
+    pub stream: String,
+    /// Copies JetStream keeps of each hook; an ack waits for a quorum.
+    pub replicas: usize,
+    /// This node's name in the fleet: unique, stable across restarts.
+    pub node_id: Option<String>,
+    /// A node whose lease is not renewed for this long is taken over.
+    pub lease_ttl_ms: u64,
+    /// A publish not acked by a quorum within this is a 503.
+    pub publish_timeout_ms: u64,
+    pub connect_timeout_ms: u64,
+    /// How long the stream keeps a hook (JetStream `max_age`); at least
+    /// `dedupe.ttl_ms`.
+    pub retention_ms: u64,
+    /// A NATS credentials file (`.creds`).
+    pub credentials: Option<PathBuf>,
+    pub token: Option<Secret>,
+    pub tls: FleetTlsSection,
+}
+
+impl Default for FleetSection {
+    fn default() -> Self {
+        FleetSection {
+            nats: vec!["nats://127.0.0.1:4222".into()],
+            stream: "ANKUSA".into(),
+            replicas: 3,
+            node_id: None,
+            lease_ttl_ms: 10_000,
+            publish_timeout_ms: 5_000,
+            connect_timeout_ms: 5_000,
+            retention_ms: 7 * 24 * 3600 * 1000,
+            credentials: None,
+            token: None,
+            tls: FleetTlsSection::default(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct FleetTlsSection {
+    /// Refuse a server that does not speak TLS.
+    pub required: bool,
+    pub ca_file: Option<PathBuf>,
+    pub cert_file: Option<PathBuf>,
+    pub key_file: Option<PathBuf>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]

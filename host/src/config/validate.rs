@@ -66,6 +66,9 @@ pub fn check(config: &Config) -> Vec<Problem> {
     p.at_least("wal.store_wal_max_bytes", config.wal.store_wal_max_bytes, 64 << 10);
     p.within("wal.direct_deadline_ms", config.wal.direct_deadline_ms, 1, 600_000);
     p.at_least("dedupe.ttl_ms", config.dedupe.ttl_ms, 1_000);
+    if config.wal.mode == super::WalModeName::Fleet {
+        fleet_problems(config, &mut p);
+    }
     p.at_least("archive.retention_ms", config.archive.retention_ms, 60_000);
     if let Some(max) = config.tenants.max {
         p.at_least("tenants.max", max as u64, 1);
@@ -94,6 +97,49 @@ pub fn check(config: &Config) -> Vec<Problem> {
         p.0.extend(source_problems(&format!("sources.{name}"), name, source, &config.sinks));
     }
     p.0
+}
+
+/// `fleet`'s settings: what can be known without reaching NATS (a stream
+/// with other settings, or too few servers for the replicas, is refused
+/// at boot with JetStream's own answer).
+fn fleet_problems(config: &Config, p: &mut Problems) {
+    let f = &config.fleet;
+    if f.nats.is_empty() {
+        p.add("fleet.nats", "required: at least one NATS server URL (nats://host:4222)");
+    }
+    for (i, url) in f.nats.iter().enumerate() {
+        if url.parse::<async_nats::ServerAddr>().is_err() {
+            p.add(format!("fleet.nats[{i}]"), format!("{url:?} is not a NATS server URL (nats://host:port)"));
+        }
+    }
+    if !valid_stream_name(&f.stream) {
+        p.add("fleet.stream", "a stream name is 1-32 of A-Z a-z 0-9 _ -");
+    }
+    if ![1, 3, 5].contains(&f.replicas) {
+        p.add("fleet.replicas", format!("{} is not 1, 3 or 5 (a quorum needs an odd count)", f.replicas));
+    }
+    match &f.node_id {
+        None => p.add("fleet.node_id", "required in wal.mode fleet: this node's unique, stable name"),
+        Some(id) if !valid_name(id) => p.add("fleet.node_id", "a node id is 1-64 of A-Z a-z 0-9 _ -"),
+        Some(_) => {}
+    }
+    p.within("fleet.lease_ttl_ms", f.lease_ttl_ms, 500, 600_000);
+    p.within("fleet.publish_timeout_ms", f.publish_timeout_ms, 100, 120_000);
+    p.within("fleet.connect_timeout_ms", f.connect_timeout_ms, 100, 120_000);
+    p.at_least("fleet.retention_ms", f.retention_ms, config.dedupe.ttl_ms);
+    if f.tls.cert_file.is_some() != f.tls.key_file.is_some() {
+        p.add("fleet.tls", "cert_file and key_file go together");
+    }
+    if f.token.as_ref().is_some_and(|t| t.0.is_empty()) {
+        p.add("fleet.token", "empty: give a token, or leave the key out");
+    }
+    if f.credentials.is_some() && f.token.is_some() {
+        p.add("fleet.credentials", "give credentials or a token, not both");
+    }
+}
+
+fn valid_stream_name(name: &str) -> bool {
+    (1..=32).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// The problems of one sink's settings (the component's own options

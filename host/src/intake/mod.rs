@@ -12,21 +12,66 @@
 //!
 //! Callers: the queue's writer (appends, checkpoints), the queue's open
 //! (replay of half commits) and `ankusa store rebuild` ([`read_all`]).
+//!
+//! A log takes what the writer commits in one of two [`Framing`]s: the
+//! segment log keeps each group's store batch as one record; the JetStream
+//! log (`wal.mode: fleet`, [`JetStreamLog`]) keeps each hook as its own
+//! replicated message, so that a peer can take hooks over one by one and
+//! the stream's message-id window absorbs a retry that reaches another
+//! node.
 
+mod jetstream;
 mod segment;
 
 use std::io;
 
 use thiserror::Error;
 
+pub use jetstream::{JetStreamLog, PublishStats, SEQ_HEADER, STORE_HEADER};
 use segment::MAX_RECORD;
 pub use segment::{IntakeOptions, MAGIC, MAGIC_V1, MAGIC_V2, SEAL_LEN, SegmentLog, read_all};
 
+/// How a log takes a committed group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Framing {
+    /// One record per group: [`IntakeLog::append`].
+    Groups,
+    /// One message per hook, before the store write: [`IntakeLog::append_hooks`].
+    Hooks,
+}
+
+/// One hook as a hook-framed log keeps it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HookRecord {
+    /// Identity for the log's duplicate window (a provider's dedupe key,
+    /// hashed, or the origin of an imported hook); `None`: never a duplicate.
+    pub msg_id: Option<String>,
+    /// The hook's seq in this node's store.
+    pub seq: u64,
+    pub payload: Vec<u8>,
+}
+
+/// What a hook-framed log did with one hook.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Appended {
+    /// Durable, under this position in the log.
+    Stored { position: u64 },
+    /// The log already had a hook with the same `msg_id`: this is the
+    /// original's payload, and nothing was added.
+    Duplicate { original: Vec<u8> },
+}
+
 /// What the queue needs from an intake log.
 pub trait IntakeLog: Send + 'static {
+    fn framing(&self) -> Framing {
+        Framing::Groups
+    }
     /// Append one group's batch, covering seqs `first_seq..=last_seq`;
     /// durable once this returns `Ok`, absent if it returns an error.
     fn append(&mut self, first_seq: u64, last_seq: u64, payload: &[u8]) -> Result<(), IntakeError>;
+    /// Append hooks one by one (a [`Framing::Hooks`] log): every hook is
+    /// durable or a duplicate once this returns `Ok`, one answer per hook.
+    fn append_hooks(&mut self, hooks: &[HookRecord]) -> Result<Vec<Appended>, IntakeError>;
     /// Bytes the log holds (the queue refuses hooks past its bound).
     fn bytes(&self) -> u64;
     /// Whether a checkpoint now would let the log drop something.
@@ -60,6 +105,10 @@ pub enum IntakeError {
     TooLarge { bytes: usize },
     #[error("an intake record must cover first_seq ..= last_seq, got {first_seq} ..= {last_seq}")]
     Seqs { first_seq: u64, last_seq: u64 },
+    #[error("the {log} intake log keeps {keeps}, not {given}")]
+    Framing { log: &'static str, keeps: &'static str, given: &'static str },
+    #[error("JetStream did not take the hooks: {0}")]
+    Unavailable(String),
     #[error(
         "intake log {path} stopped taking appends: a failed append could not be cut off ({reason}); a restart replays it"
     )]

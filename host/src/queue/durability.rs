@@ -16,6 +16,9 @@ pub enum WalMode {
     Dual,
     /// No queue: each request is published to its sinks directly.
     None,
+    /// The store plus a JetStream stream replicated to a quorum, shared by
+    /// a fleet of nodes.
+    Fleet,
 }
 
 impl WalMode {
@@ -25,6 +28,7 @@ impl WalMode {
             WalMode::Disk => "disk",
             WalMode::Dual => "dual",
             WalMode::None => "none",
+            WalMode::Fleet => "fleet",
         }
     }
 
@@ -40,6 +44,11 @@ impl WalMode {
                  still on THIS host only",
                 intake_dir.display()
             ),
+            WalMode::Fleet => {
+                "an acked hook is in this host's store and in a JetStream stream replicated to a quorum: \
+                               it survives the loss of this host"
+                    .into()
+            }
             WalMode::None => "an acked hook was confirmed by every sink of its source; nothing is kept here, so a \
                               failed sink means a 503 and the provider's retry"
                 .into(),
@@ -51,6 +60,7 @@ impl WalMode {
             "disk" => Some(WalMode::Disk),
             "dual" => Some(WalMode::Dual),
             "none" => Some(WalMode::None),
+            "fleet" => Some(WalMode::Fleet),
             _ => None,
         }
     }

@@ -19,6 +19,8 @@ pub mod dedupe;
 mod dlq;
 mod durability;
 pub mod envelope;
+pub mod handoff;
+mod import;
 mod purge;
 mod quarantine;
 mod records;
@@ -43,20 +45,21 @@ pub use archive::{Archived, archive_key_tenant};
 pub use dlq::{DeadEntry, DeadPage, DeadQuery, MAX_EXAMINED};
 pub use durability::{DurabilityError, SinkDurability, SourceDurability, WalMode, check_durable, validate_config};
 pub use envelope::{Envelope, Verification, VerifyStatus};
+pub use import::Imported;
 pub use purge::{PURGE_CHUNK, PurgeCounts, PurgeKinds, PurgeStep};
 pub use quarantine::{DEFAULT_PEN_BYTES, PenEntry, is_pen_key};
 pub use records::record_write;
 pub use recount::{CounterDrift, Recount};
 pub use reply::EntryReply;
 pub use rows::{DeliveryRow, RowState};
-pub use transitions::{ClaimDecision, Settlement, SourcePending, TenantPending};
+pub use transitions::{ClaimDecision, FinalOutcome, OutcomeLog, Settlement, SourcePending, TenantPending};
 pub use writer::DEFAULT_DEDUPE_TTL_MS;
 
 use crate::intake::{IntakeLog, IntakeOptions, Replay};
 use crate::store::keys::{self, counters, hooks};
 use crate::store::{Batch, Cf, Durability, Scan, Store, StoreError, StoreOptions};
 use reply::Reply;
-use writer::{Call, Kind, Message, Prepared};
+use writer::{Call, Kind, Logged, Message, Prepared};
 
 /// What became of one entry of an `enqueue` or `release`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -88,7 +91,8 @@ pub enum Refusal {
     /// Its dedupe key would be a new live key past a quota.
     #[error("dedupe_quota")]
     DedupeQuota,
-    /// `dual`: the intake log could not take the batch; nothing written.
+    /// `dual` or `fleet`: the intake log could not take the batch (in
+    /// `fleet` it may hold hooks of it; nothing is acked or stored).
     #[error("intake_unavailable")]
     IntakeUnavailable,
     /// `dual`: the intake log is full until the store checkpoints.
@@ -304,7 +308,8 @@ impl Engines {
                 let options = IntakeOptions { dir, segment_bytes: config.intake_segment_bytes };
                 Some(crate::intake::open(options).map_err(|e| QueueError::Intake(e.to_string()))?)
             }
-            WalMode::Disk | WalMode::None => None,
+            // `fleet`'s log is JetStream, plugged in by the node.
+            WalMode::Disk | WalMode::None | WalMode::Fleet => None,
         };
         Ok(Engines { store, intake })
     }
@@ -326,6 +331,15 @@ pub struct Queue {
     due_floor: Arc<transitions::DueFloor>,
     /// Asks the writer to recover a failed store; stopped before it.
     recovery: Option<recovery::Recovery>,
+    /// Told of final outcomes once written (`fleet`: for takeovers).
+    outcome_log: std::sync::OnceLock<Arc<dyn OutcomeLog>>,
+    /// No due rows are handed out (see `pause_claims`).
+    claims_paused: std::sync::atomic::AtomicBool,
+}
+
+/// Whether `store` holds any delivery row (a check before a mode change).
+pub fn has_rows(store: &dyn Store) -> Result<bool, QueueError> {
+    Ok(!store.scan(&Scan::prefix(Cf::Deliveries, &[], 1))?.is_empty())
 }
 
 /// Wall-clock unix milliseconds (due times, dead times, dedupe expiry).
@@ -373,6 +387,8 @@ impl Queue {
         Ok(Queue {
             store,
             recovery: Some(recovery),
+            outcome_log: std::sync::OnceLock::new(),
+            claims_paused: std::sync::atomic::AtomicBool::new(false),
             writer: Some(spawned.messages),
             writer_thread: Some(spawned.thread),
             stats: spawned.stats,
@@ -469,7 +485,15 @@ impl Queue {
                         (sink, row.encode())
                     })
                     .collect();
-                Prepared { encoded: envelope.encode(), envelope, rows, dedupe, prefetched }
+                Prepared {
+                    encoded: envelope.encode(),
+                    envelope,
+                    rows,
+                    dedupe,
+                    prefetched,
+                    msg_id: None,
+                    logged: Logged::Not,
+                }
             })
             .collect();
         Ok(Planned { entries, prefetch_epoch, now_ms })
@@ -610,6 +634,13 @@ impl Queue {
     /// Tenants being erased (a crash mid-erase resumes them on boot).
     pub fn erasing_tenants(&self) -> Vec<String> {
         self.tenants.erasing()
+    }
+
+    /// The node's undelivered rows (due, scheduled or inflight) and dead
+    /// rows, from its counters.
+    pub fn node_levels(&self) -> Result<(i64, i64), QueueError> {
+        let count = |kind| self.store.counter(&counter_key(None, kind));
+        Ok((count("pending")? + count("scheduled")? + count("inflight")?, count("dead")?))
     }
 
     /// Distinct tenants holding data on the node.

@@ -89,6 +89,37 @@ impl Queue {
         kinds: PurgeKinds,
         after: Option<(u64, u16)>,
     ) -> Result<PurgeStep, QueueError> {
+        self.purge_chunk(tenant, kinds, after, None)
+    }
+
+    /// Remove every row (of every tenant) of a hook with seq at or below
+    /// `through`, in synced chunks: what a peer took over while this node
+    /// was away (`fleet`). Returns the rows removed.
+    pub fn purge_through(&self, through: u64) -> Result<u64, QueueError> {
+        let mut removed = 0;
+        for tenant in self.tenants.holding_list() {
+            let mut after = None;
+            loop {
+                let step = self.purge_chunk(&tenant, PurgeKinds::all(), after, Some(through))?;
+                removed += step.removed.pending + step.removed.inflight.unwrap_or(0) + step.removed.dead;
+                match step.next {
+                    Some(next) => after = Some(next),
+                    None => break,
+                }
+            }
+        }
+        Ok(removed)
+    }
+
+    /// One chunk of a purge walk over the tenant's owner index, up to the
+    /// rows of seq `through` if given.
+    fn purge_chunk(
+        &self,
+        tenant: &str,
+        kinds: PurgeKinds,
+        after: Option<(u64, u16)>,
+        through: Option<u64>,
+    ) -> Result<PurgeStep, QueueError> {
         let _serial = self.transitions.lock().unwrap_or_else(|e| e.into_inner());
         let prefix = index::owner_prefix(tenant);
         let from = match after {
@@ -98,7 +129,10 @@ impl Queue {
         let owned = self.store.scan(&Scan {
             cf: Cf::Index,
             from,
-            to: prefix_end(&prefix),
+            to: match through {
+                Some(seq) => Some(index::owner(tenant, seq.saturating_add(1), 0)),
+                None => prefix_end(&prefix),
+            },
             reverse: false,
             limit: PURGE_CHUNK,
         })?;

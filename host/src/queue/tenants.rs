@@ -101,6 +101,10 @@ impl TenantBook {
         self.sets().holding.len()
     }
 
+    pub fn holding_list(&self) -> Vec<String> {
+        self.sets().holding.iter().cloned().collect()
+    }
+
     pub fn erasing(&self) -> Vec<String> {
         let mut list: Vec<String> = self.sets().erasing.iter().cloned().collect();
         list.sort();

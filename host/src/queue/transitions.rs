@@ -50,6 +50,21 @@ pub enum Settlement {
     Bury { dead_at: u64, reason: String, class: ErrorClass },
 }
 
+/// A row's outcome once nothing more will be tried on its own.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FinalOutcome {
+    Delivered,
+    Dead { dead_at: u64, reason: String, class: ErrorClass, attempts: u32 },
+}
+
+/// Told of final outcomes once they are written (`fleet`: published, so
+/// that a node taking this one over neither delivers a delivered row
+/// again nor loses a dead letter). Called on the settler's thread: it must
+/// only hand them on.
+pub trait OutcomeLog: Send + Sync + 'static {
+    fn record(&self, outcomes: Vec<(u64, u16, FinalOutcome)>);
+}
+
 /// Index entries read per step of a walk.
 const WALK_CHUNK: usize = 1024;
 
@@ -165,6 +180,16 @@ impl Queue {
         }
     }
 
+    /// Stop (or resume) handing out due rows: a fleet node that cannot
+    /// renew its lease stops delivering before a peer may take it over.
+    /// Rows already claimed finish as usual.
+    pub fn pause_claims(&self, paused: bool) {
+        let was = self.claims_paused.swap(paused, std::sync::atomic::Ordering::AcqRel);
+        if was && !paused {
+            self.stats.committed.notify_one();
+        }
+    }
+
     /// Claim up to `limit` rows due at or before `now_ms`, oldest due first.
     pub fn claim_due(&self, now_ms: u64, limit: usize) -> Result<Vec<DeliveryRow>, QueueError> {
         self.claim_due_with(now_ms, limit, limit, |_| ClaimDecision::Claim)
@@ -181,6 +206,9 @@ impl Queue {
         examine: usize,
         mut decide: impl FnMut(&DeliveryRow) -> ClaimDecision,
     ) -> Result<Vec<DeliveryRow>, QueueError> {
+        if self.claims_paused.load(std::sync::atomic::Ordering::Acquire) {
+            return Ok(Vec::new());
+        }
         let _serial = self.transitions.lock().unwrap_or_else(|e| e.into_inner());
         let start = self.due_floor.start();
         let to = index::due_from(now_ms.saturating_add(1));
@@ -216,6 +244,13 @@ impl Queue {
             };
             let row = DeliveryRow::decode(seq, sink, &bytes)
                 .map_err(|e| QueueError::Corrupt(format!("row {seq}/{sink}: {e}")))?;
+            // An entry its row does not agree with would hand the row out
+            // twice; the row's own state decides.
+            if row.state != (RowState::Due { due_at }) {
+                tracing::warn!(seq, sink, "due index entry its row does not agree with; dropping it");
+                batch.delete(Cf::Index, index_key);
+                continue;
+            }
             let state = match decide(&row) {
                 ClaimDecision::Skip => {
                     first_left.get_or_insert(due_at);
@@ -259,6 +294,10 @@ impl Queue {
 
     /// When the earliest due row is due, if any row is.
     pub fn next_due_at(&self) -> Result<Option<u64>, QueueError> {
+        // Paused: nothing is due, so dispatch sleeps until it is woken.
+        if self.claims_paused.load(std::sync::atomic::Ordering::Acquire) {
+            return Ok(None);
+        }
         let from = index::due_from(self.due_floor.peek());
         let to = prefix_end(&[index::DUE]);
         let first = self.store.scan(&Scan { cf: Cf::Index, from, to, reverse: false, limit: 1 })?;
@@ -284,6 +323,7 @@ impl Queue {
         // Rows this batch deletes, and the hooks they belong to.
         let mut gone = HashSet::new();
         let mut emptied = Vec::new();
+        let mut finals = Vec::new();
         for ((seq, sink, settlement), value) in outcomes.iter().zip(values) {
             let (seq, sink) = (*seq, *sink);
             let Some(bytes) = value.filter(|_| seen.insert((seq, sink))) else { continue };
@@ -291,6 +331,7 @@ impl Queue {
                 .map_err(|e| QueueError::Corrupt(format!("row {seq}/{sink}: {e}")))?;
             let state = match settlement {
                 Settlement::Complete => {
+                    finals.push((seq, sink, FinalOutcome::Delivered));
                     Self::move_row(&mut batch, &row, None);
                     if row.rows_of_hook == 1 {
                         // Its hook's only row: the hook goes with it.
@@ -306,6 +347,13 @@ impl Queue {
                     if let Some(replay) = &row.replay_id {
                         batch.add_counter(counters::replay_died(replay), 1);
                     }
+                    let dead = FinalOutcome::Dead {
+                        dead_at: *dead_at,
+                        reason: reason.clone(),
+                        class: *class,
+                        attempts: row.attempts + 1,
+                    };
+                    finals.push((seq, sink, dead));
                     RowState::Dead { dead_at: *dead_at, reason: reason.clone(), class: Some(*class) }
                 }
             };
@@ -329,6 +377,9 @@ impl Queue {
             return Ok(());
         }
         self.write_rows(&batch, Durability::Buffered)?;
+        if let Some(log) = self.outcome_log.get().filter(|_| !finals.is_empty()) {
+            log.record(finals);
+        }
         if outcomes.iter().any(|(_, _, s)| matches!(s, Settlement::Retry { .. } | Settlement::Park { .. })) {
             // Rows are due again, written after dispatch last looked for
             // the next due time: wake it.

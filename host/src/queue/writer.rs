@@ -28,7 +28,7 @@ use super::reply::Reply;
 use super::syncer::{Syncer, Unsynced};
 use super::tenants::{TenantBook, TenantRefusal};
 use super::{COUNTER_KINDS, EntryOutcome, QueueError, Refusal, counter_key};
-use crate::intake::IntakeLog;
+use crate::intake::{Appended, Framing, HookRecord, IntakeLog};
 use crate::store::keys::{archive, dedupe, deliveries, hooks, index, meta};
 use crate::store::{Batch, Cf, Durability, Scan, Store};
 
@@ -49,9 +49,20 @@ pub enum Kind {
     /// Hooks out of the quarantine pen: enqueue's checks, but a tenant or
     /// quota refusal refuses the whole call (the pen keeps its entries).
     Release,
+    /// Hooks taken over from another node's replicated log: fresh seqs, no
+    /// dedupe, no quotas (they were acked once already).
+    Import,
+}
+
+impl Kind {
+    /// Hooks that were checked when first acked: no tenant cap, no dedupe.
+    fn acked_before(self) -> bool {
+        matches!(self, Kind::Redrive | Kind::Import)
+    }
 }
 
 /// One hook, prepared by its caller.
+#[derive(Clone)]
 pub struct Prepared {
     pub envelope: Envelope,
     pub encoded: Vec<u8>,
@@ -62,6 +73,22 @@ pub struct Prepared {
     pub dedupe: Option<String>,
     /// What the caller's read found under that key.
     pub prefetched: Option<Original>,
+    /// Its identity in a hook-framed intake log's duplicate window, when
+    /// not derived from its dedupe key (an imported hook's origin).
+    pub msg_id: Option<String>,
+    /// What a hook-framed intake log said of it in an earlier pass.
+    pub logged: Logged,
+}
+
+/// What a hook-framed intake log (`fleet`) said of an entry, kept across
+/// the passes of one group: a duplicate is planned again without it, and
+/// a hook the log took keeps the seq it was logged under.
+#[derive(Clone, Debug, Default)]
+pub enum Logged {
+    #[default]
+    Not,
+    Under(u64),
+    Duplicate(Box<Envelope>),
 }
 
 pub struct Call {
@@ -190,9 +217,12 @@ pub fn spawn(parts: WriterParts) -> Result<Spawned, QueueError> {
     let node_keys = parts.store.counter(&counter_key(None, "dedupe_keys"))?;
     // `dual` mode keeps its synced write: the intake log and the store must
     // both hold a group before it is acked, and the log syncs on its own.
+    // A hook-framed log has taken every hook before the store write, which
+    // is then `disk` mode's.
+    let logs_hooks = parts.intake.as_ref().is_some_and(|log| log.framing() == Framing::Hooks);
     let syncer = match parts.intake {
-        Some(_) => None,
-        None => Some(
+        Some(_) if !logs_hooks => None,
+        _ => Some(
             Syncer::spawn(parts.store.clone(), stats.clone())
                 .map_err(|e| QueueError::Os(format!("cannot start the WAL sync thread: {e}")))?,
         ),
@@ -210,6 +240,7 @@ pub fn spawn(parts: WriterParts) -> Result<Spawned, QueueError> {
         tenant_keys: HashMap::new(),
         stats: stats.clone(),
         intake: parts.intake.map(|log| Arc::new(std::sync::Mutex::new(log))),
+        logs_hooks,
         syncer,
     };
     let thread = std::thread::Builder::new()
@@ -236,8 +267,21 @@ struct Writer {
     tenant_keys: HashMap<String, i64>,
     stats: Arc<WriterStats>,
     intake: Option<Arc<std::sync::Mutex<Box<dyn IntakeLog>>>>,
+    /// The intake log takes hooks one by one before the store write
+    /// (`fleet`); the store write is then the `disk` mode one.
+    logs_hooks: bool,
     /// Holds the answers of unsynced groups (`disk` mode).
     syncer: Option<Syncer>,
+}
+
+/// Each call's answer, in call order.
+type Replies = Vec<Result<Vec<EntryOutcome>, QueueError>>;
+
+/// A group the intake log did not take: the seq after the last it may
+/// hold, and the answers the group was planned with.
+struct Unlogged {
+    next_seq: u64,
+    replies: Replies,
 }
 
 /// What a group put in the store.
@@ -271,6 +315,10 @@ struct Group {
     /// Counter deltas per tenant, summed over the group and written once
     /// (with the node's totals) when the batch is sealed.
     counters: HashMap<String, Deltas>,
+    /// Hooks a hook-framed intake log must take before the store write,
+    /// and the (call, entry) each came from.
+    to_log: Vec<HookRecord>,
+    logged_from: Vec<(usize, usize)>,
 }
 
 /// A dedupe key a group writes.
@@ -306,6 +354,7 @@ struct Mark {
     new_keys: usize,
     added_keys: i64,
     joining: usize,
+    to_log: usize,
     counters: Option<HashMap<String, Deltas>>,
 }
 
@@ -320,6 +369,7 @@ impl Group {
             new_keys: self.new_keys.len(),
             added_keys: self.added_keys,
             joining: self.joining.len(),
+            to_log: self.to_log.len(),
             counters: counters.then(|| self.counters.clone()),
         }
     }
@@ -355,6 +405,8 @@ impl Group {
         }
         self.added_keys = mark.added_keys;
         self.joining.truncate(mark.joining);
+        self.to_log.truncate(mark.to_log);
+        self.logged_from.truncate(mark.to_log);
     }
 }
 
@@ -452,7 +504,7 @@ impl Writer {
     /// for, in one `multi_get`.
     fn reread(&self, calls: &[Call]) -> Result<HashMap<Vec<u8>, Option<Original>>, QueueError> {
         let mut keys = Vec::new();
-        for call in calls.iter().filter(|c| c.kind != Kind::Redrive) {
+        for call in calls.iter().filter(|c| !c.kind.acked_before()) {
             for entry in &call.entries {
                 if let Some(stored) = &entry.dedupe {
                     let key = dedupe::entry(&entry.envelope.tenant_id, &entry.envelope.source_id, stored);
@@ -470,38 +522,34 @@ impl Writer {
     }
 
     /// Plan every call into one group and write it. Entries' bodies and
-    /// envelopes move into the batch and the outcomes, not copied.
+    /// envelopes move into the batch and the outcomes, not copied (but for
+    /// a hook-framed intake log, which may send the group back).
     fn plan_and_write(
         &mut self,
         calls: &mut [Call],
         reread: &HashMap<Vec<u8>, Option<Original>>,
     ) -> (Vec<Result<Vec<EntryOutcome>, QueueError>>, Written) {
-        let mut group = Group { next_seq: self.next_seq, first_seq: self.next_seq, ..Group::default() };
-        let mut replies = Vec::with_capacity(calls.len());
-        for call in calls.iter_mut() {
-            let mark = group.mark(call.kind == Kind::Release);
-            let context = CallContext { kind: call.kind, now_ms: call.now_ms, prefetch_epoch: call.prefetch_epoch };
-            let planned: Result<Vec<EntryOutcome>, QueueError> =
-                call.entries.iter_mut().map(|entry| self.plan_entry(&context, entry, reread, &mut group)).collect();
-            let reply = match planned {
-                Ok(outcomes) if call.kind == Kind::Release => match whole_call_refusal(&outcomes) {
-                    Some(refusal) => {
-                        group.rollback(mark);
-                        Err(QueueError::Refused(refusal))
-                    }
-                    None => Ok(outcomes),
-                },
-                Ok(outcomes) => Ok(outcomes),
-                Err(e) => {
-                    group.rollback(mark);
-                    Err(e)
+        let first_seq = self.next_seq;
+        let (mut group, replies) = if self.logs_hooks {
+            match self.plan_and_log(calls, reread, first_seq) {
+                Ok(planned) => planned,
+                Err(Unlogged { next_seq, replies }) => {
+                    // Seqs it may have logged under are never handed out again.
+                    self.next_seq = next_seq;
+                    self.stats.next_seq.store(next_seq, Ordering::Relaxed);
+                    self.stats.last_failure_ms.store(super::now_ms(), Ordering::Relaxed);
+                    let refusal = Refusal::IntakeUnavailable;
+                    let refused = replies
+                        .into_iter()
+                        .zip(calls.iter())
+                        .map(|(reply, call)| refuse(reply, call.kind, &refusal, false))
+                        .collect();
+                    return (refused, Written::default());
                 }
-            };
-            if reply.is_ok() {
-                group.batch.extend(std::mem::take(&mut call.extra));
             }
-            replies.push(reply);
-        }
+        } else {
+            self.plan(calls, reread, first_seq, first_seq)
+        };
         if group.batch.is_empty() {
             return (replies, Written::default());
         }
@@ -531,16 +579,127 @@ impl Writer {
         }
     }
 
+    /// Plan every call into one group; unlogged seqs start at `next_seq`.
+    fn plan(
+        &mut self,
+        calls: &mut [Call],
+        reread: &HashMap<Vec<u8>, Option<Original>>,
+        first_seq: u64,
+        next_seq: u64,
+    ) -> (Group, Vec<Result<Vec<EntryOutcome>, QueueError>>) {
+        let mut group = Group { next_seq, first_seq, ..Group::default() };
+        let mut replies = Vec::with_capacity(calls.len());
+        for (c, call) in calls.iter_mut().enumerate() {
+            let mark = group.mark(call.kind == Kind::Release);
+            let context = CallContext { kind: call.kind, now_ms: call.now_ms, prefetch_epoch: call.prefetch_epoch };
+            let planned: Result<Vec<EntryOutcome>, QueueError> = call
+                .entries
+                .iter_mut()
+                .enumerate()
+                .map(|(e, entry)| self.plan_entry(&context, (c, e), entry, reread, &mut group))
+                .collect();
+            let reply = match planned {
+                Ok(outcomes) if call.kind == Kind::Release => match whole_call_refusal(&outcomes) {
+                    Some(refusal) => {
+                        group.rollback(mark);
+                        Err(QueueError::Refused(refusal))
+                    }
+                    None => Ok(outcomes),
+                },
+                Ok(outcomes) => Ok(outcomes),
+                Err(e) => {
+                    group.rollback(mark);
+                    Err(e)
+                }
+            };
+            if reply.is_ok() {
+                group.batch.extend(std::mem::take(&mut call.extra));
+            }
+            replies.push(reply);
+        }
+        (group, replies)
+    }
+
+    /// Plan the group and have the hook-framed intake log take its hooks
+    /// before anything is written. Hooks the log already had (a retry that
+    /// reached another node first) become duplicates, and the group is
+    /// planned again without them from copies of the calls; hooks it took
+    /// keep their seqs. Each pass turns at least one hook into a duplicate,
+    /// so this ends. A failed log write refuses the group (returned with
+    /// the seqs it consumed).
+    fn plan_and_log(
+        &mut self,
+        calls: &mut [Call],
+        reread: &HashMap<Vec<u8>, Option<Original>>,
+        first_seq: u64,
+    ) -> Result<(Group, Replies), Unlogged> {
+        let mut copies: Vec<(Vec<Prepared>, Batch)> =
+            calls.iter().map(|call| (call.entries.clone(), call.extra.clone())).collect();
+        let mut next_seq = first_seq;
+        loop {
+            let (group, replies) = self.plan(calls, reread, first_seq, next_seq);
+            if group.to_log.is_empty() {
+                return Ok((group, replies));
+            }
+            let answers = {
+                let Some(intake) = &self.intake else { return Ok((group, replies)) };
+                lock(intake).append_hooks(&group.to_log)
+            };
+            let answers = match answers {
+                Ok(answers) if answers.len() == group.to_log.len() => answers,
+                Ok(answers) => {
+                    tracing::error!(sent = group.to_log.len(), answered = answers.len(), "intake log answered wrongly");
+                    return Err(Unlogged { next_seq: group.next_seq, replies });
+                }
+                Err(e) => {
+                    tracing::error!("intake log append failed: {e}");
+                    return Err(Unlogged { next_seq: group.next_seq, replies });
+                }
+            };
+            let mut duplicates = false;
+            for ((record, &(c, e)), answer) in group.to_log.iter().zip(&group.logged_from).zip(answers) {
+                let copy = &mut copies[c].0[e];
+                copy.logged = match answer {
+                    Appended::Stored { .. } => Logged::Under(record.seq),
+                    Appended::Duplicate { original } => {
+                        duplicates = true;
+                        match super::handoff::decode(&original) {
+                            Ok(handoff) => Logged::Duplicate(Box::new(handoff.envelope)),
+                            Err(err) => {
+                                tracing::warn!(
+                                    "a duplicate's original in the intake log is unreadable ({err}); answering with the retry's own envelope"
+                                );
+                                Logged::Duplicate(Box::new(copy.envelope.clone()))
+                            }
+                        }
+                    }
+                };
+            }
+            if !duplicates {
+                return Ok((group, replies));
+            }
+            next_seq = group.next_seq;
+            for (call, (entries, extra)) in calls.iter_mut().zip(&copies) {
+                call.entries = entries.clone();
+                call.extra = extra.clone();
+            }
+        }
+    }
+
     /// Decide one entry, adding its writes to the group.
     fn plan_entry(
         &mut self,
         call: &CallContext,
+        at: (usize, usize),
         entry: &mut Prepared,
         reread: &HashMap<Vec<u8>, Option<Original>>,
         group: &mut Group,
     ) -> Result<EntryOutcome, QueueError> {
+        if let Logged::Duplicate(original) = &entry.logged {
+            return Ok(EntryOutcome::Duplicate((**original).clone()));
+        }
         let env = &entry.envelope;
-        let max = if call.kind == Kind::Redrive { None } else { self.limits.tenants_max };
+        let max = if call.kind.acked_before() { None } else { self.limits.tenants_max };
         let joins = match self.tenants.check(&env.tenant_id, max, &group.joining) {
             Ok(joins) => joins,
             Err(TenantRefusal::Erasing) => return Ok(EntryOutcome::Refused(Refusal::TenantErasing)),
@@ -576,11 +735,26 @@ impl Writer {
             }
         }
 
-        let seq = group.next_seq;
-        group.next_seq += 1;
+        let seq = match entry.logged {
+            Logged::Under(seq) => seq,
+            _ => {
+                group.next_seq += 1;
+                group.next_seq - 1
+            }
+        };
         group.hooks += 1;
+        if self.logs_hooks && matches!(entry.logged, Logged::Not) {
+            let msg_id = entry
+                .msg_id
+                .clone()
+                .or_else(|| dedupe_key.as_ref().map(|key| format!("d.{}", crate::digest::sha256_hex(key))));
+            let payload = super::handoff::encode(&entry.encoded, &entry.rows);
+            group.to_log.push(HookRecord { msg_id, seq, payload });
+            group.logged_from.push(at);
+        }
+        let env = &entry.envelope;
         let batch = &mut group.batch;
-        if self.limits.archive && call.kind != Kind::Redrive {
+        if self.limits.archive && !call.kind.acked_before() {
             batch.put(Cf::Archive, archive::archived(&env.tenant_id, env.received_at, &env.id), entry.encoded.clone());
         }
         batch.put(Cf::Hooks, hooks::hook(seq), std::mem::take(&mut entry.encoded));

@@ -37,3 +37,10 @@ pub fn marked_tenant(key: &[u8]) -> Option<String> {
         _ => None,
     }
 }
+
+/// `fleet`: this store's id, named in the headers of the hooks it logs.
+pub const FLEET_STORE: &[u8] = b"fleet_store";
+/// `fleet`: the revision of this node's takeover record it has settled with.
+pub const FLEET_RECONCILED: &[u8] = b"fleet_reconciled";
+/// `fleet`: every hook this store holds went through the replicated log.
+pub const FLEET_LOGGED: &[u8] = b"fleet_logged";

@@ -1,0 +1,196 @@
+//! The fleet (`wal.mode: fleet`) on this machine, everything on loopback:
+//! - ingest: 64 keep-alive connections for 8 s against one node in `disk`
+//!   mode (the baseline), then split over two fleet nodes on a 3-server
+//!   JetStream cluster (R3); acks/s, p50/p99, and the hooks per JetStream
+//!   publish round the nodes report;
+//! - takeover: a node holding a 10 000-hook backlog it does not deliver
+//!   (ingest only) is killed with SIGKILL; the time until a peer delivers
+//!   the first of those hooks, and until it has delivered them all.
+//!
+//! `cargo build --release --workspace --bins && cargo run --release -p ankusa-bench --bin bench-fleet`
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use ankusa_bench::load::{LoadConfig, LoadReport, run};
+use ankusa_bench::{Receiver, ratio, report};
+use ankusa_tests::binary::{RunningNode, write_config};
+use ankusa_tests::nats_cluster::Cluster;
+
+const CONNECTIONS: usize = 64;
+const SECONDS: u64 = 8;
+const BACKLOG: usize = 10_000;
+const LEASE_TTL_MS: u64 = 2_000;
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn yaml(receiver: &Receiver, wal: &str, roles: &str) -> String {
+    format!(
+        "node: {{roles: [{roles}]}}
+{wal}
+sinks:
+  out:
+    component: http
+    options: {{url: \"{url}\"}}
+    allow: [\"http://{addr}\"]
+sources:
+  bench:
+    sinks: [out]
+",
+        url = receiver.url(),
+        addr = receiver.addr,
+    )
+}
+
+fn fleet_wal(cluster: &Cluster, stream: &str, node: &str) -> String {
+    format!(
+        "wal: {{mode: fleet}}\nfleet: {{nats: {}, stream: {stream}, replicas: 3, node_id: {node}, lease_ttl_ms: {LEASE_TTL_MS}}}",
+        cluster.yaml_urls()
+    )
+}
+
+async fn start(bin: &Path, dir: &Path, name: &str, yaml: &str) -> RunningNode {
+    let config_dir = dir.join(format!("config-{name}"));
+    std::fs::create_dir_all(&config_dir).expect("config dir");
+    let config = write_config(&config_dir, yaml);
+    RunningNode::start_bin(bin, &config, &dir.join(format!("data-{name}")), &[], "127.0.0.1:0").await
+}
+
+fn load_config(addr: SocketAddr, connections: usize) -> LoadConfig {
+    LoadConfig {
+        addr,
+        path: "/webhooks/bench".into(),
+        connections,
+        rate: None,
+        duration: Duration::from_secs(SECONDS),
+        body_bytes: 1024,
+    }
+}
+
+fn print(name: &str, r: &LoadReport) {
+    report(&format!("{name}.acks_per_sec"), r.acks_per_sec(), "acks/s");
+    report(&format!("{name}.p50"), r.percentile_ms(0.50), "ms");
+    report(&format!("{name}.p99"), r.percentile_ms(0.99), "ms");
+    let failed: u64 = r.failures.iter().map(|(_, n)| n).sum();
+    report(&format!("{name}.non_201"), failed as f64, "requests");
+}
+
+/// Two runs at once, as one report.
+fn merged(a: LoadReport, b: LoadReport) -> LoadReport {
+    let mut latencies = a.latencies;
+    latencies.extend(b.latencies);
+    latencies.sort_unstable();
+    let mut acks = a.acks;
+    acks.extend(b.acks);
+    let mut failures = a.failures;
+    failures.extend(b.failures);
+    LoadReport { acks, failures, latencies, elapsed: a.elapsed.max(b.elapsed) }
+}
+
+/// Post `count` hooks to `addr` from 32 connections; how many were acked.
+async fn post(addr: SocketAddr, count: usize) -> usize {
+    let acked = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for w in 0..32 {
+        let acked = acked.clone();
+        tasks.push(tokio::spawn(async move {
+            let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build_http::<String>();
+            for i in (w..count).step_by(32) {
+                let request = http::Request::post(format!("http://{addr}/webhooks/bench"))
+                    .header("content-type", "application/json")
+                    .body(format!("{{\"backlog\":{i}}}"))
+                    .expect("request");
+                if let Ok(response) = client.request(request).await
+                    && response.status().as_u16() == 201
+                {
+                    acked.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        let _ = task.await;
+    }
+    acked.load(Ordering::Relaxed)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let bin = ankusa_bench::ankusa_bin(None)?;
+    let receiver = Receiver::start()?;
+    let dir = tempfile::tempdir()?;
+
+    // Baseline: one node, disk mode, the same load.
+    let disk = start(&bin, dir.path(), "disk", &yaml(&receiver, "wal: {mode: disk}", "ingest, dispatch, admin")).await;
+    let baseline = run(load_config(disk.ingest, CONNECTIONS)).await?;
+    print("fleet.baseline_disk", &baseline);
+    disk.kill();
+
+    let cluster = Cluster::start(3).await;
+    let roles = "ingest, dispatch, admin";
+    let a = start(&bin, dir.path(), "a", &yaml(&receiver, &fleet_wal(&cluster, "INGEST", "a"), roles)).await;
+    let b = start(&bin, dir.path(), "b", &yaml(&receiver, &fleet_wal(&cluster, "INGEST", "b"), roles)).await;
+    let (on_a, on_b) =
+        tokio::join!(run(load_config(a.ingest, CONNECTIONS / 2)), run(load_config(b.ingest, CONNECTIONS / 2)));
+    let fleet = merged(on_a?, on_b?);
+    print("fleet.ingest", &fleet);
+    ratio("fleet.ingest_vs_disk", fleet.acks_per_sec(), baseline.acks_per_sec());
+    let mut rounds = 0.0;
+    let mut hooks = 0.0;
+    let mut round_us = 0.0;
+    for node in [&a, &b] {
+        let (_, status) = node.admin("GET", "/v1/fleet", None, None).await;
+        let publish = &status["publish"];
+        rounds += publish["rounds"].as_f64().unwrap_or(0.0);
+        hooks += publish["hooks"].as_f64().unwrap_or(0.0);
+        round_us += publish["mean_round_us"].as_f64().unwrap_or(0.0) * publish["rounds"].as_f64().unwrap_or(0.0);
+    }
+    report("fleet.hooks_per_publish_round", hooks / rounds.max(1.0), "hooks");
+    report("fleet.publish_round_mean", round_us / rounds.max(1.0) / 1e3, "ms");
+    a.kill();
+    b.kill();
+
+    // Takeover: c takes hooks and delivers none; d delivers them once c dies.
+    let c =
+        start(&bin, dir.path(), "c", &yaml(&receiver, &fleet_wal(&cluster, "TAKEOVER", "c"), "ingest, admin")).await;
+    let d = start(&bin, dir.path(), "d", &yaml(&receiver, &fleet_wal(&cluster, "TAKEOVER", "d"), roles)).await;
+    let acked = post(c.ingest, BACKLOG).await;
+    anyhow::ensure!(acked == BACKLOG, "only {acked} of {BACKLOG} backlog hooks acked");
+    let before = receiver.received.load(Ordering::Relaxed) as usize;
+    let killed = Instant::now();
+    c.kill();
+    let mut first = None;
+    let all = loop {
+        let delivered = receiver.received.load(Ordering::Relaxed) as usize - before;
+        if delivered > 0 && first.is_none() {
+            first = Some(killed.elapsed());
+        }
+        if delivered >= BACKLOG {
+            break killed.elapsed();
+        }
+        anyhow::ensure!(killed.elapsed() < Duration::from_secs(300), "the backlog was not delivered: {delivered}");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    };
+    let first = first.unwrap_or(all);
+    report("fleet.takeover.lease_ttl", LEASE_TTL_MS as f64, "ms");
+    report("fleet.takeover.first_delivery", first.as_secs_f64() * 1e3, "ms");
+    report("fleet.takeover.backlog_delivered", all.as_secs_f64() * 1e3, "ms");
+    report("fleet.takeover.backlog_rate", BACKLOG as f64 / (all - first).as_secs_f64().max(1e-3), "hooks/s");
+    ratio("fleet.takeover.first_delivery_vs_lease_ttl", first.as_secs_f64() * 1e3, LEASE_TTL_MS as f64);
+    let (_, status) = d.admin("GET", "/v1/fleet", None, None).await;
+    if let Some(taken) = status["nodes"].as_array().into_iter().flatten().find(|n| n["node"] == "c") {
+        let t = &taken["taken"];
+        report("fleet.takeover.imported", t["imported"].as_f64().unwrap_or(0.0), "hooks");
+        let import_ms = t["done_ms"].as_f64().unwrap_or(0.0) - t["at_ms"].as_f64().unwrap_or(0.0);
+        report("fleet.takeover.import", import_ms, "ms");
+    }
+    let duplicates = receiver.received.load(Ordering::Relaxed) as usize - before - BACKLOG;
+    report("fleet.takeover.extra_deliveries", duplicates as f64, "deliveries");
+    d.kill();
+    Ok(())
+}

@@ -1,0 +1,251 @@
+//! Leases: each node renews `lease.<node>` every quarter of `lease_ttl`;
+//! peers judge a lease lapsed when its revision has not moved for
+//! `lease_ttl` by their own clock (and its stamp is as old by the wall
+//! clock), so clock skew between hosts cannot lapse a live node early.
+//!
+//! The same loop watches `taken.<this node>`: a node that finds a peer has
+//! taken it over while it ran (it was cut off for longer than the lease)
+//! stops at once, since the peer now delivers what it holds. A restart
+//! settles with the takeover (`takeover::rejoin`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
+
+use super::{Fleet, FleetError};
+use crate::queue::{Queue, now_ms};
+
+/// What a node says of itself in its lease.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
+pub struct Lease {
+    pub node: String,
+    /// When it was renewed (unix ms, the node's clock).
+    pub at_ms: u64,
+    pub started_ms: u64,
+    /// Undelivered and dead rows in its store (its lag).
+    pub pending: i64,
+    pub dead: i64,
+}
+
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TakenState {
+    Running,
+    Done,
+}
+
+/// A takeover of a node's hooks: the claim and, once done, what it moved.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
+pub struct Taken {
+    /// The node taken over.
+    pub node: String,
+    /// The node that took it.
+    pub by: String,
+    /// Positions of the node's hook subject taken: `from..=through`.
+    pub from: u64,
+    pub through: u64,
+    pub state: TakenState,
+    pub at_ms: u64,
+    pub done_ms: Option<u64>,
+    /// Hooks committed by the taker, with rows still to deliver or dead.
+    pub imported: u64,
+    /// Hooks passed over: every row delivered already.
+    pub delivered: u64,
+    /// Dead letters carried over.
+    pub dead_letters: u64,
+    /// Per store of the node (hex id): the highest seq taken, so a node
+    /// that comes back with that store drops those hooks.
+    pub through_seqs: std::collections::BTreeMap<String, u64>,
+}
+
+pub fn lease_key(node: &str) -> String {
+    format!("lease.{node}")
+}
+
+pub fn taken_key(node: &str) -> String {
+    format!("taken.{node}")
+}
+
+/// What this node has seen of its peers' leases.
+#[derive(Default)]
+pub struct Watch {
+    /// Per peer: the last revision seen and when it last moved.
+    seen: HashMap<String, (u64, Instant)>,
+    /// Peers with a takeover running from here.
+    taking: std::collections::HashSet<String>,
+}
+
+impl Fleet {
+    pub(super) async fn read<T: serde::de::DeserializeOwned>(&self, key: &str) -> Result<Option<(T, u64)>, FleetError> {
+        let entry =
+            self.connection.bucket.entry(key).await.map_err(|e| FleetError::Nats(format!("reading {key}: {e}")))?;
+        let Some(entry) = entry.filter(|e| e.operation == async_nats::jetstream::kv::Operation::Put) else {
+            return Ok(None);
+        };
+        match serde_json::from_slice(&entry.value) {
+            Ok(value) => Ok(Some((value, entry.revision))),
+            Err(e) => Err(FleetError::Nats(format!("{key} does not parse: {e}"))),
+        }
+    }
+
+    /// Wait for a lease this node id left behind (a restart within the
+    /// lease) to lapse; refuse if something keeps renewing it.
+    pub async fn wait_for_own_lease(&self) -> Result<(), FleetError> {
+        let ttl = self.settings.lease_ttl;
+        let deadline = Instant::now() + ttl * 3;
+        let mut last_revision = None;
+        let mut moved_at = Instant::now();
+        loop {
+            let Some((lease, revision)) = self.read::<Lease>(&lease_key(self.node())).await? else { return Ok(()) };
+            if last_revision != Some(revision) {
+                if last_revision.is_some() {
+                    return Err(FleetError::NodeIdInUse {
+                        node: self.node().to_string(),
+                        ago_ms: now_ms().saturating_sub(lease.at_ms),
+                    });
+                }
+                last_revision = Some(revision);
+                moved_at = Instant::now();
+            }
+            let age = Duration::from_millis(now_ms().saturating_sub(lease.at_ms));
+            if age >= ttl || moved_at.elapsed() >= ttl {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(FleetError::NodeIdInUse { node: self.node().to_string(), ago_ms: age.as_millis() as u64 });
+            }
+            tracing::info!(node = self.node(), "waiting for this node id's previous lease to lapse");
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    async fn renew(&self, queue: &Queue) -> Result<(), FleetError> {
+        let (pending, dead) = queue.node_levels().unwrap_or((0, 0));
+        let lease =
+            Lease { node: self.node().to_string(), at_ms: now_ms(), started_ms: self.started_ms, pending, dead };
+        let value = serde_json::to_vec(&lease).map_err(|e| FleetError::Nats(e.to_string()))?;
+        self.connection
+            .bucket
+            .put(lease_key(self.node()), value.into())
+            .await
+            .map_err(|e| FleetError::Nats(format!("renewing the lease: {e}")))?;
+        Ok(())
+    }
+
+    /// A peer took this node over while it ran: it must stop.
+    async fn fenced(&self) -> Result<Option<Taken>, FleetError> {
+        let Some((taken, revision)) = self.read::<Taken>(&taken_key(self.node())).await? else { return Ok(None) };
+        let ours = taken.by == self.node();
+        Ok((!ours && revision > self.reconciled.load(std::sync::atomic::Ordering::Acquire)).then_some(taken))
+    }
+
+    /// Peers whose leases have lapsed, by this node's observation.
+    async fn lapsed_peers(&self) -> Result<Vec<String>, FleetError> {
+        let mut keys =
+            self.connection.bucket.keys().await.map_err(|e| FleetError::Nats(format!("listing leases: {e}")))?;
+        let mut peers = Vec::new();
+        while let Some(key) = keys.next().await {
+            let key = key.map_err(|e| FleetError::Nats(e.to_string()))?;
+            if let Some(node) = key.strip_prefix("lease.").filter(|n| *n != self.node()) {
+                peers.push(node.to_string());
+            }
+        }
+        let mut lapsed = Vec::new();
+        for node in peers {
+            let Some((lease, revision)) = self.read::<Lease>(&lease_key(&node)).await? else { continue };
+            let mut watch = self.watch.lock().unwrap_or_else(|e| e.into_inner());
+            let seen = watch.seen.entry(node.clone()).or_insert((revision, Instant::now()));
+            if seen.0 != revision {
+                *seen = (revision, Instant::now());
+            }
+            let stale_here = seen.1.elapsed() >= self.settings.lease_ttl;
+            let stale_there = now_ms().saturating_sub(lease.at_ms) >= self.settings.lease_ttl.as_millis() as u64;
+            if stale_here && stale_there {
+                lapsed.push(node);
+            }
+        }
+        Ok(lapsed)
+    }
+
+    /// Whether `node`'s lease is live as this node sees it.
+    pub(super) fn seen_alive(&self, node: &str) -> bool {
+        if node == self.node() {
+            return true;
+        }
+        let watch = self.watch.lock().unwrap_or_else(|e| e.into_inner());
+        watch.seen.get(node).is_some_and(|(_, moved)| moved.elapsed() < self.settings.lease_ttl)
+    }
+
+    /// Renew this node's lease, stop if taken over, and take over lapsed
+    /// peers, every quarter of the lease, until the task is stopped.
+    pub fn run(self: &Arc<Self>, queue: Arc<Queue>) -> tokio::task::JoinHandle<()> {
+        let fleet = self.clone();
+        tokio::spawn(async move {
+            let period = (fleet.settings.lease_ttl / 4).max(Duration::from_millis(50));
+            let mut tick = tokio::time::interval(period);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut renewed = Instant::now();
+            let mut paused = false;
+            loop {
+                tick.tick().await;
+                let renewal = tokio::time::timeout(period, fleet.renew(&queue))
+                    .await
+                    .unwrap_or_else(|_| Err(FleetError::Nats("renewing the lease: no answer in time".into())));
+                if let Err(e) = renewal {
+                    tracing::warn!("{e}");
+                    // Peers wait a whole lease before they take over; this
+                    // node stops delivering after half of one.
+                    if !paused && renewed.elapsed() >= fleet.settings.lease_ttl / 2 {
+                        tracing::error!("the lease cannot be renewed: delivery paused until NATS answers again");
+                        queue.pause_claims(true);
+                        paused = true;
+                    }
+                    continue;
+                }
+                renewed = Instant::now();
+                match fleet.fenced().await {
+                    Ok(Some(taken)) => {
+                        tracing::error!(
+                            by = taken.by,
+                            through = taken.through,
+                            "this node was taken over while it ran (its lease lapsed); it stops so the two do not \
+                             deliver the same hooks. Restart it to rejoin the fleet."
+                        );
+                        std::process::exit(75);
+                    }
+                    Ok(None) if paused => {
+                        tracing::warn!("the lease is renewed again: delivery resumes");
+                        queue.pause_claims(false);
+                        paused = false;
+                    }
+                    Ok(None) => {}
+                    Err(e) => tracing::warn!("{e}"),
+                }
+                let lapsed = match fleet.lapsed_peers().await {
+                    Ok(lapsed) => lapsed,
+                    Err(e) => {
+                        tracing::warn!("{e}");
+                        continue;
+                    }
+                };
+                for node in lapsed {
+                    let mut watch = fleet.watch.lock().unwrap_or_else(|e| e.into_inner());
+                    if !watch.taking.insert(node.clone()) {
+                        continue;
+                    }
+                    drop(watch);
+                    let (fleet, queue) = (fleet.clone(), queue.clone());
+                    tokio::spawn(async move {
+                        if let Err(e) = fleet.take_over(&queue, &node).await {
+                            tracing::warn!(node, "takeover failed (tried again): {e}");
+                        }
+                        fleet.watch.lock().unwrap_or_else(|e| e.into_inner()).taking.remove(&node);
+                    });
+                }
+            }
+        })
+    }
+}

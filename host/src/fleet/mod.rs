@@ -1,0 +1,239 @@
+//! The fleet (`wal.mode: fleet`): nodes that share one NATS JetStream, so an
+//! acked hook survives the loss of the node that took it.
+//!
+//! - **Intake**: every hook is published to this node's subject of a stream
+//!   replicated to a quorum (`intake::JetStreamLog`), then written to the
+//!   node's own store; only then is it acked.
+//! - **Dedupe** across nodes: the stream's duplicate window, keyed by the
+//!   provider's dedupe key (see `intake::jetstream`).
+//! - **Outcomes** (`outcomes`): delivered rows and dead letters are
+//!   published on the node's outcome subject, so a taker skips what was
+//!   delivered and keeps the dead letters.
+//! - **Leases** (`lease`): each node renews `lease.<node>` in a KV bucket;
+//!   peers watch them.
+//! - **Takeover** (`takeover`): when a lease lapses, one live peer claims
+//!   `taken.<node>` (create or compare-and-set: one winner) and commits the
+//!   lapsed node's undelivered hooks into its own store and subject. A node
+//!   that comes back drops what was taken (`rejoin`); a node that finds
+//!   itself taken while running stops.
+//!
+//! Subjects: `<stream>.hook.<node>` and `<stream>.outcome.<node>` (the
+//! stream's name in lower case); bucket `<stream>-fleet`.
+
+mod lease;
+mod outcomes;
+mod setup;
+mod status;
+mod takeover;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use thiserror::Error;
+
+use crate::intake::{JetStreamLog, PublishStats};
+use crate::store::keys::meta;
+use crate::store::{Batch, Cf, Durability, Store};
+
+pub use lease::{Lease, Taken, TakenState};
+pub use status::{FleetStatus, NodeStatus, PublishFigures};
+
+/// Everything a fleet node needs to know, from `ankusa.yml`'s `fleet`.
+#[derive(Clone, Debug)]
+pub struct FleetSettings {
+    pub servers: Vec<String>,
+    pub stream: String,
+    pub replicas: usize,
+    pub node_id: String,
+    /// A lease not renewed for this long has lapsed.
+    pub lease_ttl: Duration,
+    pub publish_timeout: Duration,
+    pub connect_timeout: Duration,
+    /// How long the stream keeps a hook (its `max_age`).
+    pub retention: Duration,
+    /// The stream's duplicate window (`dedupe.ttl`).
+    pub dedupe_window: Duration,
+    pub credentials: Option<PathBuf>,
+    pub token: Option<String>,
+    pub tls: TlsFiles,
+    pub subjects: Subjects,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct TlsFiles {
+    pub ca_file: Option<PathBuf>,
+    pub cert_file: Option<PathBuf>,
+    pub key_file: Option<PathBuf>,
+    pub required: bool,
+}
+
+/// The names a fleet uses, from its stream's name.
+#[derive(Clone, Debug)]
+pub struct Subjects {
+    prefix: String,
+    stream: String,
+}
+
+impl Subjects {
+    pub fn new(stream: &str) -> Subjects {
+        Subjects { prefix: stream.to_ascii_lowercase(), stream: stream.to_string() }
+    }
+    pub fn hooks(&self, node: &str) -> String {
+        format!("{}.hook.{node}", self.prefix)
+    }
+    pub fn outcomes(&self, node: &str) -> String {
+        format!("{}.outcome.{node}", self.prefix)
+    }
+    pub fn all_hooks(&self) -> String {
+        format!("{}.hook.*", self.prefix)
+    }
+    pub fn all_outcomes(&self) -> String {
+        format!("{}.outcome.*", self.prefix)
+    }
+    pub fn bucket(&self) -> String {
+        format!("{}-fleet", self.stream)
+    }
+}
+
+#[derive(Debug, Error)]
+pub enum FleetError {
+    #[error("cannot reach NATS at {servers}: {reason}")]
+    Unreachable { servers: String, reason: String },
+    #[error("fleet.credentials {path}: {reason}")]
+    Credentials { path: String, reason: String },
+    #[error(
+        "cannot create JetStream stream {stream} with {replicas} replicas: {reason} \
+         (fleet.replicas needs at least that many JetStream servers in the cluster)"
+    )]
+    CreateStream { stream: String, replicas: usize, reason: String },
+    #[error(
+        "JetStream stream {stream} exists with other settings: {}; every node of a fleet must agree, \
+         so it is not changed (fix ankusa.yml, or remove the stream if it holds nothing you need)",
+        differences.join("; ")
+    )]
+    StreamMismatch { stream: String, differences: Vec<String> },
+    #[error("node id {node} is in use: its lease was renewed {ago_ms} ms ago by another process")]
+    NodeIdInUse { node: String, ago_ms: u64 },
+    #[error(
+        "this store holds undelivered hooks from before wal.mode fleet; drain them in disk mode first \
+         (they are not in the replicated log, and a takeover could not find them)"
+    )]
+    UnloggedHooks,
+    #[error("NATS: {0}")]
+    Nats(String),
+    #[error("the store: {0}")]
+    Store(String),
+    #[error("the queue: {0}")]
+    Queue(#[from] crate::queue::QueueError),
+}
+
+/// A node of the fleet.
+pub struct Fleet {
+    settings: FleetSettings,
+    connection: setup::Connected,
+    publish: Arc<PublishStats>,
+    /// This node's store, as its hooks' headers name it.
+    store_id: u64,
+    /// The revision of `taken.<this node>` this node has settled with.
+    reconciled: AtomicU64,
+    started_ms: u64,
+    watch: std::sync::Mutex<lease::Watch>,
+    /// Takeovers this node ran since it started.
+    ran: std::sync::Mutex<Vec<Taken>>,
+    outcomes: std::sync::OnceLock<Arc<outcomes::Publisher>>,
+}
+
+impl Fleet {
+    /// Connect, check (or make) the stream and bucket, and name this
+    /// node's store. Refuses rather than runs half-configured.
+    pub async fn connect(settings: FleetSettings, store: &dyn Store) -> Result<Arc<Fleet>, FleetError> {
+        let connection = setup::connect(&settings).await?;
+        let store_id = store_id(store)?;
+        let reconciled = read_u64(store, meta::FLEET_RECONCILED)?.unwrap_or(0);
+        if store.created() {
+            mark_logged(store)?;
+        } else if read_u64(store, meta::FLEET_LOGGED)?.is_none() {
+            if crate::queue::has_rows(store).map_err(|e| FleetError::Store(e.to_string()))? {
+                return Err(FleetError::UnloggedHooks);
+            }
+            mark_logged(store)?;
+        }
+        Ok(Arc::new(Fleet {
+            settings,
+            connection,
+            publish: Arc::default(),
+            store_id,
+            reconciled: AtomicU64::new(reconciled),
+            started_ms: crate::queue::now_ms(),
+            watch: Default::default(),
+            ran: Default::default(),
+            outcomes: Default::default(),
+        }))
+    }
+
+    /// The intake log the writer publishes through.
+    pub fn intake_log(&self) -> JetStreamLog {
+        JetStreamLog::new(
+            self.connection.context.clone(),
+            self.connection.stream.clone(),
+            tokio::runtime::Handle::current(),
+            self.settings.subjects.hooks(&self.settings.node_id),
+            self.store_id,
+            self.settings.publish_timeout,
+            self.publish.clone(),
+        )
+    }
+
+    pub fn settings(&self) -> &FleetSettings {
+        &self.settings
+    }
+
+    /// What a `201` survives in this mode, for the banner and status.
+    pub fn ack_survives(&self) -> String {
+        format!(
+            "the loss of this host; quorum of {} JetStream servers ({} of {} may fail)",
+            self.settings.replicas,
+            self.settings.replicas.saturating_sub(1) / 2,
+            self.settings.replicas
+        )
+    }
+
+    fn node(&self) -> &str {
+        &self.settings.node_id
+    }
+
+    fn set_reconciled(&self, store: &dyn Store, revision: u64) -> Result<(), FleetError> {
+        let mut batch = Batch::new();
+        batch.put(Cf::Meta, meta::FLEET_RECONCILED.to_vec(), revision.to_be_bytes().to_vec());
+        store.write(&batch, Durability::Synced).map_err(|e| FleetError::Store(e.to_string()))?;
+        self.reconciled.store(revision, Ordering::Release);
+        Ok(())
+    }
+}
+
+/// This store's id: made once, kept in its meta family.
+fn store_id(store: &dyn Store) -> Result<u64, FleetError> {
+    if let Some(id) = read_u64(store, meta::FLEET_STORE)? {
+        return Ok(id);
+    }
+    let mut bytes = [0u8; 8];
+    getrandom::getrandom(&mut bytes).map_err(|e| FleetError::Store(format!("no randomness for a store id: {e}")))?;
+    let id = u64::from_be_bytes(bytes);
+    let mut batch = Batch::new();
+    batch.put(Cf::Meta, meta::FLEET_STORE.to_vec(), id.to_be_bytes().to_vec());
+    store.write(&batch, Durability::Synced).map_err(|e| FleetError::Store(e.to_string()))?;
+    Ok(id)
+}
+
+fn mark_logged(store: &dyn Store) -> Result<(), FleetError> {
+    let mut batch = Batch::new();
+    batch.put(Cf::Meta, meta::FLEET_LOGGED.to_vec(), 1u64.to_be_bytes().to_vec());
+    store.write(&batch, Durability::Synced).map_err(|e| FleetError::Store(e.to_string()))
+}
+
+fn read_u64(store: &dyn Store, key: &[u8]) -> Result<Option<u64>, FleetError> {
+    let value = store.get(Cf::Meta, key).map_err(|e| FleetError::Store(e.to_string()))?;
+    Ok(value.and_then(|v| <[u8; 8]>::try_from(v.as_slice()).ok()).map(u64::from_be_bytes))
+}

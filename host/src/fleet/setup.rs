@@ -1,0 +1,155 @@
+//! Connecting to NATS, and the stream and bucket a fleet shares: made if
+//! absent, checked if present. A stream with other settings is refused,
+//! never changed: every node of the fleet must agree on it.
+
+use async_nats::jetstream::{self, kv, stream};
+
+use super::{FleetError, FleetSettings};
+
+pub struct Connected {
+    pub client: async_nats::Client,
+    pub context: jetstream::Context,
+    pub stream: stream::Stream,
+    pub bucket: kv::Store,
+}
+
+pub async fn connect(settings: &FleetSettings) -> Result<Connected, FleetError> {
+    let servers = settings.servers.join(", ");
+    let unreachable = |reason: String| FleetError::Unreachable { servers: servers.clone(), reason };
+    let mut options = async_nats::ConnectOptions::new()
+        .name(format!("ankusa-{}", settings.node_id))
+        .connection_timeout(settings.connect_timeout)
+        .request_timeout(Some(settings.publish_timeout));
+    if let Some(path) = &settings.credentials {
+        options = options
+            .credentials_file(path)
+            .await
+            .map_err(|e| FleetError::Credentials { path: path.display().to_string(), reason: e.to_string() })?;
+    }
+    if let Some(token) = &settings.token {
+        options = options.token(token.clone());
+    }
+    if let Some(ca) = &settings.tls.ca_file {
+        options = options.add_root_certificates(ca.clone());
+    }
+    if let (Some(cert), Some(key)) = (&settings.tls.cert_file, &settings.tls.key_file) {
+        options = options.add_client_certificate(cert.clone(), key.clone());
+    }
+    if settings.tls.required {
+        options = options.require_tls(true);
+    }
+    let addresses: Vec<async_nats::ServerAddr> = settings
+        .servers
+        .iter()
+        .map(|s| s.parse().map_err(|e| unreachable(format!("{s}: {e}"))))
+        .collect::<Result<_, _>>()?;
+    let client = tokio::time::timeout(settings.connect_timeout * 2, options.connect(addresses))
+        .await
+        .map_err(|_| unreachable(format!("no answer within {:?}", settings.connect_timeout * 2)))?
+        .map_err(|e| unreachable(e.to_string()))?;
+    let mut context = jetstream::new(client.clone());
+    context.set_timeout(settings.publish_timeout);
+    let stream = ensure_stream(&context, settings).await?;
+    let bucket = ensure_bucket(&context, settings).await?;
+    Ok(Connected { client, context, stream, bucket })
+}
+
+/// The stream's settings as this node needs them.
+fn wanted_stream(settings: &FleetSettings) -> stream::Config {
+    stream::Config {
+        name: settings.stream.clone(),
+        subjects: vec![settings.subjects.all_hooks(), settings.subjects.all_outcomes()],
+        storage: stream::StorageType::File,
+        num_replicas: settings.replicas,
+        max_age: settings.retention,
+        duplicate_window: settings.dedupe_window,
+        ..Default::default()
+    }
+}
+
+async fn ensure_stream(context: &jetstream::Context, settings: &FleetSettings) -> Result<stream::Stream, FleetError> {
+    let wanted = wanted_stream(settings);
+    match context.get_stream(&settings.stream).await {
+        Ok(mut existing) => {
+            let info = existing.info().await.map_err(|e| FleetError::Nats(e.to_string()))?;
+            let differences = differences(&wanted, &info.config);
+            if !differences.is_empty() {
+                return Err(FleetError::StreamMismatch { stream: settings.stream.clone(), differences });
+            }
+            Ok(existing)
+        }
+        Err(e) if is_not_found(&e) => context.create_stream(wanted).await.map_err(|e| FleetError::CreateStream {
+            stream: settings.stream.clone(),
+            replicas: settings.replicas,
+            reason: e.to_string(),
+        }),
+        Err(e) => Err(FleetError::Nats(format!("reading stream {}: {e}", settings.stream))),
+    }
+}
+
+fn is_not_found(e: &jetstream::context::GetStreamError) -> bool {
+    matches!(e.kind(), jetstream::context::GetStreamErrorKind::JetStream(js)
+        if js.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND)
+}
+
+/// What an existing stream has that this node does not expect.
+fn differences(wanted: &stream::Config, found: &stream::Config) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut subjects = found.subjects.clone();
+    subjects.sort();
+    let mut expected = wanted.subjects.clone();
+    expected.sort();
+    if subjects != expected {
+        out.push(format!("subjects {:?} (expected {:?})", found.subjects, wanted.subjects));
+    }
+    if found.num_replicas.max(1) != wanted.num_replicas {
+        out.push(format!("replicas {} (fleet.replicas is {})", found.num_replicas, wanted.num_replicas));
+    }
+    if found.storage != wanted.storage {
+        out.push(format!("storage {:?} (expected file)", found.storage));
+    }
+    if found.duplicate_window != wanted.duplicate_window {
+        out.push(format!(
+            "duplicate window {:?} (expected {:?}, dedupe.ttl)",
+            found.duplicate_window, wanted.duplicate_window
+        ));
+    }
+    if found.max_age != wanted.max_age {
+        out.push(format!("max age {:?} (fleet.retention is {:?})", found.max_age, wanted.max_age));
+    }
+    if found.retention != stream::RetentionPolicy::Limits {
+        out.push(format!("retention {:?} (expected limits)", found.retention));
+    }
+    out
+}
+
+async fn ensure_bucket(context: &jetstream::Context, settings: &FleetSettings) -> Result<kv::Store, FleetError> {
+    let name = settings.subjects.bucket();
+    if let Ok(bucket) = context.get_key_value(&name).await {
+        return Ok(bucket);
+    }
+    // The bucket's stream, made as a KV bucket's is (the client's own
+    // bucket creation first asks for account details a 2.9 server answers
+    // in a form it does not read).
+    context
+        .create_stream(stream::Config {
+            name: format!("KV_{name}"),
+            description: Some("Ankusa fleet: leases and takeovers".into()),
+            subjects: vec![format!("$KV.{name}.>")],
+            max_messages_per_subject: 1,
+            storage: stream::StorageType::File,
+            num_replicas: settings.replicas,
+            allow_rollup: true,
+            deny_delete: true,
+            allow_direct: true,
+            discard: stream::DiscardPolicy::New,
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| FleetError::CreateStream {
+            stream: format!("KV_{name}"),
+            replicas: settings.replicas,
+            reason: e.to_string(),
+        })?;
+    context.get_key_value(&name).await.map_err(|e| FleetError::Nats(format!("opening bucket {name}: {e}")))
+}

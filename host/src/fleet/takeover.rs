@@ -1,0 +1,358 @@
+//! Takeover: a live node commits a lapsed node's undelivered hooks into its
+//! own store (and so its own subject), and its dead letters into its DLQ.
+//!
+//! The claim is `taken.<node>` in the bucket, written by create (no record
+//! yet) or compare-and-set on the revision read (a record of an earlier
+//! takeover, or a running one whose taker lapsed): exactly one node wins.
+//! It names the positions of the node's hook subject taken, `from..=through`
+//! (through: the subject's last message when claimed). Each hook is
+//! committed under the message id `import.<node>.<position>`, so a takeover
+//! run again after its taker died commits nothing twice.
+//!
+//! What a takeover can deliver twice: rows the lapsed node delivered whose
+//! outcomes it had not yet published (at most `outcomes::FLUSH_EVERY` of
+//! deliveries plus those in flight when it died).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream::stream::LastRawMessageErrorKind;
+
+use super::lease::{Taken, TakenState, taken_key};
+use super::outcomes::{self, Outcomes};
+use super::{Fleet, FleetError};
+use crate::intake::{SEQ_HEADER, STORE_HEADER};
+use crate::queue::{EntryOutcome, FinalOutcome, Imported, Queue, handoff, now_ms};
+use crate::store::Store;
+
+/// Hooks committed per import call.
+const IMPORT_BATCH: usize = 256;
+
+/// What a takeover moved.
+#[derive(Default)]
+struct Moved {
+    imported: u64,
+    delivered: u64,
+    dead_letters: u64,
+    through_seqs: BTreeMap<String, u64>,
+}
+
+impl Fleet {
+    /// The last position of `subject` in the stream (0: none).
+    async fn last_position(&self, subject: &str) -> Result<u64, FleetError> {
+        match self.connection.stream.get_last_raw_message_by_subject(subject).await {
+            Ok(message) => Ok(message.sequence),
+            Err(e) if matches!(e.kind(), LastRawMessageErrorKind::NoMessageFound) => Ok(0),
+            Err(e) => Err(FleetError::Nats(format!("last message of {subject}: {e}"))),
+        }
+    }
+
+    /// Claim `node` if its hooks need taking: create the record, or swap
+    /// it at the revision read. `None`: nothing to take, or another node
+    /// holds the claim.
+    async fn claim(&self, node: &str) -> Result<Option<(Taken, u64)>, FleetError> {
+        let key = taken_key(node);
+        let last = self.last_position(&self.settings.subjects.hooks(node)).await?;
+        let previous = self.read::<Taken>(&key).await?;
+        let from = match &previous {
+            None => 1,
+            Some((taken, _)) if taken.state == TakenState::Done => taken.through + 1,
+            // A running takeover whose taker lapsed is run again, whole.
+            Some((taken, _)) if !self.seen_alive(&taken.by) || taken.by == self.node() => taken.from,
+            Some(_) => return Ok(None),
+        };
+        let settled = previous.as_ref().is_none_or(|(taken, _)| taken.state == TakenState::Done);
+        if from > last && settled {
+            return Ok(None);
+        }
+        let claim = Taken {
+            node: node.to_string(),
+            by: self.node().to_string(),
+            from,
+            through: last,
+            state: TakenState::Running,
+            at_ms: now_ms(),
+            done_ms: None,
+            imported: 0,
+            delivered: 0,
+            dead_letters: 0,
+            through_seqs: BTreeMap::new(),
+        };
+        let value = serde_json::to_vec(&claim).map_err(|e| FleetError::Nats(e.to_string()))?.into();
+        let bucket = &self.connection.bucket;
+        let written = match &previous {
+            None => bucket.create(&key, value).await.map_err(|e| e.to_string()),
+            Some((_, revision)) => bucket.update(&key, value, *revision).await.map_err(|e| e.to_string()),
+        };
+        match written {
+            Ok(revision) => Ok(Some((claim, revision))),
+            Err(e) => {
+                tracing::debug!(node, "another node claimed it first: {e}");
+                Ok(None)
+            }
+        }
+    }
+
+    /// Take `node` over if its hooks need taking and this node wins the claim.
+    pub(super) async fn take_over(&self, queue: &Queue, node: &str) -> Result<(), FleetError> {
+        let Some((mut claim, revision)) = self.claim(node).await? else { return Ok(()) };
+        tracing::warn!(node, from = claim.from, through = claim.through, "taking over a node whose lease lapsed");
+        let moved = self.import_range(queue, node, claim.from, claim.through).await?;
+        claim.state = TakenState::Done;
+        claim.done_ms = Some(now_ms());
+        (claim.imported, claim.delivered, claim.dead_letters) = (moved.imported, moved.delivered, moved.dead_letters);
+        claim.through_seqs = moved.through_seqs;
+        let value = serde_json::to_vec(&claim).map_err(|e| FleetError::Nats(e.to_string()))?.into();
+        self.connection
+            .bucket
+            .update(taken_key(node), value, revision)
+            .await
+            .map_err(|e| FleetError::Nats(format!("recording the takeover of {node}: {e}")))?;
+        crate::metrics::metrics().fleet_takeovers.inc();
+        tracing::warn!(
+            node,
+            imported = claim.imported,
+            delivered_before = claim.delivered,
+            dead_letters = claim.dead_letters,
+            took_ms = claim.done_ms.unwrap_or(0).saturating_sub(claim.at_ms),
+            "takeover done"
+        );
+        self.ran.lock().unwrap_or_else(|e| e.into_inner()).push(claim);
+        Ok(())
+    }
+
+    /// Commit the undelivered hooks of `node`'s subject at positions
+    /// `from..=through` into this node's queue.
+    async fn import_range(&self, queue: &Queue, node: &str, from: u64, through: u64) -> Result<Moved, FleetError> {
+        let mut moved = Moved::default();
+        if from > through {
+            return Ok(moved);
+        }
+        let outcomes = self.read_outcomes(node).await?;
+        let subject = self.settings.subjects.hooks(node);
+        let mut position = from;
+        let mut batch = Vec::new();
+        while position <= through {
+            let message = match self.connection.stream.get_first_raw_message_by_subject(&subject, position).await {
+                Ok(message) => message,
+                Err(e) if matches!(e.kind(), LastRawMessageErrorKind::NoMessageFound) => break,
+                Err(e) => return Err(FleetError::Nats(format!("reading {subject} at {position}: {e}"))),
+            };
+            if message.sequence > through {
+                break;
+            }
+            position = message.sequence + 1;
+            let header = |name: &str| message.headers.get(name).map(|v| v.as_str().to_string());
+            let store = header(STORE_HEADER).unwrap_or_default();
+            let seq = header(SEQ_HEADER).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
+            let best = moved.through_seqs.entry(store.clone()).or_insert(0);
+            *best = (*best).max(seq);
+            let mut hook = match handoff::decode(&message.payload) {
+                Ok(hook) => hook,
+                Err(e) => {
+                    tracing::error!(
+                        subject,
+                        position = message.sequence,
+                        "a logged hook does not decode; skipped: {e}"
+                    );
+                    continue;
+                }
+            };
+            let settled = outcomes.get(&(store, seq));
+            let final_of = |sink: u16| settled.and_then(|s| s.get(&sink));
+            hook.rows.retain(|(sink, _)| !matches!(final_of(*sink), Some(FinalOutcome::Delivered)));
+            if hook.rows.is_empty() {
+                moved.delivered += 1;
+                continue;
+            }
+            let dead: Vec<(u16, FinalOutcome)> = hook
+                .rows
+                .iter()
+                .filter_map(|(sink, _)| {
+                    final_of(*sink).filter(|f| matches!(f, FinalOutcome::Dead { .. })).map(|f| (*sink, f.clone()))
+                })
+                .collect();
+            let origin = format!("import.{node}.{}", message.sequence);
+            batch.push((Imported { handoff: hook, origin }, dead));
+            if batch.len() >= IMPORT_BATCH {
+                self.commit_imports(queue, std::mem::take(&mut batch), &mut moved).await?;
+            }
+        }
+        self.commit_imports(queue, batch, &mut moved).await?;
+        Ok(moved)
+    }
+
+    async fn commit_imports(
+        &self,
+        queue: &Queue,
+        batch: Vec<(Imported, Vec<(u16, FinalOutcome)>)>,
+        moved: &mut Moved,
+    ) -> Result<(), FleetError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let (hooks, dead): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
+        let outcomes = queue.import(hooks).await?;
+        for (outcome, dead) in outcomes.into_iter().zip(dead) {
+            match outcome {
+                EntryOutcome::Committed(envelope) => {
+                    moved.imported += 1;
+                    for (sink, outcome) in dead {
+                        if let FinalOutcome::Dead { dead_at, reason, class, .. } = outcome {
+                            queue.bury(envelope.seq, sink, dead_at, &reason, class)?;
+                            moved.dead_letters += 1;
+                        }
+                    }
+                }
+                // Committed by an earlier run of this takeover.
+                EntryOutcome::Duplicate(_) => {}
+                EntryOutcome::Refused(refusal) => {
+                    return Err(FleetError::Nats(format!("committing taken-over hooks: {refusal}")));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every outcome `node` published: (store, seq) → sink → the last one.
+    async fn read_outcomes(
+        &self,
+        node: &str,
+    ) -> Result<HashMap<(String, u64), HashMap<u16, FinalOutcome>>, FleetError> {
+        let subject = self.settings.subjects.outcomes(node);
+        let mut all: HashMap<(String, u64), HashMap<u16, FinalOutcome>> = HashMap::new();
+        let mut position = 1;
+        loop {
+            let message = match self.connection.stream.get_first_raw_message_by_subject(&subject, position).await {
+                Ok(message) => message,
+                Err(e) if matches!(e.kind(), LastRawMessageErrorKind::NoMessageFound) => break,
+                Err(e) => return Err(FleetError::Nats(format!("reading {subject} at {position}: {e}"))),
+            };
+            position = message.sequence + 1;
+            match outcomes::decode(&message.payload) {
+                Ok(Outcomes { store, rows }) => {
+                    for (seq, sink, outcome) in rows {
+                        all.entry((store.clone(), seq)).or_default().insert(sink, outcome);
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(subject, position = message.sequence, "published outcomes do not decode: {e}")
+                }
+            }
+        }
+        Ok(all)
+    }
+
+    /// Settle with the fleet before dispatch starts: drop what a peer took
+    /// over while this node was away, and take back this node's own hooks
+    /// that its store lacks (a new store: the old one was lost). A peer
+    /// that claims this node meanwhile (its lease had lapsed) is waited for.
+    pub async fn rejoin(&self, queue: &Queue, store: &dyn Store, fresh_store: bool) -> Result<(), FleetError> {
+        let key = taken_key(self.node());
+        let mut taken_back = !fresh_store;
+        for _ in 0..1200 {
+            let record = self.read::<Taken>(&key).await?;
+            match record {
+                Some((taken, _)) if taken.state == TakenState::Running && taken.by != self.node() => {
+                    if self.peer_alive(&taken.by).await? {
+                        tracing::info!(by = taken.by, "waiting for a peer's takeover of this node to finish");
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                        continue;
+                    }
+                    // Its taker lapsed too: this node runs it again, below.
+                    taken_back = false;
+                }
+                Some((taken, revision))
+                    if taken.state == TakenState::Done
+                        && taken.by != self.node()
+                        && revision > self.reconciled.load(std::sync::atomic::Ordering::Acquire) =>
+                {
+                    let own = format!("{:016x}", self.store_id);
+                    let dropped = match taken.through_seqs.get(&own) {
+                        Some(&through) => queue.purge_through(through)?,
+                        None => 0,
+                    };
+                    tracing::warn!(
+                        by = taken.by,
+                        through = taken.through,
+                        dropped,
+                        "a peer took this node over while it was away; its rows of those hooks are dropped here"
+                    );
+                    self.set_reconciled(store, revision)?;
+                    continue;
+                }
+                Some((taken, _)) if taken.state == TakenState::Running => taken_back = false,
+                _ => {}
+            }
+            if taken_back {
+                return Ok(());
+            }
+            // Everything logged since the last takeover is this node's again.
+            let Some((claim, revision)) = self.claim(self.node()).await? else {
+                // Nothing to take back, unless a peer claimed this node meanwhile.
+                match self.read::<Taken>(&key).await? {
+                    Some((taken, _)) if taken.state == TakenState::Running => continue,
+                    Some((taken, revision))
+                        if taken.by != self.node()
+                            && revision > self.reconciled.load(std::sync::atomic::Ordering::Acquire) =>
+                    {
+                        continue;
+                    }
+                    _ => return Ok(()),
+                }
+            };
+            tracing::warn!(from = claim.from, through = claim.through, "taking back this node's logged hooks");
+            let moved = self.import_range(queue, self.node(), claim.from, claim.through).await?;
+            let done = Taken {
+                state: TakenState::Done,
+                done_ms: Some(now_ms()),
+                imported: moved.imported,
+                delivered: moved.delivered,
+                dead_letters: moved.dead_letters,
+                through_seqs: moved.through_seqs,
+                ..claim
+            };
+            let value = serde_json::to_vec(&done).map_err(|e| FleetError::Nats(e.to_string()))?.into();
+            let revision = self
+                .connection
+                .bucket
+                .update(&key, value, revision)
+                .await
+                .map_err(|e| FleetError::Nats(format!("recording the takeback: {e}")))?;
+            self.set_reconciled(store, revision)?;
+            taken_back = true;
+        }
+        Err(FleetError::Nats("gave up waiting for a peer's takeover of this node".into()))
+    }
+
+    /// Whether `node` renewed its lease within the last lease period.
+    async fn peer_alive(&self, node: &str) -> Result<bool, FleetError> {
+        let lease = self.read::<super::Lease>(&super::lease::lease_key(node)).await?;
+        Ok(lease.is_some_and(|(lease, _)| {
+            now_ms().saturating_sub(lease.at_ms) < self.settings.lease_ttl.as_millis() as u64
+        }))
+    }
+
+    /// The outcome publisher this node's queue reports to.
+    pub fn outcome_log(self: &Arc<Self>) -> Arc<dyn crate::queue::OutcomeLog> {
+        let publisher = self.outcomes.get_or_init(|| {
+            outcomes::Publisher::start(
+                self.connection.context.clone(),
+                self.settings.subjects.outcomes(self.node()),
+                format!("{:016x}", self.store_id),
+            )
+        });
+        publisher.clone()
+    }
+
+    /// Publish the outcomes not yet published (at shutdown, after dispatch
+    /// stopped), so a later takeover repeats none of them.
+    pub async fn flush_outcomes(&self) {
+        if let Some(publisher) = self.outcomes.get()
+            && let Err(e) = publisher.flush().await
+        {
+            tracing::warn!("the last delivery outcomes were not published ({e}); a takeover may repeat them");
+        }
+    }
+}

@@ -1,0 +1,66 @@
+//! Hooks taken over from another node (`fleet`): committed again under
+//! this node's seqs, through the writer, so they are logged to this node's
+//! own replicated subject like any hook it acked.
+
+use super::handoff::Handoff;
+use super::writer::{Call, Kind, Logged, Prepared};
+use super::{DeliveryRow, EntryOutcome, Queue, QueueError, RowState};
+use crate::store::Batch;
+
+/// One hook to take over.
+pub struct Imported {
+    pub handoff: Handoff,
+    /// Its identity where it came from (`import.<node>.<position>`): a
+    /// takeover run again (after its taker died) commits it once.
+    pub origin: String,
+}
+
+impl Queue {
+    /// Commit hooks taken over from another node: fresh seqs, no dedupe and
+    /// no quotas (they were acked once already), each row as it was handed
+    /// over. A hook whose origin the intake log has seen is answered as a
+    /// duplicate and not stored again.
+    pub async fn import(&self, hooks: Vec<Imported>) -> Result<Vec<EntryOutcome>, QueueError> {
+        let now_ms = self.config.clock.now_ms();
+        let mut entries = Vec::with_capacity(hooks.len());
+        for Imported { handoff, origin } in hooks {
+            // Each row is due now: its due index entry is written with the
+            // commit's time, and a row must agree with its index entry.
+            let rows = handoff
+                .rows
+                .into_iter()
+                .map(|(sink, value)| {
+                    let row = DeliveryRow::decode(0, sink, &value)
+                        .map_err(|e| QueueError::Corrupt(format!("a handed-over row: {e}")))?;
+                    Ok((sink, DeliveryRow { state: RowState::Due { due_at: now_ms }, ..row }.encode()))
+                })
+                .collect::<Result<Vec<_>, QueueError>>()?;
+            entries.push(Prepared {
+                envelope: handoff.envelope,
+                encoded: handoff.encoded,
+                rows,
+                dedupe: None,
+                prefetched: None,
+                msg_id: Some(origin),
+                logged: Logged::Not,
+            });
+        }
+        let (reply, outcome) = tokio::sync::oneshot::channel();
+        let call = Call {
+            kind: Kind::Import,
+            entries,
+            extra: Batch::new(),
+            deadline: None,
+            now_ms,
+            prefetch_epoch: self.stats.epoch.load(std::sync::atomic::Ordering::Acquire),
+            reply: super::reply::Reply::Call(reply),
+        };
+        self.hand_over(call).await;
+        outcome.await.map_err(|_| QueueError::Closed)?
+    }
+
+    /// Hand final outcomes to `log` from now on (once per queue).
+    pub fn set_outcome_log(&self, log: std::sync::Arc<dyn super::OutcomeLog>) {
+        let _ = self.outcome_log.set(log);
+    }
+}
