@@ -56,6 +56,27 @@ impl LoadReport {
         self.latencies[i].as_secs_f64() * 1e3
     }
 
+    /// Two runs that went on at the same time, as one report.
+    pub fn merge(self, other: LoadReport) -> LoadReport {
+        let mut latencies = self.latencies;
+        latencies.extend(other.latencies);
+        latencies.sort_unstable();
+        let mut acks = self.acks;
+        acks.extend(other.acks);
+        let mut failures = self.failures;
+        failures.extend(other.failures);
+        LoadReport { acks, failures, latencies, elapsed: self.elapsed.max(other.elapsed) }
+    }
+
+    /// `<name>.acks_per_sec`, `.p50`, `.p99` and `.non_201` lines.
+    pub fn print(&self, name: &str) {
+        crate::report(&format!("{name}.acks_per_sec"), self.acks_per_sec(), "acks/s");
+        crate::report(&format!("{name}.p50"), self.percentile_ms(0.50), "ms");
+        crate::report(&format!("{name}.p99"), self.percentile_ms(0.99), "ms");
+        let failed: u64 = self.failures.iter().map(|(_, n)| n).sum();
+        crate::report(&format!("{name}.non_201"), failed as f64, "requests");
+    }
+
     /// `id,sha256` lines of every ack.
     pub fn ack_lines(&self) -> String {
         self.acks.iter().map(|a| format!("{},{}\n", a.id, a.sha256)).collect()

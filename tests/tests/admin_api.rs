@@ -13,13 +13,14 @@ use serde_json::{Value, json};
 
 /// Every admin route: (method, path). The document must list exactly
 /// these, and each must be served.
-const ROUTES: [(&str, &str); 25] = [
+const ROUTES: [(&str, &str); 26] = [
     ("get", "/health"),
     ("get", "/ready"),
     ("get", "/metrics"),
     ("get", "/openapi.json"),
     ("get", "/v1/config"),
     ("get", "/v1/wal"),
+    ("get", "/v1/fleet"),
     ("get", "/v1/dlq"),
     ("get", "/v1/replays"),
     ("post", "/v1/replays"),
@@ -108,6 +109,8 @@ async fn probes_and_status(node: &RunningNode) {
     let (status, wal) = node.admin("GET", "/v1/wal", None, None).await;
     assert_eq!((status, wal["mode"].as_str()), (200, Some("disk")));
     assert!(wal["durability"].as_str().is_some_and(|d| d.contains("THIS host")));
+    let (status, body) = node.admin("GET", "/v1/fleet", None, None).await;
+    assert_eq!((status, body["error"].as_str()), (404, Some("not_in_a_fleet")), "a disk node is in no fleet");
     let (status, body) = node.admin("GET", "/v1/nothing-here", None, None).await;
     assert_eq!((status, body["error"].as_str()), (404, Some("no_route")));
     let (status, body) = node.admin("GET", "/v1/tenants/zeta", None, None).await;

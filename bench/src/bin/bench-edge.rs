@@ -42,14 +42,6 @@ async fn measured(addr: std::net::SocketAddr) -> anyhow::Result<Measured> {
     Ok(Measured { load, cpu_per_ack_us })
 }
 
-fn print(name: &str, r: &LoadReport) {
-    report(&format!("{name}.acks_per_sec"), r.acks_per_sec(), "acks/s");
-    report(&format!("{name}.p50"), r.percentile_ms(0.50), "ms");
-    report(&format!("{name}.p99"), r.percentile_ms(0.99), "ms");
-    let failed: u64 = r.failures.iter().map(|(_, n)| n).sum();
-    report(&format!("{name}.non_201"), failed as f64, "requests");
-}
-
 async fn bare_ceiling() -> anyhow::Result<Measured> {
     let app = axum::Router::new().route(
         "/webhooks/{source}",
@@ -112,14 +104,14 @@ fn main() -> anyhow::Result<()> {
         let open_only = std::env::var("ANKUSA_BENCH_ONLY").is_ok_and(|v| v == "open");
         let ceiling = if open_only { None } else { Some(bare_ceiling().await?) };
         if let Some(ceiling) = &ceiling {
-            print("edge.bare_axum_201", &ceiling.load);
+            ceiling.load.print("edge.bare_axum_201");
             report("edge.bare_axum_201.cpu_per_ack", ceiling.cpu_per_ack_us, "us");
         }
 
         let dir = tempfile::tempdir()?;
         let floor = if open_only { None } else { Some(fsync_floor(dir.path()).await?) };
         if let (Some(floor), Some(ceiling)) = (&floor, &ceiling) {
-            print("edge.fsync_floor", &floor.load);
+            floor.load.print("edge.fsync_floor");
             report("edge.fsync_floor.cpu_per_ack", floor.cpu_per_ack_us, "us");
             ratio("edge.fsync_floor_vs_bare_axum", floor.load.acks_per_sec(), ceiling.load.acks_per_sec());
         }
@@ -148,12 +140,12 @@ fn main() -> anyhow::Result<()> {
 
         let Some(ceiling) = ceiling else {
             let open = run(config(addr, Some(OPEN_LOOP_RATE))).await?;
-            print("edge.open_loop_5000", &open);
+            open.print("edge.open_loop_5000");
             report("edge.acks_verified_in_store", verify(&queue, &[&open])? as f64, "acks");
             return anyhow::Ok(());
         };
         let durable = measured(addr).await?;
-        print("edge.durable_disk", &durable.load);
+        durable.load.print("edge.durable_disk");
         report("edge.durable_disk.cpu_per_ack", durable.cpu_per_ack_us, "us");
         ratio("edge.durable_vs_bare_axum", durable.load.acks_per_sec(), ceiling.load.acks_per_sec());
         // The same comparison in CPU per ack (bare over durable), which the
@@ -169,7 +161,7 @@ fn main() -> anyhow::Result<()> {
         report("edge.durable_disk.fsync_mean", commits.sync_micros as f64 / commits.commits.max(1) as f64, "us");
 
         let open = run(config(addr, Some(OPEN_LOOP_RATE))).await?;
-        print("edge.open_loop_5000", &open);
+        open.print("edge.open_loop_5000");
 
         let checked = verify(&queue, &[&durable.load, &open])?;
         report("edge.acks_verified_in_store", checked as f64, "acks");

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use ankusa_bench::load::{LoadConfig, LoadReport, run};
+use ankusa_bench::load::{LoadConfig, run};
 use ankusa_bench::{Receiver, ratio, report};
 use ankusa_tests::binary::{RunningNode, write_config};
 use ankusa_tests::nats_cluster::Cluster;
@@ -71,26 +71,6 @@ fn load_config(addr: SocketAddr, connections: usize) -> LoadConfig {
     }
 }
 
-fn print(name: &str, r: &LoadReport) {
-    report(&format!("{name}.acks_per_sec"), r.acks_per_sec(), "acks/s");
-    report(&format!("{name}.p50"), r.percentile_ms(0.50), "ms");
-    report(&format!("{name}.p99"), r.percentile_ms(0.99), "ms");
-    let failed: u64 = r.failures.iter().map(|(_, n)| n).sum();
-    report(&format!("{name}.non_201"), failed as f64, "requests");
-}
-
-/// Two runs at once, as one report.
-fn merged(a: LoadReport, b: LoadReport) -> LoadReport {
-    let mut latencies = a.latencies;
-    latencies.extend(b.latencies);
-    latencies.sort_unstable();
-    let mut acks = a.acks;
-    acks.extend(b.acks);
-    let mut failures = a.failures;
-    failures.extend(b.failures);
-    LoadReport { acks, failures, latencies, elapsed: a.elapsed.max(b.elapsed) }
-}
-
 /// Post `count` hooks to `addr` from 32 connections; how many were acked.
 async fn post(addr: SocketAddr, count: usize) -> usize {
     let acked = Arc::new(AtomicUsize::new(0));
@@ -128,7 +108,7 @@ async fn main() -> anyhow::Result<()> {
     // Baseline: one node, disk mode, the same load.
     let disk = start(&bin, dir.path(), "disk", &yaml(&receiver, "wal: {mode: disk}", "ingest, dispatch, admin")).await;
     let baseline = run(load_config(disk.ingest, CONNECTIONS)).await?;
-    print("fleet.baseline_disk", &baseline);
+    baseline.print("fleet.baseline_disk");
     disk.kill();
 
     let cluster = Cluster::start(3).await;
@@ -137,8 +117,8 @@ async fn main() -> anyhow::Result<()> {
     let b = start(&bin, dir.path(), "b", &yaml(&receiver, &fleet_wal(&cluster, "INGEST", "b"), roles)).await;
     let (on_a, on_b) =
         tokio::join!(run(load_config(a.ingest, CONNECTIONS / 2)), run(load_config(b.ingest, CONNECTIONS / 2)));
-    let fleet = merged(on_a?, on_b?);
-    print("fleet.ingest", &fleet);
+    let fleet = on_a?.merge(on_b?);
+    fleet.print("fleet.ingest");
     ratio("fleet.ingest_vs_disk", fleet.acks_per_sec(), baseline.acks_per_sec());
     let mut rounds = 0.0;
     let mut hooks = 0.0;
