@@ -5,6 +5,7 @@
 //! baseline measured in the same run, so figures from a noisy machine can
 //! still be compared.
 
+pub mod fill;
 pub mod floor;
 pub mod hostile;
 pub mod load;

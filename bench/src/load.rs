@@ -68,6 +68,12 @@ impl LoadReport {
         LoadReport { acks, failures, latencies, elapsed: self.elapsed.max(other.elapsed) }
     }
 
+    /// Two runs one after the other, as one report.
+    pub fn then(self, other: LoadReport) -> LoadReport {
+        let elapsed = self.elapsed + other.elapsed;
+        LoadReport { elapsed, ..self.merge(other) }
+    }
+
     /// `<name>.acks_per_sec`, `.p50`, `.p99` and `.non_201` lines.
     pub fn print(&self, name: &str) {
         crate::report(&format!("{name}.acks_per_sec"), self.acks_per_sec(), "acks/s");

@@ -5,7 +5,7 @@
 
 use std::sync::OnceLock;
 
-use ankusa::queue::{DeadQuery, Queue, QueueConfig, QueueError};
+use ankusa::queue::{DeadQuery, Queue, QueueConfig, QueueError, SinkSelector};
 use libfuzzer_sys::{arbitrary, fuzz_target};
 
 #[derive(Debug, arbitrary::Arbitrary)]
@@ -13,7 +13,7 @@ struct Input {
     cursor: String,
     limit: u16,
     since: Option<u64>,
-    sink: Option<u16>,
+    sink: Option<Result<u16, String>>,
     tenants: Option<Vec<String>>,
 }
 
@@ -37,7 +37,10 @@ fuzz_target!(|input: Input| {
         limit: usize::from(input.limit).clamp(1, 1000),
         cursor: Some(input.cursor.clone()),
         since: input.since,
-        sink: input.sink,
+        sink: input.sink.map(|sink| match sink {
+            Ok(index) => SinkSelector::Index(index),
+            Err(name) => SinkSelector::Name(name),
+        }),
         tenants: input.tenants,
         ..DeadQuery::default()
     };

@@ -44,4 +44,5 @@ pub mod runtime;
 pub mod sinktest;
 pub mod source;
 pub mod store;
+pub mod telemetry;
 pub mod tenant;

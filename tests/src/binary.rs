@@ -171,8 +171,16 @@ impl Drop for RunningNode {
 }
 
 fn banner_addr(text: &str, prefix: &str) -> SocketAddr {
-    let line = text.lines().find_map(|l| l.strip_prefix(prefix)).unwrap_or_else(|| panic!("no `{prefix}` in:\n{text}"));
-    line.split_whitespace().next().and_then(|a| a.parse().ok()).unwrap_or_else(|| panic!("bad address in {line}"))
+    // A human banner line starts with the prefix; a JSON one holds it in
+    // its message.
+    let line = text
+        .lines()
+        .find_map(|l| l.find(prefix).map(|at| &l[at + prefix.len()..]))
+        .unwrap_or_else(|| panic!("no `{prefix}` in:\n{text}"));
+    line.split(|c: char| c.is_whitespace() || c == '"' || c == ';')
+        .next()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("bad address in {line}"))
 }
 
 /// One HTTP/1.1 request; (status, body).

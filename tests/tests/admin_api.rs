@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 /// Every admin route: (method, path). The document must list exactly
 /// these, and each must be served.
-const ROUTES: [(&str, &str); 26] = [
+const ROUTES: [(&str, &str); 29] = [
     ("get", "/health"),
     ("get", "/ready"),
     ("get", "/metrics"),
@@ -22,6 +22,9 @@ const ROUTES: [(&str, &str); 26] = [
     ("get", "/v1/wal"),
     ("get", "/v1/fleet"),
     ("get", "/v1/dlq"),
+    ("get", "/v1/hooks/{seq}"),
+    ("get", "/v1/sources"),
+    ("get", "/v1/tenants"),
     ("get", "/v1/replays"),
     ("post", "/v1/replays"),
     ("get", "/v1/replays/{id}"),
@@ -146,6 +149,7 @@ async fn dlq_paging_and_cursors(node: &RunningNode) {
         pages += 1;
         for entry in page["entries"].as_array().expect("entries") {
             assert_eq!(entry["error_class"], "permanent");
+            assert_eq!((entry["sink"].as_str(), entry["sink_index"].as_u64()), (Some("hook"), Some(0)), "named");
             assert!(entry["reason"].as_str().is_some_and(|r| r.contains("410")), "{entry}");
             seen.insert(entry["id"].as_str().expect("id").to_string());
         }
@@ -176,11 +180,63 @@ async fn dlq_paging_and_cursors(node: &RunningNode) {
     assert_eq!(filtered["entries"].as_array().map(Vec::len), Some(0));
     let (_, filtered) = node.admin("GET", "/v1/dlq?error_class=permanent&tenant=acme&limit=100", None, None).await;
     assert_eq!(filtered["entries"].as_array().map(Vec::len), Some(7));
+    let (_, by_name) = node.admin("GET", "/v1/dlq?sink=hook&limit=100", None, None).await;
+    assert_eq!(by_name["entries"].as_array().map(Vec::len), Some(7), "the sink filter takes its name");
+    let (_, other) = node.admin("GET", "/v1/dlq?sink=elsewhere", None, None).await;
+    assert_eq!(other["entries"].as_array().map(Vec::len), Some(0));
+
+    // One dead hook in full: as received, and what became of its delivery.
+    let entry = &by_name["entries"][0];
+    let (status, hook) = node.admin("GET", &format!("/v1/hooks/{}", entry["seq"]), None, None).await;
+    assert_eq!(status, 200, "{hook}");
+    assert_eq!(
+        (&hook["id"], &hook["source"], &hook["body_encoding"]),
+        (&entry["id"], &entry["source"], &json!("utf8"))
+    );
+    assert!(hook["body"].as_str().is_some_and(|b| b.starts_with('{')), "{hook}");
+    assert!(hook["headers"].as_array().is_some_and(|h| h.iter().any(|p| p[0] == "content-type")), "{hook}");
+    let delivery = &hook["deliveries"][0];
+    assert_eq!((delivery["sink"].as_str(), delivery["state"].as_str()), (Some("hook"), Some("dead")), "{hook}");
+    assert_eq!(delivery["error_class"], "permanent");
+    assert!(delivery["reason"].as_str().is_some_and(|r| r.contains("410")));
+    for (path, status, code) in [("/v1/hooks/abc", 400, "invalid_seq"), ("/v1/hooks/999999", 404, "not_found")] {
+        let (got, body) = node.admin("GET", path, None, None).await;
+        assert_eq!((got, body["error"].as_str()), (status, Some(code)), "{path}");
+    }
+    let (_, tenants) = node.admin("GET", "/v1/tenants", None, None).await;
+    let acme =
+        tenants.as_array().expect("tenants").iter().find(|t| t["tenant"] == "acme").cloned().expect("acme listed");
+    assert_eq!(acme["dead"], 7);
+    let (_, sources) = node.admin("GET", "/v1/sources", None, None).await;
+    let names: Vec<&str> = sources.as_array().expect("sources").iter().filter_map(|s| s["name"].as_str()).collect();
+    assert!(names.contains(&"orders") && names.contains(&"signed"), "{sources}");
 }
 
 async fn replays(node: &RunningNode, accept: &AtomicBool, receiver: &Receiver) {
     accept.store(true, Ordering::SeqCst);
     let before = receiver.received().len();
+    // A selection: exactly two rows, addressed as the DLQ lists them.
+    let (_, page) = node.admin("GET", "/v1/dlq?limit=2", None, None).await;
+    let rows: Vec<Value> = page["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .map(|e| json!({"seq": e["seq"], "sink_index": e["sink_index"]}))
+        .collect();
+    let (status, job) =
+        node.admin("POST", "/v1/replays", Some(json!({"id": "picked", "kind": "dlq", "rows": rows})), None).await;
+    assert_eq!(status, 201, "{job}");
+    eventually("the selection to finish", Duration::from_secs(15), async || {
+        node.admin("GET", "/v1/replays/picked", None, None).await.1["state"] == "done"
+    })
+    .await;
+    eventually("two selected rows delivered", Duration::from_secs(15), async || {
+        receiver.received().len() - before >= 2
+    })
+    .await;
+    assert_eq!(node.admin("GET", "/v1/replays/picked", None, None).await.1["moved"], 2);
+    eventually("five rows still dead", Duration::from_secs(15), async || dead_count(node, "acme").await == 5).await;
+
     let (status, job) = node.admin("POST", "/v1/replays", Some(json!({"id": "r1", "kind": "dlq"})), None).await;
     assert_eq!(status, 201, "{job}");
     assert_eq!(job["id"], "r1");
@@ -197,7 +253,7 @@ async fn replays(node: &RunningNode, accept: &AtomicBool, receiver: &Receiver) {
     .await;
     assert_eq!(receiver.received().len() - before, 7, "each revived row delivered once");
     let (_, job) = node.admin("GET", "/v1/replays/r1", None, None).await;
-    assert_eq!(job["moved"], 7);
+    assert_eq!(job["moved"], 5);
 
     let (status, list) = node.admin("GET", "/v1/replays", None, None).await;
     assert_eq!(status, 200);
@@ -225,6 +281,9 @@ async fn replays(node: &RunningNode, accept: &AtomicBool, receiver: &Receiver) {
         (json!({"kind": "dlq", "error_class": "weird"}), "invalid_body"),
         (json!({"kind": "dlq", "rate": -1.0}), "invalid_body"),
         (json!({"kind": "dlq", "id": "has spaces"}), "invalid_body"),
+        (json!({"kind": "dlq", "rows": []}), "invalid_body"),
+        (json!({"kind": "dlq", "rows": [{"seq": 1, "sink_index": 0}], "source": "orders"}), "invalid_body"),
+        (json!({"kind": "dlq", "rows": [{"seq": 1}]}), "invalid_body"),
     ] {
         let (status, answer) = node.admin("POST", "/v1/replays", Some(body.clone()), None).await;
         assert_eq!((status, answer["error"].as_str()), (400, Some(code)), "{body}: {answer}");
@@ -425,7 +484,8 @@ async fn document_covers_every_route(node: &RunningNode) {
     // And every documented route is served (whatever it answers to a
     // made-up id, it is not "no such route").
     for (method, path) in &expected {
-        let concrete = path.replace("{tenant}", "gamma").replace("{name}", "x").replace("{id}", "x");
+        let concrete =
+            path.replace("{tenant}", "gamma").replace("{name}", "x").replace("{id}", "x").replace("{seq}", "1");
         let body = matches!(method.as_str(), "post" | "put" | "patch").then(|| "{}".to_string());
         let (status, answer) = request(node.admin, &method.to_uppercase(), &concrete, &[], body).await;
         let answer: Value = serde_json::from_slice(&answer).unwrap_or(Value::Null);

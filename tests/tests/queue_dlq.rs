@@ -1,7 +1,7 @@
 //! DLQ pages: newest first, bounded work per call, authenticated cursors.
 
 use ankusa::error_class::ErrorClass;
-use ankusa::queue::{DeadQuery, Entry, Envelope, MAX_EXAMINED, Queue, QueueConfig, QueueError};
+use ankusa::queue::{DeadQuery, Entry, Envelope, MAX_EXAMINED, Queue, QueueConfig, QueueError, SinkSelector};
 
 const NOW: u64 = 1_800_000_000_000;
 
@@ -81,12 +81,21 @@ async fn a_tenant_filter_reads_its_own_range_with_counter_totals() {
     }
     assert_eq!(seen.len(), 50);
     assert!(seen.windows(2).all(|w| w[0] > w[1]), "newest first across pages");
-    let small = queue.dead(&DeadQuery { limit: 1000, sink: Some(0), ..DeadQuery::default() }).expect("page");
+    let small = queue
+        .dead(&DeadQuery { limit: 1000, sink: Some(SinkSelector::Index(0)), ..DeadQuery::default() })
+        .expect("page");
     assert_eq!(
         (small.total, small.next_cursor),
         (Some(100), None),
         "a filtered scan that reached the end counts exactly"
     );
+    // By the sink's name, as a person filters: the name is in every entry.
+    let named = DeadQuery { limit: 1000, sink: Some(SinkSelector::Name("sha".into())), ..DeadQuery::default() };
+    let named = queue.dead(&named).expect("page");
+    assert_eq!(named.total, Some(100));
+    assert!(named.entries.iter().all(|e| e.sink_name == "sha"));
+    let other = DeadQuery { limit: 1000, sink: Some(SinkSelector::Name("other".into())), ..DeadQuery::default() };
+    assert_eq!(queue.dead(&other).expect("page").total, Some(0), "another sink's name matches nothing");
 }
 
 #[tokio::test]

@@ -16,8 +16,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ankusa::error_class::ErrorClass;
-use ankusa::queue::{DeadQuery, Entry, EntryOutcome, Envelope, Queue, QueueConfig, WalMode};
-use ankusa_bench::{ratio, report};
+use ankusa::queue::{DeadQuery, EntryOutcome, Queue, QueueConfig, SinkSelector, WalMode};
+use ankusa_bench::{fill, ratio, report};
 
 const CALLERS: [usize; 4] = [1, 16, 64, 256];
 /// Hooks per enqueue call: one (a caller per request) and eight (a caller
@@ -35,12 +35,6 @@ fn bench_dir() -> anyhow::Result<tempfile::TempDir> {
         Some(dir) => tempfile::tempdir_in(dir)?,
         None => tempfile::tempdir()?,
     })
-}
-
-fn entry(n: u64, tenant: &str, source: &str) -> Entry {
-    let body = vec![b'x'; 1024];
-    let envelope = Envelope::new(format!("hook-{n}"), source.into(), tenant.into(), 1_700_000_000_000, body);
-    Entry { envelope, sinks: vec![(0, "sha-http".into()), (1, "sha-log".into())] }
 }
 
 fn config(mode: WalMode, dir: &Path) -> QueueConfig {
@@ -83,7 +77,7 @@ async fn enqueue_run(mode: WalMode, callers: usize, per_call: usize, baseline: f
             let mut latencies = Vec::new();
             let mut n = caller as u64 * 1_000_000_000;
             while started.elapsed() < RUN_FOR {
-                let entries = (0..per_call as u64).map(|i| entry(n + i, "acme", "github")).collect();
+                let entries = (0..per_call as u64).map(|i| fill::entry(n + i, "acme", "github")).collect();
                 let sent = Instant::now();
                 let outcomes = queue.enqueue(entries, None).await?;
                 if !outcomes.iter().all(|o| matches!(o, EntryOutcome::Committed(_))) {
@@ -123,50 +117,11 @@ async fn enqueue_run(mode: WalMode, callers: usize, per_call: usize, baseline: f
     Ok(hooks_per_sec)
 }
 
-/// Fill a queue with `hooks` hooks (two rows each), 200 per call.
-async fn fill(queue: &Arc<Queue>, hooks: usize, tenants: usize) -> anyhow::Result<()> {
-    let per_call = 200;
-    let mut tasks = Vec::new();
-    for worker in 0..16usize {
-        let queue = queue.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut n = worker;
-            while n * per_call < hooks {
-                let entries = (0..per_call)
-                    .map(|i| {
-                        let id = (n * per_call + i) as u64;
-                        let source = if id % 100_000 == 7 { "rare" } else { "github" };
-                        entry(id, &format!("tenant-{}", id as usize % tenants), source)
-                    })
-                    .collect();
-                queue.enqueue(entries, None).await?;
-                n += 16;
-            }
-            anyhow::Ok(())
-        }));
-    }
-    for task in tasks {
-        task.await??;
-    }
-    Ok(())
-}
-
 async fn dlq() -> anyhow::Result<()> {
     let dir = bench_dir()?;
     let queue = Arc::new(Queue::open(&dir.path().join("store"), QueueConfig::default())?);
     let built = Instant::now();
-    fill(&queue, DEAD_ROWS / 2, 50).await?;
-    let far = u64::MAX / 4;
-    loop {
-        let claimed = queue.claim_due(far, 10_000)?;
-        if claimed.is_empty() {
-            break;
-        }
-        for row in claimed {
-            let class = if row.seq % 3 == 0 { ErrorClass::Permanent } else { ErrorClass::Transient };
-            queue.bury(row.seq, row.sink, 1_800_000_000_000 + row.seq, "destination answered 500", class)?;
-        }
-    }
+    fill::dead(&queue, DEAD_ROWS, 50).await?;
     report("queue.dlq.build_1m_dead_rows", built.elapsed().as_secs_f64(), "s");
     let dead = queue.counter(None, "dead")?;
     report("queue.dlq.dead_rows", dead as f64, "rows");
@@ -177,7 +132,11 @@ async fn dlq() -> anyhow::Result<()> {
         ("one_tenant", DeadQuery { tenants: Some(vec!["tenant-7".into()]), ..DeadQuery::default() }),
         (
             "sink_and_class_filter",
-            DeadQuery { sink: Some(1), error_class: Some(ErrorClass::Permanent), ..DeadQuery::default() },
+            DeadQuery {
+                sink: Some(SinkSelector::Index(1)),
+                error_class: Some(ErrorClass::Permanent),
+                ..DeadQuery::default()
+            },
         ),
     ];
     let mut first_p99 = 0.0;
@@ -212,7 +171,7 @@ async fn restart() -> anyhow::Result<()> {
     let dir = bench_dir()?;
     let path = dir.path().join("store");
     let queue = Arc::new(Queue::open(&path, QueueConfig::default())?);
-    fill(&queue, PENDING_ROWS / 2, 50).await?;
+    fill::pending(&queue, PENDING_ROWS / 2, 50).await?;
     // A tenth of the rows were inflight when the node stopped.
     let claimed = queue.claim_due(u64::MAX / 4, PENDING_ROWS / 10)?.len();
     if let Ok(queue) = Arc::try_unwrap(queue) {

@@ -12,7 +12,7 @@ use super::error::Params;
 use super::{ApiError, queue_of};
 use crate::error_class::ErrorClass;
 use crate::node::Node;
-use crate::queue::{DeadEntry, DeadQuery};
+use crate::queue::{DeadEntry, DeadQuery, SinkSelector};
 
 #[derive(Debug, Default, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
@@ -24,8 +24,8 @@ pub struct DlqParams {
     pub tenant: Option<String>,
     /// Only rows dead at or after this time (unix ms).
     pub since: Option<u64>,
-    /// Only this sink index's rows.
-    pub sink: Option<u16>,
+    /// Only this sink's rows (its name).
+    pub sink: Option<String>,
     /// Only rows dead with this class (`transient`, `permanent`, `timeout`, `fault`, `denied`, `gone`, `retry_after`).
     pub error_class: Option<String>,
     /// Entries per page (1-1000, default 50).
@@ -41,8 +41,10 @@ pub struct DeadRow {
     pub source: String,
     pub tenant: String,
     pub received_at: u64,
-    /// The sink's index within its source.
-    pub sink: u16,
+    /// The sink's name.
+    pub sink: String,
+    /// The sink's index within its source (with `seq`, the row's address).
+    pub sink_index: u16,
     /// When the row died (unix ms).
     pub dead_at: u64,
     pub reason: String,
@@ -64,7 +66,8 @@ impl From<&DeadEntry> for DeadRow {
             source: e.envelope.source_id.clone(),
             tenant: e.envelope.tenant_id.clone(),
             received_at: e.envelope.received_at,
-            sink: e.sink,
+            sink: e.sink_name.clone(),
+            sink_index: e.sink,
             dead_at: e.at,
             reason: e.reason.clone(),
             error_class: e.error_class.map(|c| c.as_str().to_string()),
@@ -122,7 +125,7 @@ pub fn dead_query(params: DlqParams) -> Result<DeadQuery, ApiError> {
         cursor: params.cursor,
         source_id: params.source,
         since: params.since,
-        sink: params.sink,
+        sink: params.sink.map(SinkSelector::Name),
         error_class,
         tenants,
     })

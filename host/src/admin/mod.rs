@@ -7,9 +7,11 @@
 //! needs `Authorization: Bearer <token>`; a non-loopback bind without one
 //! is refused by the config check.
 
+mod console;
 mod dlq;
 mod error;
 mod fleet;
+mod hooks;
 mod quarantine;
 mod replays;
 mod sinks;
@@ -33,6 +35,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+pub use console::{CONTENT_SECURITY_POLICY, first_load_bytes as console_first_load_bytes};
 pub use error::{ApiError, ErrorBody};
 
 use crate::node::Node;
@@ -72,11 +75,14 @@ fn declared() -> OpenApiRouter<Arc<Node>> {
         .routes(routes!(status::wal))
         .routes(routes!(fleet::status))
         .routes(routes!(dlq::list))
+        .routes(routes!(hooks::get))
         .routes(routes!(replays::list, replays::create))
         .routes(routes!(replays::get, replays::update))
         .routes(routes!(quarantine::list, quarantine::purge))
+        .routes(routes!(sources::list_all))
         .routes(routes!(sources::list, sources::create))
         .routes(routes!(sources::get, sources::replace, sources::delete))
+        .routes(routes!(tenants::list))
         .routes(routes!(tenants::usage))
         .routes(routes!(tenants::get_rate_limit, tenants::put_rate_limit))
         .routes(routes!(tenants::status, tenants::erase))
@@ -93,6 +99,7 @@ pub fn document() -> &'static utoipa::openapi::OpenApi {
 pub fn router(node: Arc<Node>) -> Router {
     let (router, _) = declared().split_for_parts();
     router
+        .merge(console::routes())
         .fallback(no_route)
         .layer(axum::middleware::from_fn_with_state(node.clone(), authorize))
         .layer(axum::middleware::from_fn(request_id))
@@ -118,7 +125,7 @@ const OPEN_ROUTES: [&str; 2] = ["/health", "/ready"];
 /// (both sides hashed first, so neither length leaks either).
 async fn authorize(State(node): State<Arc<Node>>, request: Request, next: Next) -> Response {
     let Some(token) = &node.config.admin.token else { return next.run(request).await };
-    if OPEN_ROUTES.contains(&request.uri().path()) {
+    if OPEN_ROUTES.contains(&request.uri().path()) || console::is_console(request.uri().path()) {
         return next.run(request).await;
     }
     let presented = request
@@ -155,6 +162,8 @@ async fn request_id(mut request: Request, next: Next) -> Response {
     if let Ok(value) = HeaderValue::from_str(&id) {
         response.headers_mut().insert("x-request-id", value);
     }
+    // Answers are data, never to be sniffed into markup.
+    response.headers_mut().insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     response
 }
 

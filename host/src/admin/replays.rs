@@ -13,6 +13,7 @@ use super::ApiError;
 use super::error::Body;
 use crate::error_class::ErrorClass;
 use crate::node::Node;
+use crate::queue::SinkSelector;
 use crate::replay::{Control, DlqFilter, Job, JobKind, JobSpec, ReplayConfig, Replays};
 use crate::source::valid_tenant;
 
@@ -37,15 +38,29 @@ pub struct NewReplay {
     /// `dlq`: dead before (unix ms); `archive`: received before; default:
     /// when the job starts.
     pub until: Option<u64>,
-    /// `dlq`: only this sink index.
-    pub sink: Option<u16>,
+    /// `dlq`: only this sink's rows (its name).
+    pub sink: Option<String>,
     /// `dlq`: only this error class.
     pub error_class: Option<String>,
+    /// `dlq`: exactly these dead rows (at most 1000), instead of a filter.
+    pub rows: Option<Vec<RowRef>>,
     /// Rows moved per second at most (default 1000).
     pub rate: Option<f64>,
     /// Wait while dispatch's oldest due row is later than this (default 2000).
     pub max_lag_ms: Option<u64>,
 }
+
+/// One delivery row: its hook's seq and the sink's index in its source
+/// (as `/v1/dlq` lists them).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RowRef {
+    pub seq: u64,
+    pub sink_index: u16,
+}
+
+/// Rows a selection names, at most.
+const MAX_SELECTED: usize = 1000;
 
 /// A change of a job's state.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -129,13 +144,29 @@ fn spec_of(node: &Node, new: NewReplay) -> Result<JobSpec, ApiError> {
             if new.tenant.is_some() {
                 return Err(bad("tenant: only for kind quarantine (use tenants)"));
             }
+            let rows = new.rows.map(|rows| rows.into_iter().map(|r| (r.seq, r.sink_index)).collect::<Vec<_>>());
+            if let Some(rows) = &rows {
+                if rows.is_empty() || rows.len() > MAX_SELECTED {
+                    return Err(bad("rows: 1 to 1000 rows"));
+                }
+                let filtered = new.source.is_some()
+                    || new.tenants.is_some()
+                    || new.since.is_some()
+                    || new.until.is_some()
+                    || new.sink.is_some()
+                    || error_class.is_some();
+                if filtered {
+                    return Err(bad("rows: a selection takes no filter"));
+                }
+            }
             Ok(JobSpec::Dlq(DlqFilter {
                 source_id: new.source,
                 tenants: new.tenants,
                 since: new.since,
                 until: new.until,
-                sink: new.sink,
+                sink: new.sink.map(SinkSelector::Name),
                 error_class,
+                rows,
             }))
         }
         JobKind::Quarantine => {
@@ -153,7 +184,7 @@ fn spec_of(node: &Node, new: NewReplay) -> Result<JobSpec, ApiError> {
                     "kind archive: this node keeps no archive (set archive.enabled)",
                 ));
             }
-            if new.sink.is_some() || new.error_class.is_some() || new.tenant.is_some() {
+            if new.sink.is_some() || new.error_class.is_some() || new.tenant.is_some() || new.rows.is_some() {
                 return Err(bad("kind archive takes source, tenants, since and until"));
             }
             if new.tenants.iter().flatten().any(|t| !valid_tenant(t)) {
@@ -166,6 +197,7 @@ fn spec_of(node: &Node, new: NewReplay) -> Result<JobSpec, ApiError> {
                 until: new.until,
                 sink: None,
                 error_class: None,
+                rows: None,
             }))
         }
     }

@@ -15,7 +15,7 @@ use super::error::{Body, Params};
 use super::{ApiError, tenant_checked};
 use crate::config::{DedupeKeySection, OnVerifyFailureName, SourceSection, VerifySection};
 use crate::node::Node;
-use crate::source::{Origin, Source};
+use crate::source::{DedupeRule, Origin, Source};
 
 /// A source as written through the API (its tenant is the path's).
 #[derive(Debug, Deserialize, ToSchema)]
@@ -61,6 +61,9 @@ pub struct SourceView {
     /// The verification scheme, if any.
     pub verify: Option<String>,
     pub on_verify_failure: &'static str,
+    /// Where a provider's delivery id is read (`header x-github-delivery`,
+    /// `json id`), if the source dedupes.
+    pub dedupe: Option<String>,
     pub sinks: Vec<SinkView>,
 }
 
@@ -87,6 +90,10 @@ fn view(source: &Source, origin: Origin) -> SourceView {
             crate::source::OnVerifyFailure::Quarantine => "quarantine",
             crate::source::OnVerifyFailure::AcceptFlag => "accept_flag",
         },
+        dedupe: source.dedupe.as_ref().map(|rule| match rule {
+            DedupeRule::Header(name) => format!("header {name}"),
+            DedupeRule::JsonPath(path) => format!("json {}", path.join(".")),
+        }),
         sinks: source
             .sinks
             .iter()
@@ -106,6 +113,15 @@ fn owned(node: &Node, tenant: &str, name: &str) -> Result<(Arc<Source>, Origin),
         Some((source, origin)) if source.tenant == tenant => Ok((source, origin)),
         _ => Err(ApiError::not_found(format!("tenant `{tenant}` has no source `{name}`"))),
     }
+}
+
+/// Every source of every tenant, from the config and the API.
+#[utoipa::path(get, path = "/v1/sources", tag = "sources",
+    responses((status = 200, description = "Every source", body = Vec<SourceView>)))]
+pub async fn list_all(State(node): State<Arc<Node>>) -> Json<Vec<SourceView>> {
+    let mut all: Vec<SourceView> = node.sources.all().iter().map(|(s, o)| view(s, *o)).collect();
+    all.sort_by(|a, b| (&a.tenant, &a.name).cmp(&(&b.tenant, &b.name)));
+    Json(all)
 }
 
 /// The tenant's sources.

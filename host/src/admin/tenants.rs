@@ -38,9 +38,13 @@ pub struct Usage {
     responses((status = 200, description = "Its usage", body = Usage), (status = 400, description = "A bad tenant id", body = super::ErrorBody)))]
 pub async fn usage(State(node): State<Arc<Node>>, Path(tenant): Path<String>) -> Result<Json<Usage>, ApiError> {
     tenant_checked(&tenant)?;
-    let queue = queue_of(&node)?;
+    Ok(Json(usage_of(&node, tenant)?))
+}
+
+fn usage_of(node: &Node, tenant: String) -> Result<Usage, ApiError> {
+    let queue = queue_of(node)?;
     let count = |kind| queue.counter(Some(&tenant), kind);
-    Ok(Json(Usage {
+    Ok(Usage {
         pending: count("pending")?,
         scheduled: count("scheduled")?,
         inflight: count("inflight")?,
@@ -50,7 +54,19 @@ pub async fn usage(State(node): State<Arc<Node>>, Path(tenant): Path<String>) ->
         sources: node.sources.all().iter().filter(|(s, _)| s.tenant == tenant).count(),
         erasing: queue.erasing_tenants().contains(&tenant),
         tenant,
-    }))
+    })
+}
+
+/// Every tenant the node knows (owning a source, holding data, or being
+/// erased), each with its usage.
+#[utoipa::path(get, path = "/v1/tenants", tag = "tenants",
+    responses((status = 200, description = "Every tenant and its usage", body = Vec<Usage>)))]
+pub async fn list(State(node): State<Arc<Node>>) -> Result<Json<Vec<Usage>>, ApiError> {
+    let queue = queue_of(&node)?;
+    let mut ids: std::collections::BTreeSet<String> = queue.tenants_holding_ids().into_iter().collect();
+    ids.extend(queue.erasing_tenants());
+    ids.extend(node.sources.all().iter().map(|(s, _)| s.tenant.clone()));
+    Ok(Json(ids.into_iter().map(|tenant| usage_of(&node, tenant)).collect::<Result<_, _>>()?))
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]

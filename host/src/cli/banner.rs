@@ -2,12 +2,35 @@
 
 use std::net::SocketAddr;
 
-use crate::config::Role;
+use crate::config::{LogFormat, Role};
 use crate::node::Node;
 use crate::queue::WalMode;
 
 /// What an operator sees first: what runs, where, and what an ack means.
 pub fn print(node: &Node, origin: &str, ingest: Option<SocketAddr>, admin: Option<SocketAddr>) {
+    let lines = lines(node, origin, ingest, admin);
+    match node.config.log.format {
+        LogFormat::Human => lines.iter().for_each(|line| println!("{line}")),
+        // As the log's own JSON lines, so one parser reads both.
+        LogFormat::Json => {
+            use tracing_subscriber::fmt::{format::Writer, time::FormatTime, time::SystemTime};
+            let mut timestamp = String::new();
+            let _ = SystemTime.format_time(&mut Writer::new(&mut timestamp));
+            for line in &lines {
+                let event = serde_json::json!({
+                    "timestamp": timestamp,
+                    "level": "INFO",
+                    "fields": {"message": line},
+                    "target": "ankusa::banner",
+                });
+                println!("{event}");
+            }
+        }
+    }
+}
+
+fn lines(node: &Node, origin: &str, ingest: Option<SocketAddr>, admin: Option<SocketAddr>) -> Vec<String> {
+    let mut lines = Vec::new();
     let config = &node.config;
     let roles: Vec<&str> = config
         .node
@@ -19,54 +42,62 @@ pub fn print(node: &Node, origin: &str, ingest: Option<SocketAddr>, admin: Optio
             Role::Admin => "admin",
         })
         .collect();
-    println!("ankusa {} (ankusa:sink@{})", env!("CARGO_PKG_VERSION"), crate::runtime::WIT_VERSION);
-    println!("config: {origin}");
-    println!("roles: {}", roles.join(", "));
-    println!("data: {}", config.node.data_dir.display());
+    lines.push(format!("ankusa {} (ankusa:sink@{})", env!("CARGO_PKG_VERSION"), crate::runtime::WIT_VERSION));
+    lines.push(format!("config: {origin}"));
+    lines.push(format!("roles: {}", roles.join(", ")));
+    lines.push(format!("data: {}", config.node.data_dir.display()));
     let boot = &node.boot;
     match config.wal_mode() {
-        WalMode::None => println!("wal: none — no local queue; each hook is published to its sinks before the answer"),
-        mode => println!(
+        WalMode::None => {
+            lines.push("wal: none — no local queue; each hook is published to its sinks before the answer".to_string())
+        }
+        mode => lines.push(format!(
             "wal: {} — store {} (RocksDB, {} bytes on disk, next seq {}, {} inflight rows due again)",
             mode.label(),
             config.store_dir().display(),
             boot.disk_bytes,
             boot.next_seq,
             boot.recovered,
-        ),
+        )),
     }
     if boot.resumed_replays + boot.resumed_erasures > 0 {
-        println!("resumed: {} replay job(s), {} tenant erase(s) resumed", boot.resumed_replays, boot.resumed_erasures);
+        lines.push(format!(
+            "resumed: {} replay job(s), {} tenant erase(s) resumed",
+            boot.resumed_replays, boot.resumed_erasures
+        ));
     }
-    println!(
+    lines.push(format!(
         "sources: {} from the config, {} created through the admin API",
         config.sources.len(),
         boot.runtime_sources
-    );
-    println!("durability: {}", config.wal_mode().ack_means(&config.intake_dir()));
+    ));
+    lines.push(format!("durability: {}", config.wal_mode().ack_means(&config.intake_dir())));
     if let Some(fleet) = &node.fleet {
         let settings = fleet.settings();
-        println!("an ack survives: {}", fleet.ack_survives());
-        println!(
+        lines.push(format!("an ack survives: {}", fleet.ack_survives()));
+        lines.push(format!(
             "fleet: node {} on stream {} (R{}) via {}; lease {} ms",
             settings.node_id,
             settings.stream,
             settings.replicas,
             settings.servers.join(", "),
             settings.lease_ttl.as_millis()
-        );
+        ));
     }
     for (source, _) in node.sources.all() {
         for binding in &source.sinks {
             let sink = &binding.sink;
-            println!(
+            lines.push(format!(
                 "sink: {} [{}] sha256:{} durable={}",
                 sink.label(),
                 config.sinks.get(&sink.label().sink).map_or("?", |s| s.component.as_str()),
                 &sink.sha256()[..16],
                 sink.durable()
-            );
+            ));
         }
+    }
+    if let Some(otlp) = &config.observability.otlp {
+        lines.push(format!("traces: OTLP {} to {} (one trace per hook)", otlp.protocol, otlp.endpoint));
     }
     if let Some(addr) = ingest {
         let routes = if config.http.tenant_routing {
@@ -74,11 +105,12 @@ pub fn print(node: &Node, origin: &str, ingest: Option<SocketAddr>, admin: Optio
         } else {
             "/webhooks/{source}"
         };
-        println!("ingest: http://{addr} ({routes})");
+        lines.push(format!("ingest: http://{addr} ({routes})"));
     }
     if let Some(addr) = admin {
         let auth = if config.admin.token.is_some() { "bearer token required" } else { "loopback only, no token" };
-        println!("admin: http://{addr} ({auth})");
+        lines.push(format!("admin: http://{addr} ({auth}); console: http://{addr}/console/"));
     }
-    println!("ready; Ctrl-C to stop");
+    lines.push("ready; Ctrl-C to stop".to_string());
+    lines
 }

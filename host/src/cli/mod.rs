@@ -56,7 +56,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     // `run` sets logging up from its configuration.
     if !matches!(cli.command, Command::Run(_)) {
-        init_tracing(crate::config::LogFormat::Human, "info");
+        crate::telemetry::logs::init(crate::config::LogFormat::Human, "info");
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -94,21 +94,4 @@ pub fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// Logs to stderr, as text or JSON lines; `ANKUSA_LOG` (a `tracing`
-/// filter) wins over the configured level.
-fn init_tracing(format: crate::config::LogFormat, level: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("ANKUSA_LOG")
-        .or_else(|_| tracing_subscriber::EnvFilter::try_new(level))
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    let _ = match format {
-        crate::config::LogFormat::Json => builder.json().with_current_span(true).try_init(),
-        crate::config::LogFormat::Human => {
-            // Colours only for a terminal, and never when NO_COLOR is set.
-            let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("NO_COLOR").is_none();
-            builder.with_ansi(ansi).try_init()
-        }
-    };
 }

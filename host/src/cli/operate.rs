@@ -21,9 +21,9 @@ pub struct DlqFilters {
     /// Only rows dead at or after this time (unix ms).
     #[arg(long)]
     since: Option<u64>,
-    /// Only this sink index's rows.
+    /// Only this sink's rows (its name).
     #[arg(long)]
-    sink: Option<u16>,
+    sink: Option<String>,
     /// Only rows dead with this class.
     #[arg(long)]
     error_class: Option<String>,
@@ -66,7 +66,7 @@ pub async fn dlq(args: DlqArgs) -> anyhow::Result<ExitCode> {
                 ("source", filters.source.clone()),
                 ("tenant", filters.tenant.clone()),
                 ("since", filters.since.map(|v| v.to_string())),
-                ("sink", filters.sink.map(|v| v.to_string())),
+                ("sink", filters.sink.clone()),
                 ("error_class", filters.error_class.clone()),
                 ("limit", Some(limit.to_string())),
                 ("cursor", cursor.clone()),
@@ -80,11 +80,11 @@ pub async fn dlq(args: DlqArgs) -> anyhow::Result<ExitCode> {
         } else {
             for e in &entries {
                 println!(
-                    "{}  {:<16} {:<12} sink {:<2} {:<10} attempts {:<3} {}",
+                    "{}  {:<16} {:<12} {:<12} {:<10} attempts {:<3} {}",
                     e["id"].as_str().unwrap_or("?"),
                     e["source"].as_str().unwrap_or("?"),
                     e["tenant"].as_str().unwrap_or("?"),
-                    e["sink"],
+                    e["sink"].as_str().unwrap_or("?"),
                     e["error_class"].as_str().unwrap_or("-"),
                     e["attempts"],
                     e["reason"].as_str().unwrap_or("")

@@ -45,7 +45,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if !problems.is_empty() {
         return Ok(refuse(&args.config.origin(), &problems, false));
     }
-    super::init_tracing(config.log.format, &config.log.level);
+    crate::telemetry::logs::init(config.log.format, &config.log.level);
+    if let Some(otlp) = config.otlp_settings() {
+        let tls = crate::runtime::http::default_tls_config()?;
+        crate::telemetry::traces::start(&otlp, tls, tokio::runtime::Handle::current())?;
+    }
 
     let node = match Node::start(config).await {
         Ok(node) => Arc::new(node),
@@ -78,6 +82,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         servers.push(tokio::spawn(crate::admin::serve(listener, node.clone(), shutdown())));
     }
     super::banner::print(&node, &args.config.origin(), ingest_at, admin_at);
+    crate::telemetry::logs::spawn_flusher();
     // SIGHUP reloads changed sink components, as `POST /v1/sinks/reload`.
     let reloader = {
         let node = node.clone();
@@ -108,6 +113,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         Ok(node) => node.shutdown().await,
         Err(_) => tracing::warn!("the node is still referenced at shutdown; leaving its last writes to recovery"),
     }
+    // The last spans go out before the process ends.
+    let _ = tokio::task::spawn_blocking(crate::telemetry::traces::shutdown).await;
     println!("stopped");
     Ok(ExitCode::SUCCESS)
 }

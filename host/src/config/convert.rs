@@ -25,6 +25,18 @@ impl Config {
         }
     }
 
+    /// Where traces go, when `observability.otlp` is set (its protocol is
+    /// checked by `check`).
+    pub fn otlp_settings(&self) -> Option<crate::telemetry::traces::OtlpSettings> {
+        let otlp = self.observability.otlp.as_ref()?;
+        Some(crate::telemetry::traces::OtlpSettings {
+            endpoint: otlp.endpoint.clone(),
+            json: otlp.protocol == "http/json",
+            headers: otlp.headers.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect(),
+            service_name: otlp.service_name.clone(),
+        })
+    }
+
     /// `fleet`'s settings (the node id is checked present by `check`).
     pub fn fleet_settings(&self) -> crate::fleet::FleetSettings {
         let f = &self.fleet;

@@ -34,6 +34,8 @@ pub struct Config {
     pub http: HttpSection,
     pub admin: AdminSection,
     pub log: LogSection,
+    /// OpenTelemetry traces of each hook.
+    pub observability: ObservabilitySection,
     pub batcher: BatcherSection,
     pub dispatch: DispatchSection,
     pub wal: WalSection,
@@ -140,15 +142,7 @@ impl Default for AdminSection {
     }
 }
 
-#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum LogFormat {
-    /// One readable line per event.
-    #[default]
-    Human,
-    /// One JSON object per event.
-    Json,
-}
+pub use crate::telemetry::logs::LogFormat;
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -163,6 +157,38 @@ impl Default for LogSection {
     fn default() -> Self {
         LogSection { format: LogFormat::Human, level: "info".into() }
     }
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ObservabilitySection {
+    /// Export traces over OTLP; off when absent.
+    pub otlp: Option<OtlpSection>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct OtlpSection {
+    /// The collector's OTLP/HTTP address (`http://127.0.0.1:4318`);
+    /// `/v1/traces` is added unless the path already ends so.
+    pub endpoint: String,
+    /// `http/protobuf` (default) or `http/json`.
+    #[serde(default = "default_otlp_protocol")]
+    pub protocol: String,
+    /// Sent with every export (a hosted collector's API key).
+    #[serde(default)]
+    pub headers: BTreeMap<String, Secret>,
+    /// `service.name` of every span.
+    #[serde(default = "default_service_name")]
+    pub service_name: String,
+}
+
+fn default_otlp_protocol() -> String {
+    "http/protobuf".into()
+}
+
+fn default_service_name() -> String {
+    "ankusa".into()
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]

@@ -18,8 +18,13 @@ const SECRET_WORDS: [&str; 7] = ["secret", "token", "password", "passwd", "api_k
 /// `config` as JSON, secrets hidden.
 pub fn redacted(config: &Config) -> Value {
     let mut value = serde_json::to_value(config).unwrap_or(Value::Null);
-    if let Some(token) = value.pointer_mut("/admin/token").filter(|t| !t.is_null()) {
-        *token = Value::String(REDACTED.into());
+    for path in ["/admin/token", "/fleet/token"] {
+        if let Some(token) = value.pointer_mut(path).filter(|t| !t.is_null()) {
+            *token = Value::String(REDACTED.into());
+        }
+    }
+    if let Some(Value::Object(headers)) = value.pointer_mut("/observability/otlp/headers") {
+        headers.values_mut().for_each(|v| *v = Value::String(REDACTED.into()));
     }
     if let Some(Value::Object(sources)) = value.get_mut("sources") {
         for source in sources.values_mut() {
@@ -88,5 +93,21 @@ mod tests {
         assert_eq!(options["headers"]["x-plain"], "visible");
         assert_eq!(options["secret"], REDACTED);
         assert_eq!(options["plain"], "https://example.com/x@y");
+    }
+
+    #[test]
+    fn our_own_secrets_are_hidden() {
+        let mut config = Config::default();
+        config.admin.token = Some(crate::config::Secret("admin-s3cret".into()));
+        config.fleet.token = Some(crate::config::Secret("nats-s3cret".into()));
+        config.observability.otlp = Some(crate::config::OtlpSection {
+            endpoint: "http://127.0.0.1:4318".into(),
+            protocol: "http/protobuf".into(),
+            headers: [("x-api-key".to_string(), crate::config::Secret("otlp-s3cret".into()))].into(),
+            service_name: "ankusa".into(),
+        });
+        let shown = redacted(&config).to_string();
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert!(shown.contains("x-api-key"), "the header's name stays: {shown}");
     }
 }

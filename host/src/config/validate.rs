@@ -69,6 +69,9 @@ pub fn check(config: &Config) -> Vec<Problem> {
     if config.wal.mode == super::WalModeName::Fleet {
         fleet_problems(config, &mut p);
     }
+    if let Some(otlp) = &config.observability.otlp {
+        otlp_problems(otlp, &mut p);
+    }
     p.at_least("archive.retention_ms", config.archive.retention_ms, 60_000);
     if let Some(max) = config.tenants.max {
         p.at_least("tenants.max", max as u64, 1);
@@ -97,6 +100,34 @@ pub fn check(config: &Config) -> Vec<Problem> {
         p.0.extend(source_problems(&format!("sources.{name}"), name, source, &config.sinks));
     }
     p.0
+}
+
+/// `observability.otlp`: an address a collector answers at, in a protocol
+/// this build speaks.
+fn otlp_problems(otlp: &super::OtlpSection, p: &mut Problems) {
+    match otlp.endpoint.parse::<http::Uri>() {
+        Ok(uri) if matches!(uri.scheme_str(), Some("http" | "https")) && uri.host().is_some() => {}
+        _ => p.add(
+            "observability.otlp.endpoint",
+            format!("{:?} is not an http(s) URL (the collector's OTLP/HTTP address, http://host:4318)", otlp.endpoint),
+        ),
+    }
+    match otlp.protocol.as_str() {
+        "http/protobuf" | "http/json" => {}
+        "grpc" => p.add(
+            "observability.otlp.protocol",
+            "grpc is not built in: use http/protobuf (collectors serve it on port 4318)",
+        ),
+        other => p.add("observability.otlp.protocol", format!("{other:?}: http/protobuf or http/json")),
+    }
+    for name in otlp.headers.keys() {
+        if axum::http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+            p.add(format!("observability.otlp.headers.{name}"), "not an HTTP header name");
+        }
+    }
+    if otlp.service_name.trim().is_empty() {
+        p.add("observability.otlp.service_name", "empty");
+    }
 }
 
 /// `fleet`'s settings: what can be known without reaching NATS (a stream

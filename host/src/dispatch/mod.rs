@@ -20,8 +20,9 @@ mod settle;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
+use opentelemetry::trace::SpanId;
 use tokio::sync::{Notify, mpsc};
 
 pub use breaker::{Breaker, BreakerPolicy, State as BreakerState, Transition};
@@ -31,6 +32,7 @@ use crate::error_class::ErrorClass;
 use crate::queue::{ClaimDecision, DeliveryRow, Envelope, Queue, QueueError, Settlement, now_ms};
 use crate::runtime::{Outcome, Sink};
 use crate::source::Directory;
+use crate::telemetry::traces::{self, HookTrace};
 
 #[derive(Clone, Debug)]
 pub struct DispatchConfig {
@@ -377,8 +379,9 @@ impl Scheduler {
                     }
                     Ok(Some(Transition::Probing)) => {
                         state.probe = Some((row.seq, row.sink));
-                        tracing::info!(tenant = %key.0, source = %key.1, sink = key.2, "circuit breaker half-open: probing");
-                        count_transition(directory, &key, "half_open");
+                        let name = sink_name(directory, &key);
+                        tracing::info!(tenant = %key.0, source = %key.1, sink = %name, "circuit breaker half-open: probing");
+                        count_transition(&key.1, name, "half_open");
                         publish_breaker(breakers, &key, state.breaker.state());
                     }
                     Ok(_) => {}
@@ -533,11 +536,12 @@ impl Scheduler {
             }
         };
         let current = state.breaker.state();
-        let (tenant, source, sink) = key;
+        let (tenant, source, _) = key;
         match transition {
             Some(Transition::Opened { for_ms }) => {
-                tracing::warn!(%tenant, %source, sink, for_ms, "circuit breaker opened: rows of this sink are parked");
-                count_transition(self.directory.as_ref(), key, "open");
+                let name = sink_name(self.directory.as_ref(), key);
+                tracing::warn!(%tenant, %source, sink = %name, for_ms, "circuit breaker opened: rows of this sink are parked");
+                count_transition(source, name, "open");
                 // Rows already waiting for this key wait out the breaker
                 // in the store, not in the window.
                 let until = now + for_ms;
@@ -554,8 +558,9 @@ impl Scheduler {
                 }
             }
             Some(Transition::Closed) => {
-                tracing::info!(%tenant, %source, sink, "circuit breaker closed");
-                count_transition(self.directory.as_ref(), key, "closed");
+                let name = sink_name(self.directory.as_ref(), key);
+                tracing::info!(%tenant, %source, sink = %name, "circuit breaker closed");
+                count_transition(source, name, "closed");
             }
             Some(Transition::Probing) | None => {}
         }
@@ -599,6 +604,8 @@ async fn deliver(queue: Arc<Queue>, claimed: Vec<Claimed>, key: Key, config: Dis
     // Rows whose hook was read, and those hooks, ready for the sink.
     let mut rows = Vec::with_capacity(claimed.len());
     let mut hooks = Vec::with_capacity(claimed.len());
+    // Each hook's trace, when traces are on (from its stored headers).
+    let mut traced = Vec::with_capacity(claimed.len());
     for Claimed { row, hook, .. } in claimed {
         let read = match hook {
             Some(envelope) => Ok(Some(envelope)),
@@ -606,6 +613,7 @@ async fn deliver(queue: Arc<Queue>, claimed: Vec<Claimed>, key: Key, config: Dis
         };
         let failure = match read {
             Ok(Some(envelope)) => {
+                traced.push(traces::enabled().then(|| HookTrace::of(&envelope.id, &envelope.headers)));
                 hooks.push(forward.hook(&envelope, row.sink, row.replay_id.clone()));
                 rows.push(row);
                 continue;
@@ -618,10 +626,24 @@ async fn deliver(queue: Arc<Queue>, claimed: Vec<Claimed>, key: Key, config: Dis
             }
             Err(e) => crate::runtime::Failure::new(ErrorClass::Transient, format!("cannot read the hook: {e}")),
         };
-        rows_done.push(settle_one(&row, Outcome::Failed(failure), &sink_name, &config, &report));
+        rows_done.push(settle_one(&row, None, Outcome::Failed(failure), &sink_name, &config, &report));
     }
+    let spans: Vec<Option<(HookTrace, SpanId)>> = rows
+        .iter()
+        .zip(&hooks)
+        .zip(&traced)
+        .map(|((row, hook), trace)| {
+            trace.map(|t| (t, HookTrace::attempt_span(&hook.id, row.sink, row.replay_id.as_deref(), row.attempts + 1)))
+        })
+        .collect();
+    let started = SystemTime::now();
     let outcomes = match (rows.as_slice(), hooks.as_slice()) {
-        ([row], [hook]) => vec![sink.deliver_within(hook, row.attempts + 1, config.attempt_timeout).await],
+        ([row], [hook]) => {
+            // The attempt's own span rides on the sink's HTTP requests.
+            let traceparent = spans[0].map(|(trace, span)| trace.traceparent(span));
+            let call = sink.deliver_within(hook, row.attempts + 1, config.attempt_timeout);
+            vec![traces::scope(traceparent, call).await]
+        }
         ([], _) => Vec::new(),
         (rows, hooks) => {
             let attempts: Vec<u32> = rows.iter().map(|row| row.attempts + 1).collect();
@@ -629,16 +651,39 @@ async fn deliver(queue: Arc<Queue>, claimed: Vec<Claimed>, key: Key, config: Dis
             sink.deliver_batch_within(hooks, &attempts, config.attempt_timeout).await
         }
     };
-    for (row, outcome) in rows.iter().zip(outcomes) {
-        rows_done.push(settle_one(row, outcome, &sink_name, &config, &report));
+    let ended = SystemTime::now();
+    for (((row, hook), span), outcome) in rows.iter().zip(&hooks).zip(&spans).zip(outcomes) {
+        if let Some((trace, span)) = span {
+            let (class, reason) = match &outcome {
+                Outcome::Delivered => ("ok", None),
+                Outcome::Failed(f) => (f.class.as_str(), Some(f.reason.as_str())),
+            };
+            traces::attempted(traces::Attempt {
+                trace: *trace,
+                span: *span,
+                hook_id: &hook.id,
+                seq: row.seq,
+                source: &row.source,
+                sink: &sink_name,
+                sink_index: row.sink,
+                attempt: row.attempts + 1,
+                replay_id: row.replay_id.as_deref(),
+                class,
+                reason,
+                time: (started, ended),
+            });
+        }
+        rows_done.push(settle_one(row, Some(&hook.id), outcome, &sink_name, &config, &report));
     }
     let _ = report.done.send(Done { key, rows: rows_done });
 }
 
 /// One row's outcome: counted, turned into its settlement (done, due again
-/// after a backoff, or dead) and handed to the settler.
+/// after a backoff, or dead), told where an operator should hear of it, and
+/// handed to the settler. `hook_id`: the hook's id, where it was read.
 fn settle_one(
     row: &DeliveryRow,
+    hook_id: Option<&str>,
     outcome: Outcome,
     sink_name: &str,
     config: &DispatchConfig,
@@ -663,10 +708,34 @@ fn settle_one(
         Outcome::Failed(f) => {
             let retry_after = f.retry_after_ms.map(Duration::from_millis);
             let unit = jitter_unit(row.seq, attempt);
-            tracing::debug!(seq = row.seq, sink = row.sink, attempt, class = f.class.as_str(), reason = %f.reason, "attempt failed");
+            tracing::debug!(
+                seq = row.seq,
+                source = %row.source,
+                sink = %sink_name,
+                attempt,
+                class = f.class.as_str(),
+                reason = %f.reason,
+                "attempt failed"
+            );
             let settlement = match config.retry.next(f.class, retry_after, attempt, unit) {
-                Next::RetryIn(wait) => Settlement::Retry { due_at: now + wait.as_millis() as u64 },
-                Next::GiveUp => Settlement::Bury { dead_at: now, reason: f.reason, class: f.class },
+                Next::RetryIn(wait) => {
+                    crate::telemetry::logs::delivery_retrying(&row.source, sink_name, f.class.as_str());
+                    Settlement::Retry { due_at: now + wait.as_millis() as u64 }
+                }
+                Next::GiveUp => {
+                    tracing::info!(
+                        id = hook_id.unwrap_or("-"),
+                        seq = row.seq,
+                        source = %row.source,
+                        tenant = %row.tenant,
+                        sink = %sink_name,
+                        class = f.class.as_str(),
+                        reason = %f.reason,
+                        attempts = attempt,
+                        "hook dead-lettered"
+                    );
+                    Settlement::Bury { dead_at: now, reason: f.reason, class: f.class }
+                }
             };
             (settlement, Verdict::Failed(f.class))
         }
@@ -702,17 +771,21 @@ fn bury_unreadable(queue: &Queue, row: &DeliveryRow, sink: &str, error: &QueueEr
     Verdict::Unreadable
 }
 
-/// Count a breaker transition under the sink's name (transitions are
-/// rare, so the name is looked up only then).
-fn count_transition(directory: &dyn Directory, key: &Key, to: &'static str) {
+/// The name of the sink a key is for (its index where the source is gone;
+/// breaker transitions are rare, so the name is looked up only then).
+fn sink_name(directory: &dyn Directory, key: &Key) -> String {
     let (tenant, source, index) = key;
-    let sink = directory
+    directory
         .resolve(Some(tenant), source)
         .and_then(|s| s.sinks.iter().find(|b| b.index == *index).map(|b| b.sink.label().sink.clone()))
-        .unwrap_or_else(|| index.to_string());
+        .unwrap_or_else(|| index.to_string())
+}
+
+/// Count a breaker transition under the sink's name.
+fn count_transition(source: &str, sink: String, to: &'static str) {
     crate::metrics::metrics()
         .breaker_transitions
-        .get_or_create(&crate::metrics::BreakerLabels { source: source.clone(), sink, to })
+        .get_or_create(&crate::metrics::BreakerLabels { source: source.to_string(), sink, to })
         .inc();
 }
 

@@ -26,6 +26,7 @@ use super::batcher::SubmitError;
 use super::server::{Edge, Mode};
 use crate::queue::{Entry, EntryOutcome, Envelope, QueueError, Refusal};
 use crate::source::{Admission, OnVerifyFailure, Source, valid_tenant};
+use crate::telemetry::traces;
 
 /// An answer, with what became of the request as counted in
 /// `ankusa_ingest_requests`.
@@ -42,9 +43,14 @@ fn error(status: StatusCode, code: &'static str) -> Answer {
     reply(status, code, json!({ "error": code }))
 }
 
-/// Count the answer under its outcome.
-fn counted(answer: Answer) -> Response {
+/// Count the answer under its outcome; a refusal is also told in the log
+/// (summarised per source and reason).
+fn counted(answer: Answer, source: Option<&Source>) -> Response {
     crate::metrics::ingest(answer.outcome);
+    let status = answer.response.status();
+    if status.is_client_error() || status.is_server_error() {
+        crate::telemetry::logs::webhook_refused(source.map(|s| s.name.as_str()), answer.outcome, status.as_u16());
+    }
     answer.response
 }
 
@@ -93,7 +99,7 @@ pub async fn ready(State(edge): State<Arc<Edge>>) -> Response {
 
 pub async fn ingest(State(edge): State<Arc<Edge>>, Path(source): Path<String>, request: Request) -> Response {
     let resolved = edge.directory.resolve(None, &source);
-    counted(handle(edge, resolved, request).await)
+    counted(handle(edge, resolved.clone(), request).await, resolved.as_deref())
 }
 
 pub async fn ingest_for_tenant(
@@ -102,7 +108,7 @@ pub async fn ingest_for_tenant(
     request: Request,
 ) -> Response {
     let resolved = valid_tenant(&tenant).then(|| edge.directory.resolve(Some(&tenant), &source)).flatten();
-    counted(handle(edge, resolved, request).await)
+    counted(handle(edge, resolved.clone(), request).await, resolved.as_deref())
 }
 
 /// Visible ASCII, space and tab: what a header value may hold.
@@ -115,6 +121,7 @@ fn content_length(headers: &HeaderMap) -> Option<u64> {
 }
 
 async fn handle(edge: Arc<Edge>, source: Option<Arc<Source>>, request: Request) -> Answer {
+    let arrived = SystemTime::now();
     let Some(source) = source else { return error(StatusCode::NOT_FOUND, "unknown_source") };
     let max = edge.config.max_body_bytes;
     let (parts, body) = request.into_parts();
@@ -158,11 +165,40 @@ async fn handle(edge: Arc<Edge>, source: Option<Arc<Source>>, request: Request) 
     }
     match &edge.mode {
         Mode::Queue { batcher, .. } => {
+            // What the trace needs of this request if it is refused (the
+            // envelope moves into the commit).
+            let own = traces::enabled().then(|| {
+                let mut own = Envelope::new(
+                    envelope.id.clone(),
+                    envelope.source_id.clone(),
+                    envelope.tenant_id.clone(),
+                    envelope.received_at,
+                    Vec::new(),
+                );
+                (own.method, own.path, own.headers) =
+                    (envelope.method.clone(), envelope.path.clone(), envelope.headers.clone());
+                (own, envelope.size())
+            });
             let entry = Entry { envelope, sinks: source.bound_sinks() };
-            answer(batcher.submit(entry).await)
+            let committing = SystemTime::now();
+            let outcome = batcher.submit(entry).await;
+            let committed = SystemTime::now();
+            let answered = answer(&outcome);
+            if let Some((own, bytes)) = own {
+                trace_ingest(&outcome, &own, bytes, &answered, (arrived, committed), Some((committing, committed)));
+            }
+            answered
         }
         Mode::Direct => match super::direct::publish(&source, &envelope, edge.config.direct_deadline).await {
-            Ok(()) => reply(StatusCode::CREATED, "accepted", Accepted::new(&envelope.id)),
+            Ok(()) => {
+                let answered = reply(StatusCode::CREATED, "accepted", Accepted::new(&envelope.id));
+                if traces::enabled() {
+                    let outcome: Result<_, SubmitError> = Ok(EntryOutcome::Committed(envelope.clone()));
+                    let bytes = envelope.size();
+                    trace_ingest(&outcome, &envelope, bytes, &answered, (arrived, SystemTime::now()), None);
+                }
+                answered
+            }
             Err(unconfirmed) => {
                 tracing::warn!(source = %source.name, failures = ?unconfirmed.failures, "direct publish not confirmed");
                 unavailable("sink_unavailable")
@@ -205,8 +241,40 @@ fn quarantine(edge: &Edge, source: &Source, envelope: &Envelope, now: Duration) 
     }
 }
 
+/// Record the ingest of a request that reached the commit: under the
+/// stored hook's id, the original's for a duplicate, or its own if refused.
+fn trace_ingest(
+    outcome: &Result<EntryOutcome, SubmitError>,
+    own: &Envelope,
+    bytes: u64,
+    answered: &Answer,
+    span: (SystemTime, SystemTime),
+    commit: Option<(SystemTime, SystemTime)>,
+) {
+    let (hook, duplicate) = match outcome {
+        Ok(EntryOutcome::Committed(e)) => (e, None),
+        Ok(EntryOutcome::Duplicate(e)) => (e, Some(own.id.as_str())),
+        _ => (own, None),
+    };
+    traces::ingested(traces::Ingest {
+        hook_id: &hook.id,
+        duplicate,
+        seq: (hook.seq > 0).then_some(hook.seq),
+        source: &own.source_id,
+        tenant: &own.tenant_id,
+        method: &own.method,
+        path: &own.path,
+        headers: &hook.headers,
+        bytes,
+        outcome: answered.outcome,
+        status: answered.response.status().as_u16(),
+        span,
+        commit,
+    });
+}
+
 /// The HTTP answer for a commit's outcome.
-fn answer(outcome: Result<EntryOutcome, SubmitError>) -> Answer {
+fn answer(outcome: &Result<EntryOutcome, SubmitError>) -> Answer {
     match outcome {
         Ok(EntryOutcome::Committed(e)) => {
             reply(StatusCode::CREATED, "accepted", Accepted { seq: Some(e.seq), ..Accepted::new(&e.id) })

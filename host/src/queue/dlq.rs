@@ -30,17 +30,49 @@ pub struct DeadQuery {
     pub source_id: Option<String>,
     /// Only rows dead at or after this unix-ms time.
     pub since: Option<u64>,
-    pub sink: Option<u16>,
+    pub sink: Option<SinkSelector>,
     pub error_class: Option<ErrorClass>,
     /// Only these tenants' rows, read from the by-tenant index.
     pub tenants: Option<Vec<String>>,
 }
 
+/// Which sink's dead rows: by its name, as a person names it, or by its
+/// index within the source (what replay jobs stored before names were kept
+/// say).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(untagged)]
+pub enum SinkSelector {
+    Index(u16),
+    Name(String),
+}
+
+impl std::fmt::Display for SinkSelector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SinkSelector::Index(index) => write!(f, "#{index}"),
+            SinkSelector::Name(name) => f.write_str(name),
+        }
+    }
+}
+
+impl SinkSelector {
+    /// Whether a row at sink `index`, named `name` where that is known,
+    /// could be this sink's.
+    fn could_be(&self, index: u16, name: Option<&str>) -> bool {
+        match self {
+            SinkSelector::Index(wanted) => *wanted == index,
+            SinkSelector::Name(wanted) => name.is_none_or(|name| name == wanted),
+        }
+    }
+}
+
 impl DeadQuery {
-    /// Whether a dead row of this source and class passes the filters
-    /// (the sink and `since` are checked on the index key).
-    fn admits(&self, source: &str, class: Option<ErrorClass>) -> bool {
-        self.source_id.as_deref().is_none_or(|s| s == source) && self.error_class.is_none_or(|c| Some(c) == class)
+    /// Whether a dead row of this source, sink and class passes the filters
+    /// (`since` is checked on the index key).
+    fn admits(&self, source: &str, sink: (u16, Option<&str>), class: Option<ErrorClass>) -> bool {
+        self.source_id.as_deref().is_none_or(|s| s == source)
+            && self.sink.as_ref().is_none_or(|s| s.could_be(sink.0, sink.1))
+            && self.error_class.is_none_or(|c| Some(c) == class)
     }
 }
 
@@ -65,6 +97,8 @@ pub struct DeadEntry {
     /// When the row died (unix ms).
     pub at: u64,
     pub sink: u16,
+    /// The sink's name (bound at this index when the hook was acked).
+    pub sink_name: String,
     pub error_class: Option<ErrorClass>,
     pub attempts: u32,
     /// The hook is damaged in the store: `envelope` holds only what the
@@ -196,8 +230,10 @@ impl Queue {
                 break;
             }
             let (at, seq, sink) = position;
-            let could_match = query.sink.is_none_or(|s| s == sink)
-                && summary.as_ref().is_none_or(|s| query.admits(&s.source, s.class));
+            let could_match = match &summary {
+                Some(s) => query.admits(&s.source, (sink, s.sink.as_deref()), s.class),
+                None => query.sink.as_ref().is_none_or(|s| s.could_be(sink, None)),
+            };
             if entries.len() == limit {
                 if could_match {
                     more = true;
@@ -211,7 +247,7 @@ impl Queue {
             }
             let Some(row) = self.row_for_dlq(seq, sink)? else { continue };
             let RowState::Dead { reason, class, .. } = &row.state else { continue };
-            if !query.admits(&row.source, *class) {
+            if !query.admits(&row.source, (sink, Some(&row.component)), *class) {
                 continue;
             }
             let Some((envelope, unreadable)) = self.hook_for_dlq(&row)? else { continue };
@@ -220,6 +256,7 @@ impl Queue {
                 reason: reason.clone(),
                 at,
                 sink,
+                sink_name: row.component.clone(),
                 error_class: *class,
                 attempts: row.attempts,
                 unreadable,

@@ -42,7 +42,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 pub use archive::{Archived, archive_key_tenant};
-pub use dlq::{DeadEntry, DeadPage, DeadQuery, MAX_EXAMINED};
+pub use dlq::{DeadEntry, DeadPage, DeadQuery, MAX_EXAMINED, SinkSelector};
 pub use durability::{DurabilityError, SinkDurability, SourceDurability, WalMode, check_durable, validate_config};
 pub use envelope::{Envelope, Verification, VerifyStatus};
 pub use import::Imported;
@@ -56,7 +56,7 @@ pub use transitions::{ClaimDecision, FinalOutcome, OutcomeLog, Settlement, Sourc
 pub use writer::DEFAULT_DEDUPE_TTL_MS;
 
 use crate::intake::{IntakeLog, IntakeOptions, Replay};
-use crate::store::keys::{self, counters, hooks};
+use crate::store::keys::{self, counters, deliveries, hooks};
 use crate::store::{Batch, Cf, Durability, Scan, Store, StoreError, StoreOptions};
 use reply::Reply;
 use writer::{Call, Kind, Logged, Message, Prepared};
@@ -648,6 +648,11 @@ impl Queue {
         self.tenants.holding()
     }
 
+    /// The ids of the tenants holding data on the node.
+    pub fn tenants_holding_ids(&self) -> Vec<String> {
+        self.tenants.holding_list()
+    }
+
     /// The last step of an erase: drop a tenant that holds no rows (its
     /// dedupe keys, counters and place under `tenants.max`). Returns the
     /// dedupe keys removed.
@@ -665,6 +670,18 @@ impl Queue {
             .map(|(key, value)| {
                 let seq = hooks::parse(&key).ok_or_else(|| QueueError::Corrupt("hook key".into()))?;
                 Envelope::decode(seq, &value).map_err(|e| QueueError::Corrupt(format!("hook {seq}: {e}")))
+            })
+            .collect()
+    }
+
+    /// Every delivery row of hook `seq`, by sink index.
+    pub fn rows_of_hook(&self, seq: u64) -> Result<Vec<DeliveryRow>, QueueError> {
+        let rows = self.store.scan(&Scan::prefix(Cf::Deliveries, &deliveries::of_hook(seq), u16::MAX as usize + 1))?;
+        rows.into_iter()
+            .map(|(key, value)| {
+                let (seq, sink) = deliveries::parse(&key).ok_or_else(|| QueueError::Corrupt("delivery key".into()))?;
+                DeliveryRow::decode(seq, sink, &value)
+                    .map_err(|e| QueueError::Corrupt(format!("row {seq}/{sink}: {e}")))
             })
             .collect()
     }

@@ -19,38 +19,43 @@ pub enum RowState {
 }
 
 /// What a dead index entry tells about its row, so that DLQ filters on
-/// source and class pass over rows that do not match without reading them.
-/// Entries written before summaries existed are empty: their rows are read.
+/// source, sink and class pass over rows that do not match without reading
+/// them. Entries written before summaries existed are empty, and those of
+/// the first version carry no sink name: their rows are read.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeadSummary {
     pub source: String,
     pub class: Option<ErrorClass>,
+    /// The sink's name (`None` in a first-version entry).
+    pub sink: Option<String>,
 }
 
-const SUMMARY_VERSION: u8 = 1;
+const SUMMARY_VERSION: u8 = 2;
 
 impl DeadSummary {
     pub fn encode(&self) -> Vec<u8> {
-        let mut w = Writer::with_capacity(16 + self.source.len());
-        w.u8(SUMMARY_VERSION).str(&self.source).opt_str(self.class.map(ErrorClass::as_str));
+        let mut w = Writer::with_capacity(24 + self.source.len());
+        w.u8(SUMMARY_VERSION)
+            .str(&self.source)
+            .opt_str(self.class.map(ErrorClass::as_str))
+            .opt_str(self.sink.as_deref());
         w.finish()
     }
 
     /// `None` for an empty (older) entry or one this version cannot read;
     /// either way the caller falls back to the row itself.
     pub fn decode(bytes: &[u8]) -> Option<DeadSummary> {
-        if bytes.is_empty() {
-            return None;
-        }
+        let (&version, _) = bytes.split_first()?;
         let mut r = Reader::new(bytes, "dead index entry");
-        r.version(SUMMARY_VERSION).ok()?;
+        r.version(version.clamp(1, SUMMARY_VERSION)).ok()?;
         let source = r.string("source").ok()?;
         let class = match r.opt_string("error class").ok()? {
             Some(class) => Some(class.parse::<ErrorClass>().ok()?),
             None => None,
         };
+        let sink = if version >= 2 { r.opt_string("sink").ok()? } else { None };
         r.end().ok()?;
-        Some(DeadSummary { source, class })
+        Some(DeadSummary { source, class, sink })
     }
 }
 
@@ -102,7 +107,9 @@ impl DeliveryRow {
     /// Dead entries carry a [`DeadSummary`]; the others are empty.
     pub fn index_entries(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
         let value = match &self.state {
-            RowState::Dead { class, .. } => DeadSummary { source: self.source.clone(), class: *class }.encode(),
+            RowState::Dead { class, .. } => {
+                DeadSummary { source: self.source.clone(), class: *class, sink: Some(self.component.clone()) }.encode()
+            }
             RowState::Due { .. } | RowState::Inflight { .. } => Vec::new(),
         };
         self.index_keys().into_iter().map(|key| (key, value.clone())).collect()
@@ -215,12 +222,21 @@ mod tests {
     #[test]
     fn dead_entries_summarize_their_row() {
         let dead = row(RowState::Dead { dead_at: 5, reason: "gone".into(), class: Some(ErrorClass::Permanent) });
-        let expected = DeadSummary { source: "stripe".into(), class: Some(ErrorClass::Permanent) };
+        let expected = DeadSummary {
+            source: "stripe".into(),
+            class: Some(ErrorClass::Permanent),
+            sink: Some(dead.component.clone()),
+        };
         for (_, value) in dead.index_entries() {
             assert_eq!(DeadSummary::decode(&value), Some(expected.clone()));
         }
-        let unclassed = DeadSummary { source: "s".into(), class: None };
+        let unclassed = DeadSummary { source: "s".into(), class: None, sink: None };
         assert_eq!(DeadSummary::decode(&unclassed.encode()), Some(unclassed));
+        // A first-version entry names no sink.
+        let mut first = Writer::with_capacity(16);
+        first.u8(1).str("stripe").opt_str(Some("gone"));
+        let first = DeadSummary::decode(&first.finish());
+        assert_eq!(first, Some(DeadSummary { source: "stripe".into(), class: Some(ErrorClass::Gone), sink: None }));
         // Older entries are empty; a damaged one is not trusted either.
         assert_eq!(DeadSummary::decode(&[]), None);
         assert_eq!(DeadSummary::decode(&[SUMMARY_VERSION, 0xff]), None);

@@ -54,17 +54,26 @@ impl Walk for DeadRows {
     /// Revive one page of dead rows, in one synced batch with the job
     /// record.
     async fn step(&mut self, queue: &Queue, job: &mut Job) -> Result<u64, ReplayError> {
-        let page = queue.dead(&DeadQuery {
-            limit: job.config.page.max(1),
-            cursor: job.cursor.clone(),
-            source_id: job.filter.source_id.clone(),
-            since: job.filter.since,
-            sink: job.filter.sink,
-            error_class: job.filter.error_class,
-            tenants: job.filter.tenants.clone(),
-        })?;
-        let rows: Vec<(u64, u16)> = page.entries.iter().map(|e| (e.envelope.seq, e.sink)).collect();
-        job.cursor = page.next_cursor.clone();
+        let rows = match &job.filter.rows {
+            // A selection is one page: those of its rows still dead.
+            Some(selected) => {
+                job.cursor = None;
+                selected.clone()
+            }
+            None => {
+                let page = queue.dead(&DeadQuery {
+                    limit: job.config.page.max(1),
+                    cursor: job.cursor.clone(),
+                    source_id: job.filter.source_id.clone(),
+                    since: job.filter.since,
+                    sink: job.filter.sink.clone(),
+                    error_class: job.filter.error_class,
+                    tenants: job.filter.tenants.clone(),
+                })?;
+                job.cursor = page.next_cursor.clone();
+                page.entries.iter().map(|e| (e.envelope.seq, e.sink)).collect::<Vec<_>>()
+            }
+        };
         if job.cursor.is_none() {
             job.state = JobState::Done;
         }

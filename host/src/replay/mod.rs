@@ -26,7 +26,7 @@ use thiserror::Error;
 use tokio::sync::watch;
 
 use crate::error_class::ErrorClass;
-use crate::queue::{Queue, QueueError, now_ms, record_write};
+use crate::queue::{Queue, QueueError, SinkSelector, now_ms, record_write};
 use crate::source::Directory;
 use crate::store::Batch;
 use crate::store::keys::records::{RecordKey, RecordKind};
@@ -92,8 +92,12 @@ pub struct DlqFilter {
     pub since: Option<u64>,
     /// Dead before (unix ms); the job's start time when absent.
     pub until: Option<u64>,
-    pub sink: Option<u16>,
+    pub sink: Option<SinkSelector>,
     pub error_class: Option<ErrorClass>,
+    /// Exactly these dead rows (seq, sink index), instead of a walk: an
+    /// operator's selection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows: Option<Vec<(u64, u16)>>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -237,10 +241,26 @@ fn spawn_job(
             JobKind::Archive => archive::drive_archive(&queue, directory.as_ref(), job, control).await,
             JobKind::Quarantine => quarantine::drive_quarantine(&queue, directory.as_ref(), job, control).await,
         };
-        if let Err(e) = result {
-            tracing::error!(job = %id, "replay job failed: {e}");
+        match result {
+            Ok(job) => tell_stopped(&job),
+            Err(e) => tracing::error!(job = %id, "replay job failed: {e}"),
         }
     })
+}
+
+/// One line when a job stops running, however it stopped.
+fn tell_stopped(job: &Job) {
+    let (id, kind, moved) = (job.id.as_str(), job.kind.as_str(), job.moved);
+    let sink = job.filter.sink.as_ref().map(ToString::to_string);
+    match job.state {
+        JobState::Done => {
+            tracing::info!(job = id, kind, sink, moved, throttled_ms = job.throttled_ms, "replay job finished")
+        }
+        JobState::Cancelled => tracing::info!(job = id, kind, moved, "replay job cancelled"),
+        JobState::Paused => tracing::info!(job = id, kind, moved, reason = job.reason.as_deref(), "replay job paused"),
+        JobState::Failed => tracing::warn!(job = id, kind, moved, reason = job.reason.as_deref(), "replay job failed"),
+        JobState::Running => {}
+    }
 }
 
 /// What a new job is to do.
@@ -307,6 +327,16 @@ impl Replays {
             JobSpec::Quarantine { tenant, source } => quarantine::new_job(id, &tenant, &source, config),
         };
         job.save(&self.queue)?;
+        let f = &job.filter;
+        tracing::info!(
+            job = %job.id,
+            kind = job.kind.as_str(),
+            source = f.source_id.as_deref(),
+            sink = f.sink.as_ref().map(ToString::to_string),
+            error_class = f.error_class.map(ErrorClass::as_str),
+            rows = f.rows.as_ref().map(Vec::len),
+            "replay job started"
+        );
         self.launch(job.clone());
         Ok(Some(job))
     }

@@ -31,12 +31,13 @@ impl StoreFactory {
         for capability in &self.capabilities {
             capability.prepare(&mut builder)?;
         }
-        let InstanceBuilder { mut wasi, extensions, denials } = builder;
+        let InstanceBuilder { mut wasi, extensions, denials, trace } = builder;
         let state = InstanceState {
             wasi: wasi.build(),
             table: ResourceTable::new(),
             extensions,
             denials,
+            trace,
             memory: MemoryCap { max_bytes: self.memory_bytes, hit: false },
             deadline: Instant::now(),
         };

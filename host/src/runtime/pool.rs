@@ -321,6 +321,8 @@ fn arm(warm: &mut Warm, timeout: Duration) {
     state.deadline = Instant::now() + timeout;
     state.memory.hit = false;
     state.denials.take();
+    // Read here, on the attempt's own task, for the sink's HTTP requests.
+    state.trace.set(crate::telemetry::traces::current_traceparent());
     warm.store.set_epoch_deadline(1);
     warm.uses += 1;
 }

@@ -55,12 +55,29 @@ impl DenialRecord {
     }
 }
 
+/// The running attempt's W3C `traceparent`, when traces are on: set by the
+/// pool before each call (on the dispatch task, which knows the attempt)
+/// and put on every HTTP request the sink makes during it.
+#[derive(Clone, Default)]
+pub struct AttemptTrace(Arc<Mutex<Option<http::HeaderValue>>>);
+
+impl AttemptTrace {
+    pub fn set(&self, traceparent: Option<String>) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = traceparent.and_then(|v| v.parse().ok());
+    }
+
+    pub fn get(&self) -> Option<http::HeaderValue> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
 pub struct InstanceState {
     pub(super) wasi: WasiCtx,
     pub(super) table: ResourceTable,
     /// What the capabilities keep per instance.
     pub(super) extensions: Extensions,
     pub(crate) denials: DenialRecord,
+    pub(crate) trace: AttemptTrace,
     pub(crate) memory: MemoryCap,
     /// When the current attempt must end; checked on every epoch tick.
     pub(crate) deadline: Instant,

@@ -108,6 +108,7 @@ impl Erasures {
             error: None,
         };
         save(&self.queue, &erase)?;
+        tracing::info!(%tenant, "tenant erase started: its new hooks are refused");
         self.launch(erase.clone());
         Ok(erase)
     }
@@ -230,7 +231,7 @@ async fn run(queue: &Queue, sources: &LiveDirectory, grace: Duration, mut erase:
         erase.phase = ErasePhase::Done;
         erase.finished_at = Some(now_ms());
         save(queue, &erase)?;
-        tracing::info!(%tenant, removed = ?erase.removed, "tenant erased");
+        tracing::info!(%tenant, removed = ?erase.removed, "tenant erase finished");
     }
     Ok(())
 }

@@ -29,7 +29,7 @@ use wasmtime_wasi::WasiCtxBuilder;
 use super::egress::{EgressCounter, EgressPolicy, Resolver};
 use super::error::LoadError;
 use super::labels::SinkLabel;
-use super::state::{DenialRecord, Extensions, InstanceState};
+use super::state::{AttemptTrace, DenialRecord, Extensions, InstanceState};
 
 /// One capability of the sink host.
 pub trait Capability: Sync {
@@ -85,6 +85,8 @@ pub struct InstanceBuilder {
     /// Where the network capabilities record a refused connection, so the
     /// attempt is classed `denied` whatever the guest makes of the error.
     pub denials: DenialRecord,
+    /// The running attempt's `traceparent`, for its HTTP requests.
+    pub trace: AttemptTrace,
 }
 
 impl InstanceBuilder {
@@ -93,6 +95,7 @@ impl InstanceBuilder {
             wasi: WasiCtxBuilder::new(),
             extensions: Extensions::default(),
             denials: DenialRecord::default(),
+            trace: AttemptTrace::default(),
         }
     }
 }

@@ -13,7 +13,7 @@ use wasmtime_wasi_http::{DEFAULT_FORBIDDEN_HEADERS, Error as HttpError};
 
 use super::{Asked, HttpEgress, InstanceHttp, WasiBody};
 use crate::runtime::bindings::ankusa::sink::http_client::{self, Error, Request, Response};
-use crate::runtime::state::{DenialRecord, InstanceState};
+use crate::runtime::state::{AttemptTrace, DenialRecord, InstanceState};
 
 pub(super) fn link(linker: &mut Linker<InstanceState>) -> wasmtime::Result<()> {
     http_client::add_to_linker::<_, HasSelf<InstanceState>>(linker, |state| state)
@@ -26,11 +26,17 @@ impl http_client::Host for InstanceState {
             return Ok(Err(Error::Denied("this instance may make no HTTP requests".into())));
         };
         let denials = http.hooks.denials.clone();
-        Ok(send(&egress, request, &denials).await)
+        let trace = self.trace.clone();
+        Ok(send(&egress, request, &denials, &trace).await)
     }
 }
 
-async fn send(egress: &HttpEgress, request: Request, denials: &DenialRecord) -> Result<Response, Error> {
+async fn send(
+    egress: &HttpEgress,
+    request: Request,
+    denials: &DenialRecord,
+    trace: &AttemptTrace,
+) -> Result<Response, Error> {
     let cap = request
         .max_response_bytes
         .map_or(egress.limits.max_response_bytes, |asked| asked.min(egress.limits.max_response_bytes));
@@ -40,7 +46,8 @@ async fn send(egress: &HttpEgress, request: Request, denials: &DenialRecord) -> 
         first_byte: ms(request.first_byte_timeout_ms),
         between_bytes: ms(request.between_bytes_timeout_ms),
     };
-    let request = build(request)?;
+    let mut request = build(request)?;
+    super::with_traceparent(&mut request, trace);
     let response = egress.exchange(request, asked, denials).await.map_err(|code| from_code(&code, denials))?;
     let (parts, body) = response.into_parts();
     let headers = parts.headers.iter().map(|(n, v)| (n.as_str().to_string(), v.as_bytes().to_vec())).collect();

@@ -40,7 +40,7 @@ use self::pool::{ConnectionPool, PoolError};
 use super::{Capability, InstanceBuilder, SinkCapability, SinkContext};
 use crate::runtime::egress::{EgressCounter, EgressPolicy, EgressScheme, Host};
 use crate::runtime::error::LoadError;
-use crate::runtime::state::{DenialRecord, InstanceState};
+use crate::runtime::state::{AttemptTrace, DenialRecord, InstanceState};
 
 type WasiBody = wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 type SendResult = Result<(http::Response<WasiBody>, Box<dyn Future<Output = Result<(), HttpError>> + Send>), HttpError>;
@@ -268,19 +268,31 @@ fn map_hyper_error(err: &hyper::Error) -> HttpError {
 pub struct EgressHooks {
     egress: Option<Arc<HttpEgress>>,
     denials: DenialRecord,
+    trace: AttemptTrace,
 }
 
 impl WasiHttpHooks for EgressHooks {
     fn send_request(
         &mut self,
-        request: http::Request<WasiBody>,
+        mut request: http::Request<WasiBody>,
         options: Option<RequestOptions>,
         _fut: Box<dyn Future<Output = Result<(), HttpError>> + Send>,
     ) -> Box<dyn Future<Output = SendResult> + Send> {
+        with_traceparent(&mut request, &self.trace);
         match &self.egress {
             Some(egress) => Box::new(egress.clone().send(request, options, self.denials.clone())),
             None => Box::new(async { Err(HttpError::HttpRequestDenied) }),
         }
+    }
+}
+
+/// Carry the running delivery attempt's `traceparent` (when traces are
+/// on). It replaces one the sink set: that is most often the provider's,
+/// forwarded with the hook's headers, and the attempt's span already hangs
+/// from it, so the receiver joins the same trace one level deeper.
+fn with_traceparent<B>(request: &mut http::Request<B>, trace: &AttemptTrace) {
+    if let Some(value) = trace.get() {
+        request.headers_mut().insert("traceparent", value);
     }
 }
 
@@ -292,7 +304,10 @@ struct InstanceHttp {
 
 impl InstanceHttp {
     fn refusing() -> InstanceHttp {
-        InstanceHttp { ctx: WasiHttpCtx::new(), hooks: EgressHooks { egress: None, denials: DenialRecord::default() } }
+        InstanceHttp {
+            ctx: WasiHttpCtx::new(),
+            hooks: EgressHooks { egress: None, denials: DenialRecord::default(), trace: AttemptTrace::default() },
+        }
     }
 }
 
@@ -323,7 +338,11 @@ struct SinkHttp(Arc<HttpEgress>);
 
 impl SinkCapability for SinkHttp {
     fn prepare(&self, instance: &mut InstanceBuilder) -> wasmtime::Result<()> {
-        let hooks = EgressHooks { egress: Some(self.0.clone()), denials: instance.denials.clone() };
+        let hooks = EgressHooks {
+            egress: Some(self.0.clone()),
+            denials: instance.denials.clone(),
+            trace: instance.trace.clone(),
+        };
         instance.extensions.insert(InstanceHttp { ctx: WasiHttpCtx::new(), hooks });
         Ok(())
     }
