@@ -288,6 +288,27 @@ async fn losing_nats_servers_costs_acks_never_a_false_one() {
     cluster.kill_server(0);
     let (mut acked, refused) = under_load.await.expect("load");
     assert!(refused.iter().all(|s| *s == 503), "only 503s: {refused:?}");
+    // The load may end before the stream has elected a new leader; once it
+    // has, every hook is acked.
+    let electing = Instant::now();
+    let mut probes = 0;
+    eventually("the stream's new leader", Duration::from_secs(30), async || {
+        probes += 1;
+        let body = format!("{{\"probe\":{probes}}}");
+        match try_post(a.ingest, &format!("probe-{probes}"), &body).await {
+            Some((201, answer, _)) => {
+                acked.insert(answer["id"].as_str().expect("a 201 names its hook").to_string(), body);
+                true
+            }
+            Some((status, answer, _)) => {
+                assert_eq!(status, 503, "during the election: {answer}");
+                false
+            }
+            None => false,
+        }
+    })
+    .await;
+    println!("fleet: acks resumed {:.1} s after the load ended", electing.elapsed().as_secs_f64());
     let (after, refused_after) = load(a.ingest, "after-one-down", 200, 8).await;
     assert!(refused_after.is_empty(), "with two of three servers every hook is acked: {refused_after:?}");
     println!(

@@ -64,7 +64,9 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
 }
 
 async fn start(bin: &Path, dir: &Path, name: &str, yaml: &str) -> RunningNode {
-    let config = write_config(&dir.join(format!("config-{name}")), yaml);
+    let config_dir = dir.join(format!("config-{name}"));
+    std::fs::create_dir_all(&config_dir).expect("config dir");
+    let config = write_config(&config_dir, yaml);
     RunningNode::start_bin(bin, &config, &dir.join(format!("data-{name}")), &[], "127.0.0.1:0").await
 }
 
@@ -224,7 +226,8 @@ async fn traces(bin: &Path, dir: &Path) -> anyhow::Result<()> {
             String::new()
         };
         format!(
-            "{otlp}sinks:\n  out:\n    component: http\n    options: {{url: \"{}\"}}\n    allow: [\"http://{}\"]\nsources:\n  bench: {{sinks: [out]}}\n",
+            // The default tenant limit (5 000/s) would refuse the load.
+            "{otlp}rate_limits: {{default: {{rate: 1000000, burst: 1000000}}}}\nsinks:\n  out:\n    component: http\n    options: {{url: \"{}\"}}\n    allow: [\"http://{}\"]\nsources:\n  bench: {{sinks: [out]}}\n",
             receiver.url(),
             receiver.addr
         )

@@ -32,6 +32,8 @@ fn yaml(receiver: &Receiver, wal: &str, roles: &str) -> String {
     format!(
         "node: {{roles: [{roles}]}}
 {wal}
+# The default tenant limit (5 000/s) would refuse the load.
+rate_limits: {{default: {{rate: 1000000, burst: 1000000}}}}
 sinks:
   out:
     component: http
