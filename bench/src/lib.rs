@@ -67,6 +67,21 @@ pub fn ankusa_bin(given: Option<std::path::PathBuf>) -> anyhow::Result<std::path
     Ok(bin)
 }
 
+/// Start the release binary on `yaml`, with its config and data under
+/// `dir` in folders named after `name`, listening on free loopback ports.
+pub async fn start_node(
+    bin: &std::path::Path,
+    dir: &std::path::Path,
+    name: &str,
+    yaml: &str,
+) -> ankusa_tests::binary::RunningNode {
+    let config_dir = dir.join(format!("config-{name}"));
+    std::fs::create_dir_all(&config_dir).expect("config dir");
+    let config = ankusa_tests::binary::write_config(&config_dir, yaml);
+    ankusa_tests::binary::RunningNode::start_bin(bin, &config, &dir.join(format!("data-{name}")), &[], "127.0.0.1:0")
+        .await
+}
+
 /// Print one figure.
 pub fn report(name: &str, value: f64, unit: &str) {
     println!("{name}: {value:.2} {unit}");

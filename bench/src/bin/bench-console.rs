@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 use ankusa::error_class::ErrorClass;
 use ankusa::queue::{DeadQuery, Queue, QueueConfig, SinkSelector};
 use ankusa_bench::load::{LoadConfig, LoadReport, run};
-use ankusa_bench::{Receiver, fill, ratio, report};
-use ankusa_tests::binary::{RunningNode, write_config};
+use ankusa_bench::{Receiver, fill, ratio, report, start_node};
+
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::Incoming;
@@ -63,18 +63,11 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted.get(i).map_or(0.0, |d| ms(*d))
 }
 
-async fn start(bin: &Path, dir: &Path, name: &str, yaml: &str) -> RunningNode {
-    let config_dir = dir.join(format!("config-{name}"));
-    std::fs::create_dir_all(&config_dir).expect("config dir");
-    let config = write_config(&config_dir, yaml);
-    RunningNode::start_bin(bin, &config, &dir.join(format!("data-{name}")), &[], "127.0.0.1:0").await
-}
-
 /// The console's files, as a browser's first visit fetches them.
 async fn first_load(bin: &Path, dir: &Path) -> anyhow::Result<()> {
     let kib = ankusa::admin::console_first_load_bytes() as f64 / 1024.0;
     report("console.first_load", kib, "KiB");
-    let node = start(bin, dir, "load", "sources: {demo: {sinks: [log]}}\nsinks: {log: {component: log}}\n").await;
+    let node = start_node(bin, dir, "load", "sources: {demo: {sinks: [log]}}\nsinks: {log: {component: log}}\n").await;
     let client = client();
     let (mut console, mut health) = (Vec::new(), Vec::new());
     for _ in 0..200 {
@@ -146,7 +139,7 @@ async fn dlq(bin: &Path, dir: &Path) -> anyhow::Result<()> {
         fill::SINKS[0],
         fill::SINKS[1]
     );
-    let node = start(bin, dir, "dlq", &yaml).await;
+    let node = start_node(bin, dir, "dlq", &yaml).await;
     let client = client();
     for ((name, api_query, _), in_process) in dlq_cases().into_iter().zip(in_process) {
         let mut latencies = Vec::new();
@@ -235,7 +228,7 @@ async fn traces(bin: &Path, dir: &Path) -> anyhow::Result<()> {
     let (mut off, mut on) = (LoadReport::default(), LoadReport::default());
     for round in 0..4 {
         let traced = round % 2 == 1;
-        let node = start(bin, dir, &format!("traces-{round}"), &yaml(traced)).await;
+        let node = start_node(bin, dir, &format!("traces-{round}"), &yaml(traced)).await;
         let load = run(LoadConfig {
             addr: node.ingest,
             path: "/webhooks/bench".into(),

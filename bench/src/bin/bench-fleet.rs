@@ -10,14 +10,13 @@
 //! `cargo build --release --workspace --bins && cargo run --release -p ankusa-bench --bin bench-fleet`
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use ankusa_bench::load::{LoadConfig, run};
-use ankusa_bench::{Receiver, ratio, report};
-use ankusa_tests::binary::{RunningNode, write_config};
+use ankusa_bench::{Receiver, ratio, report, start_node};
+
 use ankusa_tests::nats_cluster::Cluster;
 
 const CONNECTIONS: usize = 64;
@@ -53,13 +52,6 @@ fn fleet_wal(cluster: &Cluster, stream: &str, node: &str) -> String {
         "wal: {{mode: fleet}}\nfleet: {{nats: {}, stream: {stream}, replicas: 3, node_id: {node}, lease_ttl_ms: {LEASE_TTL_MS}}}",
         cluster.yaml_urls()
     )
-}
-
-async fn start(bin: &Path, dir: &Path, name: &str, yaml: &str) -> RunningNode {
-    let config_dir = dir.join(format!("config-{name}"));
-    std::fs::create_dir_all(&config_dir).expect("config dir");
-    let config = write_config(&config_dir, yaml);
-    RunningNode::start_bin(bin, &config, &dir.join(format!("data-{name}")), &[], "127.0.0.1:0").await
 }
 
 fn load_config(addr: SocketAddr, connections: usize) -> LoadConfig {
@@ -108,15 +100,16 @@ async fn main() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
 
     // Baseline: one node, disk mode, the same load.
-    let disk = start(&bin, dir.path(), "disk", &yaml(&receiver, "wal: {mode: disk}", "ingest, dispatch, admin")).await;
+    let disk =
+        start_node(&bin, dir.path(), "disk", &yaml(&receiver, "wal: {mode: disk}", "ingest, dispatch, admin")).await;
     let baseline = run(load_config(disk.ingest, CONNECTIONS)).await?;
     baseline.print("fleet.baseline_disk");
     disk.kill();
 
     let cluster = Cluster::start(3).await;
     let roles = "ingest, dispatch, admin";
-    let a = start(&bin, dir.path(), "a", &yaml(&receiver, &fleet_wal(&cluster, "INGEST", "a"), roles)).await;
-    let b = start(&bin, dir.path(), "b", &yaml(&receiver, &fleet_wal(&cluster, "INGEST", "b"), roles)).await;
+    let a = start_node(&bin, dir.path(), "a", &yaml(&receiver, &fleet_wal(&cluster, "INGEST", "a"), roles)).await;
+    let b = start_node(&bin, dir.path(), "b", &yaml(&receiver, &fleet_wal(&cluster, "INGEST", "b"), roles)).await;
     let (on_a, on_b) =
         tokio::join!(run(load_config(a.ingest, CONNECTIONS / 2)), run(load_config(b.ingest, CONNECTIONS / 2)));
     let fleet = on_a?.merge(on_b?);
@@ -138,9 +131,9 @@ async fn main() -> anyhow::Result<()> {
     b.kill();
 
     // Takeover: c takes hooks and delivers none; d delivers them once c dies.
-    let c =
-        start(&bin, dir.path(), "c", &yaml(&receiver, &fleet_wal(&cluster, "TAKEOVER", "c"), "ingest, admin")).await;
-    let d = start(&bin, dir.path(), "d", &yaml(&receiver, &fleet_wal(&cluster, "TAKEOVER", "d"), roles)).await;
+    let c = start_node(&bin, dir.path(), "c", &yaml(&receiver, &fleet_wal(&cluster, "TAKEOVER", "c"), "ingest, admin"))
+        .await;
+    let d = start_node(&bin, dir.path(), "d", &yaml(&receiver, &fleet_wal(&cluster, "TAKEOVER", "d"), roles)).await;
     let acked = post(c.ingest, BACKLOG).await;
     anyhow::ensure!(acked == BACKLOG, "only {acked} of {BACKLOG} backlog hooks acked");
     let before = receiver.received.load(Ordering::Relaxed) as usize;
