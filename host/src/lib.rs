@@ -24,9 +24,11 @@
 //! - [`node`]: the running node, started from a config;
 //! - [`admin`]: the admin API; [`cli`]: the `ankusa` command line;
 //! - [`sinktest`]: scripted peers and JSON test cases for sink components;
+//! - [`authoring`]: what a sink author gets from the binary (the WIT);
 //! - [`metrics`], [`digest`], [`error_class`]: shared leaves.
 
 pub mod admin;
+pub mod authoring;
 pub mod cli;
 pub mod config;
 pub mod digest;

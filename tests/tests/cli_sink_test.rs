@@ -93,3 +93,37 @@ fn inspect_shows_world_imports_and_durability() {
     assert_eq!(code, Some(0));
     assert!(stdout.contains("durable:   false"), "{stdout}");
 }
+
+#[test]
+fn sink_wit_writes_the_wit_the_host_loads_and_keeps_an_edited_copy() {
+    let repo_wit = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../wit");
+    let dir = tempfile::tempdir().expect("dir");
+    let out = dir.path().join("wit");
+    let target = out.to_str().expect("utf-8");
+    let (code, stdout, stderr) = run(&["sink", "wit", target]);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.starts_with("wrote ankusa:sink@0.1."), "{stdout}");
+    let mut files = vec![PathBuf::from("sink.wit")];
+    for entry in std::fs::read_dir(repo_wit.join("deps")).expect("wit/deps") {
+        files.push(PathBuf::from("deps").join(entry.expect("entry").file_name()));
+    }
+    for file in &files {
+        let want = std::fs::read(repo_wit.join(file)).expect("the repository's file");
+        let got = std::fs::read(out.join(file)).unwrap_or_else(|e| panic!("{} not written: {e}", file.display()));
+        assert!(want == got, "{} differs from the repository's", file.display());
+    }
+
+    let (code, stdout, _) = run(&["sink", "wit", target]);
+    assert_eq!((code, stdout.contains("already holds")), (Some(0), true), "{stdout}");
+
+    std::fs::write(out.join("sink.wit"), "package mine:own;\n").expect("edit");
+    let (code, stdout, stderr) = run(&["sink", "wit", target]);
+    assert_ne!(code, Some(0), "{stdout}");
+    assert!(stderr.contains("sink.wit exists with other content") && stderr.contains("--force"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(out.join("sink.wit")).expect("read"), "package mine:own;\n", "left as it was");
+    let (code, _, stderr) = run(&["sink", "wit", target, "--force"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        std::fs::read(out.join("sink.wit")).expect("read") == std::fs::read(repo_wit.join("sink.wit")).expect("read")
+    );
+}

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Subcommand;
 
+use crate::authoring::wit;
 use crate::runtime::{ComponentSource, EngineConfig, LoadError, Runtime, SinkLabel, SinkSpec, builtin};
 use crate::sinktest::cases;
 
@@ -43,6 +44,15 @@ pub enum SinkCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Write the WIT this binary loads (`sink.wit` and `deps/`) into DIR,
+    /// for a project's componentize tool.
+    Wit {
+        /// The folder to write (created if missing).
+        dir: PathBuf,
+        /// Replace files that differ (an older WIT).
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 fn component_bytes(reference: &str) -> anyhow::Result<Vec<u8>> {
@@ -57,11 +67,13 @@ fn component_bytes(reference: &str) -> anyhow::Result<Vec<u8>> {
 }
 
 pub async fn execute(args: SinkArgs) -> anyhow::Result<ExitCode> {
-    let config = EngineConfig { max_instances: 16, ..EngineConfig::default() };
-    let runtime = Runtime::new(config, args.cache_dir)?;
+    // Only the commands that run a component need an engine.
+    let runtime =
+        || Runtime::new(EngineConfig { max_instances: 16, ..EngineConfig::default() }, args.cache_dir.clone());
     match args.command {
-        SinkCommand::Inspect { component, options, json } => inspect(&runtime, &component, options, json).await,
-        SinkCommand::Test { component, cases, json } => test(&runtime, &component, &cases, json).await,
+        SinkCommand::Inspect { component, options, json } => inspect(&runtime()?, &component, options, json).await,
+        SinkCommand::Test { component, cases, json } => test(&runtime()?, &component, &cases, json).await,
+        SinkCommand::Wit { dir, force } => write_wit(&dir, force),
     }
 }
 
@@ -145,4 +157,15 @@ async fn test(
         println!("{passed} passed, {failed} failed");
     }
     Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+fn write_wit(dir: &std::path::Path, force: bool) -> anyhow::Result<ExitCode> {
+    let version = wit::version();
+    let written = wit::write(dir, force)?;
+    if written.is_empty() {
+        println!("{} already holds ankusa:sink@{version}", dir.display());
+    } else {
+        println!("wrote ankusa:sink@{version} to {} ({} files)", dir.display(), written.len());
+    }
+    Ok(ExitCode::SUCCESS)
 }
