@@ -10,13 +10,13 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::Failure;
 use crate::bindings::ankusa::sink::http_client;
 use crate::bindings::wasi::http::outgoing_handler;
 use crate::bindings::wasi::http::types::{
     ErrorCode, Fields, IncomingBody, IncomingResponse, Method, OutgoingBody, OutgoingRequest, RequestOptions, Scheme,
 };
 use crate::bindings::wasi::io::streams::{OutputStream, StreamError};
+use crate::{Failure, Hook};
 
 /// The most a single `blocking-write-and-flush` may carry (WASI's limit).
 const WRITE_CHUNK: usize = 4096;
@@ -167,6 +167,32 @@ impl Request {
         self
     }
 
+    /// The hook's body, with its `content-type` when it had one (and the
+    /// request has none yet): what a receiver needs to read it.
+    pub fn hook_body(mut self, hook: &Hook) -> Request {
+        if let Some(content_type) = &hook.content_type
+            && !self.has_header("content-type")
+        {
+            self.headers.push(("content-type".into(), content_type.clone().into_bytes()));
+        }
+        self.body(hook.body.clone())
+    }
+
+    fn has_header(&self, name: &str) -> bool {
+        self.headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name))
+    }
+
+    /// The headers as sent: the caller's, and a `content-length` for a body
+    /// when the caller gave none (without one `wasi:http` sends the body
+    /// chunked, which simple receivers read as empty).
+    fn headers_to_send(&self) -> Vec<(String, Vec<u8>)> {
+        let mut headers = self.headers.clone();
+        if !self.body.is_empty() && !self.has_header("content-length") {
+            headers.push(("content-length".into(), self.body.len().to_string().into_bytes()));
+        }
+        headers
+    }
+
     /// Ask for a tighter connect timeout than the host's (the host's own
     /// limit always applies as a ceiling).
     pub fn connect_timeout(mut self, timeout: Duration) -> Request {
@@ -212,7 +238,7 @@ impl Request {
         let request = http_client::Request {
             method: method.to_string(),
             url: self.url.to_string(),
-            headers: self.headers,
+            headers: self.headers_to_send(),
             body: self.body,
             connect_timeout_ms: millis(self.connect_timeout),
             first_byte_timeout_ms: millis(self.first_byte_timeout),
@@ -239,8 +265,8 @@ impl Request {
     /// read is drained by the host, so the connection is still reused.
     pub fn send_streaming(self) -> Result<Response, HttpError> {
         // One host call for all headers, not one per header.
-        let fields =
-            Fields::from_list(&self.headers).map_err(|e| HttpError::Other(format!("request headers: {e:?}")))?;
+        let fields = Fields::from_list(&self.headers_to_send())
+            .map_err(|e| HttpError::Other(format!("request headers: {e:?}")))?;
         let request = OutgoingRequest::new(fields);
         let scheme = if self.url.https { Scheme::Https } else { Scheme::Http };
         let accepted = request.set_method(&self.method).is_ok()

@@ -68,3 +68,29 @@ async fn a_url_that_is_not_http_is_refused_at_configure() {
         .expect("an ftp url is refused");
     assert!(error.to_string().contains("url"), "{error}");
 }
+
+/// The SDK's `hook_body` and a body's `content-length`: a sink written as
+/// the README's example sends a sized body with the hook's content type by
+/// either HTTP interface, never a chunked one.
+#[tokio::test]
+async fn the_sdks_request_sends_the_hooks_content_type_and_length_never_chunked() {
+    let receiver = Receiver::start(Reply::status(200)).await;
+    let sink = Harness::shared()
+        .wasm(guest_wasm("misbehave"))
+        .allow([receiver.origin()])
+        .real_network()
+        .load()
+        .await
+        .expect("the misbehave sink loads");
+    for path in ["post:", "wasi-post:"] {
+        let body = format!("{path}{}", receiver.url("/in"));
+        let hook = TestHook::new().body(body.clone().into_bytes()).content_type(Some("text/plain; charset=utf-8"));
+        sink.deliver(hook, 1).await.assert_delivered();
+        let received = receiver.received();
+        let request = received.last().expect("the receiver saw the request");
+        assert_eq!(request.body, body.as_bytes(), "{path}");
+        assert_eq!(request.header("content-length"), Some(body.len().to_string().as_str()), "{path}");
+        assert_eq!(request.header("content-type"), Some("text/plain; charset=utf-8"), "{path}");
+        assert_eq!(request.header("transfer-encoding"), None, "{path}: not chunked");
+    }
+}

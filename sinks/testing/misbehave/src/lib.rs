@@ -19,6 +19,8 @@
 //! | `bad-utf8` | return a failure whose reason is not UTF-8 (a garbage return the host must reject) |
 //! | `get:<url>` | send a GET to `url` (one call, `ankusa:sink/http-client`); fail transiently if no answer, succeed on any status |
 //! | `wasi-get:<url>` | the same through `wasi:http` |
+//! | `post:<url>` | POST this hook to `url` with the SDK's `hook_body` (one call); succeed on any status |
+//! | `wasi-post:<url>` | the same through `wasi:http` |
 //! | `tcp:<ip>:<port>` | connect over TCP, send a line and read one back; fail transiently if that fails |
 //! | `tcp-name:<host>:<port>` | the same, resolving `host` in the guest (`wasi:sockets` name lookup) |
 //!
@@ -114,6 +116,12 @@ impl Sink for Misbehave {
                 Ok(())
             }
             other => {
+                if let Some(url) = other.strip_prefix("wasi-post:") {
+                    return post(url, hook, true);
+                }
+                if let Some(url) = other.strip_prefix("post:") {
+                    return post(url, hook, false);
+                }
                 if let Some(url) = other.strip_prefix("wasi-get:") {
                     return get(url, true);
                 }
@@ -145,6 +153,14 @@ fn get(url: &str, through_wasi_http: bool) -> Result<(), Failure> {
     let request = Request::new("GET", url);
     let sent = if through_wasi_http { request.send_streaming() } else { request.send() };
     sent.map(|_| ()).map_err(|e| Failure::transient(format!("get: {e}")))
+}
+
+/// POST the hook as the README's example sink does.
+fn post(url: &str, hook: &Hook, through_wasi_http: bool) -> Result<(), Failure> {
+    let url = Url::parse(url).map_err(Failure::permanent)?;
+    let request = Request::post(url).hook_body(hook);
+    let sent = if through_wasi_http { request.send_streaming() } else { request.send() };
+    sent.map(|_| ()).map_err(|e| Failure::transient(format!("post: {e}")))
 }
 
 /// Connect to `addr` through `wasi:sockets`, send a line, read one back.
