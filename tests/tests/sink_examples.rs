@@ -19,6 +19,10 @@ fn harness() -> Harness {
 async fn passes_its_cases(wasm: PathBuf, cases: &Path, expected_cases: usize) {
     let file = read_case_file(cases).expect("a valid cases file");
     let harness = harness();
+    // `sink inspect` shows the sink interface alone, not a toolchain's
+    // own exports.
+    let info = harness.runtime().inspect(&std::fs::read(&wasm).expect("the component")).expect("a sink");
+    assert_eq!(info.exports, [format!("ankusa:sink/sink@{}", ankusa::authoring::wit::version())]);
     let reports = run_cases(harness.runtime(), &ComponentSource::Path(wasm), &file).await;
     assert_eq!(reports.len(), expected_cases);
     let failed: Vec<_> = reports.iter().filter(|r| !r.passed()).collect();

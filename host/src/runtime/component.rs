@@ -27,8 +27,11 @@ pub struct SinkComponent {
     pub batch: Option<BatchIndices>,
 }
 
+/// The WIT interfaces (`ns:pkg/name@version`) among a component's imports
+/// or exports. Plain names are left out: the sink worlds have none, and
+/// some toolchains add their own (componentize-py exports `exports`).
 fn interface_names<'a, T>(items: impl Iterator<Item = (&'a str, T)>) -> Vec<String> {
-    items.map(|(name, _)| name.to_string()).collect()
+    items.filter(|(name, _)| name.contains(':')).map(|(name, _)| name.to_string()).collect()
 }
 
 pub fn describe(engine: &Engine, compiled: &Compiled) -> ComponentInfo {
