@@ -165,27 +165,20 @@ async fn handle(edge: Arc<Edge>, source: Option<Arc<Source>>, request: Request) 
     }
     match &edge.mode {
         Mode::Queue { batcher, .. } => {
-            // What the trace needs of this request if it is refused (the
-            // envelope moves into the commit).
-            let own = traces::enabled().then(|| {
-                let mut own = Envelope::new(
-                    envelope.id.clone(),
-                    envelope.source_id.clone(),
-                    envelope.tenant_id.clone(),
-                    envelope.received_at,
-                    Vec::new(),
-                );
-                (own.method, own.path, own.headers) =
-                    (envelope.method.clone(), envelope.path.clone(), envelope.headers.clone());
-                (own, envelope.size())
-            });
+            // The envelope moves into the commit: keep what the trace needs.
+            let arrival = traces::enabled().then(|| Arrival::of(&envelope));
             let entry = Entry { envelope, sinks: source.bound_sinks() };
             let committing = SystemTime::now();
             let outcome = batcher.submit(entry).await;
             let committed = SystemTime::now();
             let answered = answer(&outcome);
-            if let Some((own, bytes)) = own {
-                trace_ingest(&outcome, &own, bytes, &answered, (arrived, committed), Some((committing, committed)));
+            if let Some(arrival) = arrival {
+                let stored = match &outcome {
+                    Ok(EntryOutcome::Committed(hook)) => Some((hook, false)),
+                    Ok(EntryOutcome::Duplicate(original)) => Some((original, true)),
+                    _ => None,
+                };
+                trace_ingest(&arrival, stored, &answered, (arrived, committed), Some((committing, committed)));
             }
             answered
         }
@@ -193,9 +186,8 @@ async fn handle(edge: Arc<Edge>, source: Option<Arc<Source>>, request: Request) 
             Ok(()) => {
                 let answered = reply(StatusCode::CREATED, "accepted", Accepted::new(&envelope.id));
                 if traces::enabled() {
-                    let outcome: Result<_, SubmitError> = Ok(EntryOutcome::Committed(envelope.clone()));
-                    let bytes = envelope.size();
-                    trace_ingest(&outcome, &envelope, bytes, &answered, (arrived, SystemTime::now()), None);
+                    let span = (arrived, SystemTime::now());
+                    trace_ingest(&Arrival::of(&envelope), Some((&envelope, false)), &answered, span, None);
                 }
                 answered
             }
@@ -241,31 +233,61 @@ fn quarantine(edge: &Edge, source: &Source, envelope: &Envelope, now: Duration) 
     }
 }
 
-/// Record the ingest of a request that reached the commit: under the
-/// stored hook's id, the original's for a duplicate, or its own if refused.
-fn trace_ingest(
-    outcome: &Result<EntryOutcome, SubmitError>,
-    own: &Envelope,
+/// What a request's trace needs of it once its envelope has moved into
+/// the commit.
+struct Arrival {
+    id: String,
+    source: String,
+    tenant: String,
+    method: String,
+    path: String,
+    headers: Vec<(String, Vec<u8>)>,
     bytes: u64,
+}
+
+impl Arrival {
+    fn of(envelope: &Envelope) -> Arrival {
+        Arrival {
+            id: envelope.id.clone(),
+            source: envelope.source_id.clone(),
+            tenant: envelope.tenant_id.clone(),
+            method: envelope.method.clone(),
+            path: envelope.path.clone(),
+            headers: envelope.headers.clone(),
+            bytes: envelope.size(),
+        }
+    }
+}
+
+/// Record the ingest of a request that reached the commit: under the
+/// stored hook's id (`stored`: the hook, and whether it is the original of
+/// this duplicate), or under its own if refused.
+fn trace_ingest(
+    arrival: &Arrival,
+    stored: Option<(&Envelope, bool)>,
     answered: &Answer,
     span: (SystemTime, SystemTime),
     commit: Option<(SystemTime, SystemTime)>,
 ) {
-    let (hook, duplicate) = match outcome {
-        Ok(EntryOutcome::Committed(e)) => (e, None),
-        Ok(EntryOutcome::Duplicate(e)) => (e, Some(own.id.as_str())),
-        _ => (own, None),
+    let (hook_id, seq, headers, duplicate) = match stored {
+        Some((hook, duplicate)) => (
+            hook.id.as_str(),
+            (hook.seq > 0).then_some(hook.seq),
+            &hook.headers,
+            duplicate.then_some(arrival.id.as_str()),
+        ),
+        None => (arrival.id.as_str(), None, &arrival.headers, None),
     };
     traces::ingested(traces::Ingest {
-        hook_id: &hook.id,
+        hook_id,
         duplicate,
-        seq: (hook.seq > 0).then_some(hook.seq),
-        source: &own.source_id,
-        tenant: &own.tenant_id,
-        method: &own.method,
-        path: &own.path,
-        headers: &hook.headers,
-        bytes,
+        seq,
+        source: &arrival.source,
+        tenant: &arrival.tenant,
+        method: &arrival.method,
+        path: &arrival.path,
+        headers,
+        bytes: arrival.bytes,
         outcome: answered.outcome,
         status: answered.response.status().as_u16(),
         span,
