@@ -14,7 +14,7 @@ use crate::edge::Edge;
 use crate::fleet::{Fleet, FleetError};
 use crate::queue::{Engines, Queue, QueueError, WalMode};
 use crate::replay::{ReplayError, Replays};
-use crate::runtime::{Runtime, RuntimeError};
+use crate::runtime::{ComponentSource, Runtime, RuntimeError};
 use crate::source::{LiveDirectory, Origin, ReloadReport};
 use crate::tenant::{Erasures, SourceRecords};
 
@@ -202,6 +202,22 @@ impl Node {
         let _writing = self.source_writes.lock().await;
         crate::source::reload_sinks(&self.sources, &self.runtime, |source, sink| self.config.sink_spec(source, sink))
             .await
+    }
+
+    /// Swap `component` in for the configured sink `name` wherever a source
+    /// delivers to it (`ankusa sink dev`'s upload). It lasts until the sink
+    /// is reloaded from its file or the node restarts. `None`: no such sink.
+    pub async fn replace_sink_component(&self, name: &str, component: Arc<Vec<u8>>) -> Option<ReloadReport> {
+        self.config.sinks.get(name)?;
+        let _writing = self.source_writes.lock().await;
+        let origin = format!("upload of {name}");
+        let report = crate::source::reload_sinks(&self.sources, &self.runtime, |source, sink| {
+            let mut spec = self.config.sink_spec(source, sink).filter(|_| sink == name)?;
+            spec.component = ComponentSource::Bytes { origin: origin.clone(), bytes: component.clone() };
+            Some(spec)
+        })
+        .await;
+        Some(report)
     }
 
     /// Keep a background task of the node, stopped at shutdown.

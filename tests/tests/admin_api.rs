@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 /// Every admin route: (method, path). The document must list exactly
 /// these, and each must be served.
-const ROUTES: [(&str, &str); 29] = [
+const ROUTES: [(&str, &str); 30] = [
     ("get", "/health"),
     ("get", "/ready"),
     ("get", "/metrics"),
@@ -43,6 +43,7 @@ const ROUTES: [(&str, &str); 29] = [
     ("delete", "/v1/tenants/{tenant}"),
     ("get", "/v1/sinks"),
     ("post", "/v1/sinks/reload"),
+    ("put", "/v1/sinks/{name}/component"),
 ];
 
 fn config(receiver: &Receiver, failing: &Receiver) -> String {

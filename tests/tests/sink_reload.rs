@@ -17,16 +17,94 @@ const CLIENTS: usize = 8;
 /// `component` with a custom section appended: the same behaviour under a
 /// different sha256, as a rebuilt sink would have.
 fn rebuilt(component: &[u8]) -> Vec<u8> {
+    with_custom_section(component, b"version 2")
+}
+
+fn with_custom_section(component: &[u8], payload: &[u8]) -> Vec<u8> {
     let name = b"ankusa-reload-test";
-    let payload = b"version 2";
     let mut section = vec![name.len() as u8];
     section.extend_from_slice(name);
     section.extend_from_slice(payload);
     let mut out = component.to_vec();
     out.push(0); // custom section id
-    out.push(section.len() as u8); // one LEB128 byte: the section is short
+    let mut size = section.len();
+    loop {
+        let byte = (size & 0x7f) as u8;
+        size >>= 7;
+        out.push(if size == 0 { byte } else { byte | 0x80 });
+        if size == 0 {
+            break;
+        }
+    }
     out.extend_from_slice(&section);
     out
+}
+
+/// `PUT /v1/sinks/{name}/component` with `body`: (status, answer).
+async fn upload(node: &RunningNode, name: &str, body: Vec<u8>) -> (u16, serde_json::Value) {
+    use http_body_util::{BodyExt, Full};
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<Full<bytes::Bytes>>();
+    let request = http::Request::put(format!("http://{}/v1/sinks/{name}/component", node.admin))
+        .header("content-type", "application/wasm")
+        .body(Full::new(bytes::Bytes::from(body)))
+        .expect("request");
+    let response = client.request(request).await.expect("sent");
+    let status = response.status().as_u16();
+    let bytes = response.into_body().collect().await.expect("body").to_bytes();
+    (status, serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null))
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+/// What `ankusa sink dev` does: a component uploaded for a configured sink
+/// replaces it (one larger than axum's 2 MiB default too), a component that
+/// does not load or an unknown sink is refused and changes nothing, and a
+/// reload from the config's file brings the file's component back.
+#[tokio::test]
+async fn an_uploaded_component_replaces_the_sink_until_it_is_reloaded_from_its_file() {
+    let receiver = Receiver::start(Reply::status(200)).await;
+    let dir = tempfile::tempdir().expect("dir");
+    let component = dir.path().join("forward.wasm");
+    let original = std::fs::read(guest_wasm("http")).expect("the http sink");
+    std::fs::write(&component, &original).expect("copy");
+    let config = write_config(
+        dir.path(),
+        &format!(
+            "sinks:\n  forward:\n    component: {}\n    options: {{url: \"{}\"}}\n    allow: [\"{}\"]\nsources:\n  load: {{sinks: [forward]}}\n",
+            component.display(),
+            receiver.url("/in"),
+            receiver.origin()
+        ),
+    );
+    let node = RunningNode::start(&config, &dir.path().join("data"), &[]).await;
+    let loaded = async || node.admin("GET", "/v1/sinks", None, None).await.1[0]["sha256"].as_str().map(String::from);
+    assert_eq!(loaded().await, Some(sha256(&original)));
+
+    let (status, answer) = upload(&node, "nope", original.clone()).await;
+    assert_eq!((status, answer["error"].as_str()), (404, Some("not_found")), "{answer}");
+    let (status, answer) = upload(&node, "forward", b"not a component".to_vec()).await;
+    assert_eq!((status, answer["error"].as_str()), (422, Some("component_refused")), "{answer}");
+    assert_eq!(loaded().await, Some(sha256(&original)), "a refused upload changes nothing");
+
+    let big = with_custom_section(&original, &vec![b'x'; 3 << 20]);
+    let (status, answer) = upload(&node, "forward", big.clone()).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["swapped"][0]["to"].as_str(), Some(sha256(&big).as_str()), "{answer}");
+    assert_eq!(loaded().await, Some(sha256(&big)));
+    let (status, _) = node.post_hook("load", &[], "{\"n\": 1}").await;
+    assert_eq!(status, 201);
+    eventually("the uploaded component delivers", Duration::from_secs(10), async || !receiver.received().is_empty())
+        .await;
+    let (status, answer) = upload(&node, "forward", big.clone()).await;
+    assert_eq!((status, answer["unchanged"].as_u64()), (200, Some(1)), "the same upload again: {answer}");
+
+    let (_, report) = node.admin("POST", "/v1/sinks/reload", None, None).await;
+    assert_eq!(report["swapped"].as_array().map(Vec::len), Some(1), "{report}");
+    assert_eq!(loaded().await, Some(sha256(&original)), "the file's component is back");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

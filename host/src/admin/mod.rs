@@ -88,6 +88,7 @@ fn declared() -> OpenApiRouter<Arc<Node>> {
         .routes(routes!(tenants::status, tenants::erase))
         .routes(routes!(sinks::list))
         .routes(routes!(sinks::reload))
+        .routes(routes!(sinks::upload))
 }
 
 /// The OpenAPI document of the admin API.

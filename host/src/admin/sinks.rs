@@ -1,12 +1,16 @@
-//! `/v1/sinks`: the loaded components and their state, and hot reload.
+//! `/v1/sinks`: the loaded components and their state, hot reload, and a
+//! component uploaded in place of a configured sink's.
 
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::State;
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use super::error::{ApiError, ErrorBody};
 use crate::dispatch::BreakerState;
 use crate::node::Node;
 use crate::source::ReloadReport;
@@ -89,4 +93,44 @@ pub async fn list(State(node): State<Arc<Node>>) -> Json<Vec<LoadedSink>> {
     responses((status = 200, description = "What was swapped, unchanged or failed", body = ReloadReport)))]
 pub async fn reload(State(node): State<Arc<Node>>) -> Json<ReloadReport> {
     Json(node.reload_sinks().await)
+}
+
+/// The most a component upload may carry (a Python sink is about 20 MiB).
+pub const MAX_UPLOAD_BYTES: usize = 128 * 1024 * 1024;
+
+/// Load the request body (a `.wasm` component) as the configured sink
+/// `name` and swap it in wherever a source delivers to it; a component
+/// that fails to load leaves the running one in place. The upload lasts
+/// until the sink is reloaded from its file or the node restarts: this is
+/// `ankusa sink dev`'s loop, not a deployment.
+#[utoipa::path(put, path = "/v1/sinks/{name}/component", tag = "sinks",
+    params(("name" = String, Path, description = "A sink of the node's config")),
+    request_body(content = Vec<u8>, content_type = "application/wasm", description = "The component"),
+    responses(
+        (status = 200, description = "Swapped in (or the same component again)", body = ReloadReport),
+        (status = 404, description = "No sink of that name", body = ErrorBody),
+        (status = 413, description = "Larger than 128 MiB", body = ErrorBody),
+        (status = 422, description = "The component does not load; the running one stays", body = ErrorBody)))]
+pub async fn upload(
+    State(node): State<Arc<Node>>,
+    Path(name): Path<String>,
+    body: Body,
+) -> Result<Json<ReloadReport>, ApiError> {
+    // Read here, not by an extractor: those stop at axum's 2 MiB default.
+    let component = axum::body::to_bytes(body, MAX_UPLOAD_BYTES).await.map_err(|_| {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+            format!("a component is at most {MAX_UPLOAD_BYTES} bytes"),
+        )
+    })?;
+    let report = node
+        .replace_sink_component(&name, Arc::new(component.to_vec()))
+        .await
+        .ok_or_else(|| ApiError::not_found(format!("no sink named `{name}` in the node's config")))?;
+    if let Some(failure) = report.failed.first() {
+        return Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "component_refused", failure.reason.clone())
+            .with_details(serde_json::to_value(&report).unwrap_or_default()));
+    }
+    Ok(Json(report))
 }

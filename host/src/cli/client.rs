@@ -4,8 +4,9 @@
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use bytes::Bytes;
 use clap::Args;
-use http_body_util::BodyExt;
+use http_body_util::{BodyExt, Full};
 use serde_json::Value;
 
 #[derive(Debug, Clone, Args)]
@@ -33,7 +34,7 @@ pub struct Refused {
 pub struct AdminClient {
     base: String,
     token: Option<String>,
-    http: hyper_util::client::legacy::Client<hyper_util::client::legacy::connect::HttpConnector, String>,
+    http: hyper_util::client::legacy::Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>,
 }
 
 impl AdminClient {
@@ -48,14 +49,31 @@ impl AdminClient {
 
     /// One request; the JSON answer of a 2xx, else [`Refused`].
     pub async fn call(&self, method: &str, path: &str, body: Option<Value>) -> anyhow::Result<Value> {
+        let body = body.map(|b| ("application/json", Bytes::from(b.to_string())));
+        self.send(method, path, body).await
+    }
+
+    /// One request with a body of `content_type` (a component upload).
+    pub async fn call_with_bytes(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: &'static str,
+        body: Vec<u8>,
+    ) -> anyhow::Result<Value> {
+        self.send(method, path, Some((content_type, Bytes::from(body)))).await
+    }
+
+    async fn send(&self, method: &str, path: &str, body: Option<(&'static str, Bytes)>) -> anyhow::Result<Value> {
         let mut request = http::Request::builder().method(method).uri(format!("{}{path}", self.base));
         if let Some(token) = &self.token {
             request = request.header("authorization", format!("Bearer {token}"));
         }
-        if body.is_some() {
-            request = request.header("content-type", "application/json");
+        if let Some((content_type, _)) = &body {
+            request = request.header("content-type", *content_type);
         }
-        let request = request.body(body.map(|b| b.to_string()).unwrap_or_default()).context("a bad admin URL")?;
+        let body = Full::new(body.map(|(_, bytes)| bytes).unwrap_or_default());
+        let request = request.body(body).context("a bad admin URL")?;
         let response = tokio::time::timeout(Duration::from_secs(60), self.http.request(request))
             .await
             .context("the admin API did not answer within 60 s")?

@@ -8,6 +8,7 @@ mod fleet;
 mod operate;
 mod run;
 mod sink;
+mod sink_dev;
 mod store;
 
 use std::process::ExitCode;

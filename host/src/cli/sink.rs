@@ -1,5 +1,6 @@
-//! `ankusa sink inspect` and `ankusa sink test`: the same checks the plugin
-//! harness makes, for a component written in any language.
+//! `ankusa sink ...`: a sink author's commands. `inspect` and `test` make
+//! the plugin harness's checks on a component written in any language;
+//! `new`, `build`, `wit` and `dev` start, build and iterate on a project.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -7,8 +8,12 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Subcommand;
 
-use crate::authoring::wit;
-use crate::runtime::{ComponentSource, EngineConfig, LoadError, Runtime, SinkLabel, SinkSpec, builtin};
+use crate::authoring::build::{self, Built};
+use crate::authoring::project::{Language, Project};
+use crate::authoring::tools::ToolCache;
+use crate::authoring::{template, wit};
+
+use crate::runtime::{ComponentInfo, ComponentSource, EngineConfig, LoadError, Runtime, SinkLabel, SinkSpec, builtin};
 use crate::sinktest::cases;
 
 #[derive(Debug, clap::Args)]
@@ -34,15 +39,58 @@ pub enum SinkCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Run JSON test cases against a component.
+    /// Run JSON test cases against a component (with neither given: the
+    /// project here, its build/NAME.wasm against its cases.json).
     Test {
         /// A `.wasm` component, or the name of a built-in sink.
-        component: String,
+        #[arg(requires = "cases")]
+        component: Option<String>,
         /// The cases file.
-        cases: PathBuf,
+        cases: Option<PathBuf>,
         /// Print a JSON report.
         #[arg(long)]
         json: bool,
+    },
+    /// Start a sink project: a working sink that logs each hook and can
+    /// POST it, its test cases, the WIT, a README.
+    New {
+        /// The sink's name (lower-case letters, digits, `-`, `_`).
+        name: String,
+        /// rust, python, js or c.
+        #[arg(long)]
+        lang: String,
+        /// The folder to create (default: ./NAME). It must not exist or be empty.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// Build a project's component into build/NAME.wasm.
+    Build {
+        /// The project (default: the current folder).
+        dir: Option<PathBuf>,
+        /// Where fetched toolchains are kept (default: ~/.cache/ankusa/tools).
+        #[arg(long, env = "ANKUSA_TOOLS_DIR")]
+        tools_dir: Option<PathBuf>,
+    },
+    /// Rebuild on every save, run cases.json, and on green swap the new
+    /// component into a running node (one line per cycle).
+    Dev {
+        /// The project (default: the current folder).
+        dir: Option<PathBuf>,
+        /// The node's admin API.
+        #[arg(long, env = "ANKUSA_ADMIN_URL", default_value = "http://127.0.0.1:4002")]
+        node: String,
+        /// Its bearer token, when it requires one.
+        #[arg(long, env = "ANKUSA_ADMIN_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        /// The sink of the node's config to replace (default: the project's name).
+        #[arg(long)]
+        sink: Option<String>,
+        /// Where fetched toolchains are kept (default: ~/.cache/ankusa/tools).
+        #[arg(long, env = "ANKUSA_TOOLS_DIR")]
+        tools_dir: Option<PathBuf>,
+        /// How often to look for changed files, in milliseconds.
+        #[arg(long, default_value_t = 250)]
+        poll_ms: u64,
     },
     /// Write the WIT this binary loads (`sink.wit` and `deps/`) into DIR,
     /// for a project's componentize tool.
@@ -72,8 +120,80 @@ pub async fn execute(args: SinkArgs) -> anyhow::Result<ExitCode> {
         || Runtime::new(EngineConfig { max_instances: 16, ..EngineConfig::default() }, args.cache_dir.clone());
     match args.command {
         SinkCommand::Inspect { component, options, json } => inspect(&runtime()?, &component, options, json).await,
-        SinkCommand::Test { component, cases, json } => test(&runtime()?, &component, &cases, json).await,
+        SinkCommand::Test { component: Some(component), cases: Some(cases), json } => {
+            test(&runtime()?, &component, &cases, json).await
+        }
+        SinkCommand::Test { json, .. } => {
+            let project = Project::open(&project_dir(None))?;
+            test(&runtime()?, &project.output().to_string_lossy(), &project.cases(), json).await
+        }
         SinkCommand::Wit { dir, force } => write_wit(&dir, force),
+        SinkCommand::New { name, lang, dir } => new_project(&name, &lang, dir),
+        SinkCommand::Build { dir, tools_dir } => build_project(&runtime()?, &project_dir(dir), tools_dir).await,
+        SinkCommand::Dev { dir, node, token, sink, tools_dir, poll_ms } => {
+            let project = Project::open(&project_dir(dir))?;
+            let admin = super::client::AdminArgs { url: node, token, json: false };
+            let options = super::sink_dev::DevOptions {
+                sink: sink.unwrap_or_else(|| project.name().to_string()),
+                tools: ToolCache::new(tools_dir),
+                poll: std::time::Duration::from_millis(poll_ms.max(20)),
+            };
+            super::sink_dev::run(&runtime()?, project, &admin, options).await
+        }
+    }
+}
+
+fn project_dir(dir: Option<PathBuf>) -> PathBuf {
+    dir.unwrap_or_else(|| PathBuf::from("."))
+}
+
+fn new_project(name: &str, lang: &str, dir: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+    let language: Language = lang.parse()?;
+    let dir = dir.unwrap_or_else(|| PathBuf::from(name));
+    let written = template::create(&dir, name, language)?;
+    println!("created {} ({language}, {} files, ankusa:sink@{})", dir.display(), written.len(), wit::version());
+    println!("next:   cd {} && ankusa sink build && ankusa sink test build/{name}.wasm cases.json", dir.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn build_project(
+    runtime: &Runtime,
+    dir: &std::path::Path,
+    tools_dir: Option<PathBuf>,
+) -> anyhow::Result<ExitCode> {
+    let project = Project::open(dir)?;
+    let tools = ToolCache::new(tools_dir);
+    println!("building {} ({})", project.name(), project.language());
+    let built = tokio::task::spawn_blocking(move || build::build(&project, &tools, &|line| println!("{line}")))
+        .await
+        .context("the build stopped")??;
+    let bytes = std::fs::read(&built.wasm).with_context(|| format!("cannot read {}", built.wasm.display()))?;
+    let info = runtime.inspect(&bytes).with_context(|| built.wasm.display().to_string())?;
+    println!("{}", built_line(&built));
+    print_summary(&info);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `built build/x.wasm (64.2 KiB) in 3.1 s`
+pub(super) fn built_line(built: &Built) -> String {
+    format!(
+        "built {} ({:.1} KiB) in {:.1} s",
+        built.wasm.strip_prefix(".").unwrap_or(&built.wasm).display(),
+        built.bytes as f64 / 1024.0,
+        built.elapsed.as_secs_f64()
+    )
+}
+
+fn print_summary(info: &ComponentInfo) {
+    println!("sha256:    {}", info.sha256);
+    println!("world:     {}", info.world);
+    println!("exports:");
+    for e in &info.exports {
+        println!("  {e}");
+    }
+    println!("imports:");
+    for i in &info.imports {
+        println!("  {i}");
     }
 }
 
@@ -110,16 +230,7 @@ async fn inspect(runtime: &Runtime, reference: &str, options: Option<String>, js
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         println!("component: {reference}");
-        println!("sha256:    {}", info.sha256);
-        println!("world:     {}", info.world);
-        println!("exports:");
-        for e in &info.exports {
-            println!("  {e}");
-        }
-        println!("imports:");
-        for i in &info.imports {
-            println!("  {i}");
-        }
+        print_summary(&info);
         match durable {
             Ok(d) => println!("durable:   {d}"),
             Err(why) => println!("durable:   {why}"),

@@ -15,6 +15,7 @@ use tokio::sync::Semaphore;
 use wasmtime::Store;
 
 use super::bindings::{self, BatchExport, Hook, SinkExport};
+use super::capability::log::GuestError;
 use super::component::SinkComponent;
 use super::egress::Denied;
 use super::instance::StoreFactory;
@@ -302,7 +303,12 @@ impl InstancePool {
             }
             Some(trap) => {
                 self.stats.traps.fetch_add(1, Ordering::Relaxed);
-                Failure::new(ErrorClass::Fault, format!("trap: {trap}"))
+                // A guest that said why before trapping (an uncaught Python
+                // exception) is reported in its own words.
+                match store.data().extensions.get::<GuestError>().and_then(GuestError::take) {
+                    Some(said) => Failure::new(ErrorClass::Fault, said),
+                    None => Failure::new(ErrorClass::Fault, format!("trap: {trap}")),
+                }
             }
             None => {
                 self.stats.traps.fetch_add(1, Ordering::Relaxed);
@@ -321,6 +327,9 @@ fn arm(warm: &mut Warm, timeout: Duration) {
     state.deadline = Instant::now() + timeout;
     state.memory.hit = false;
     state.denials.take();
+    if let Some(said) = state.extensions.get::<GuestError>() {
+        said.take();
+    }
     // Read here, on the attempt's own task, for the sink's HTTP requests.
     state.trace.set(crate::telemetry::traces::current_traceparent());
     warm.store.set_epoch_deadline(1);

@@ -101,6 +101,10 @@ impl Extensions {
         self.0.push(Box::new(value));
     }
 
+    pub fn get<T: Any + Send>(&self) -> Option<&T> {
+        self.0.iter().find_map(|held| held.downcast_ref::<T>())
+    }
+
     pub fn get_mut<T: Any + Send>(&mut self) -> Option<&mut T> {
         self.0.iter_mut().find_map(|held| held.downcast_mut::<T>())
     }

@@ -54,7 +54,8 @@ pub async fn reload_sinks(
             };
             let current = match &spec.component {
                 ComponentSource::Path(path) => std::fs::read(path).map(|b| crate::digest::sha256_hex(&b)),
-                _ => Ok(binding.sink.sha256().to_string()),
+                ComponentSource::Bytes { bytes, .. } => Ok(crate::digest::sha256_hex(bytes)),
+                ComponentSource::Builtin(_) => Ok(binding.sink.sha256().to_string()),
             };
             let fresh = match current {
                 Ok(sha) if sha == binding.sink.sha256() => None,

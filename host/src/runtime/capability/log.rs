@@ -173,12 +173,49 @@ fn cut(message: &str) -> &str {
 pub struct GuestOutput {
     log: Arc<LogChannel>,
     level: Level,
+    /// stderr only: where an uncaught exception's message is kept.
+    error: Option<GuestError>,
 }
 
 impl GuestOutput {
     pub fn new(log: Arc<LogChannel>, level: Level) -> Self {
-        GuestOutput { log, level }
+        GuestOutput { log, level, error: None }
     }
+
+    /// stderr: also watch for a Python traceback, keep its exception in
+    /// `error`, and drop the componentize runtime's panic report after it.
+    pub fn stderr(log: Arc<LogChannel>, error: GuestError) -> Self {
+        GuestOutput { log, level: Level::Warn, error: Some(error) }
+    }
+}
+
+/// What an instance's guest said went wrong on stderr during its call: an
+/// uncaught Python exception's last traceback line (`ValueError: boom`).
+/// A trap that follows is reported with it, rather than with the trap the
+/// componentize runtime raises after printing it.
+#[derive(Clone, Default)]
+pub struct GuestError(Arc<std::sync::Mutex<Option<String>>>);
+
+impl GuestError {
+    pub fn take(&self) -> Option<String> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+
+    fn set(&self, message: &str) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(message.to_string());
+    }
+}
+
+/// Where a stderr stream is in a Python traceback.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Traceback {
+    None,
+    /// After `Traceback (most recent call last):`, reading frames.
+    Frames,
+    /// The exception line was read; a runtime panic report may follow.
+    Raised,
+    /// Inside that panic report, logged at `debug` only.
+    Panic,
 }
 
 impl wasmtime_wasi::cli::IsTerminal for GuestOutput {
@@ -189,22 +226,61 @@ impl wasmtime_wasi::cli::IsTerminal for GuestOutput {
 
 impl wasmtime_wasi::cli::StdoutStream for GuestOutput {
     fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
-        Box::new(LineWriter { log: self.log.clone(), level: self.level, pending: Vec::new() })
+        Box::new(LineWriter {
+            log: self.log.clone(),
+            level: self.level,
+            error: self.error.clone(),
+            traceback: Traceback::None,
+            pending: Vec::new(),
+        })
     }
 }
 
 struct LineWriter {
     log: Arc<LogChannel>,
     level: Level,
+    error: Option<GuestError>,
+    traceback: Traceback,
     pending: Vec<u8>,
 }
 
 impl LineWriter {
-    fn emit(&self, line: &[u8]) {
+    fn emit(&mut self, line: &[u8]) {
         let line = String::from_utf8_lossy(line);
         let line = line.trim_end_matches(['\r', '\n']);
         if !line.is_empty() {
-            self.log.emit(self.level, line);
+            let level = self.level_of(line);
+            self.log.emit(level, line);
+        }
+    }
+
+    /// Follow a Python traceback through stderr: remember its exception
+    /// line, and move the componentize runtime's panic report after it
+    /// down to `debug` (it says only that Python raised, and would read
+    /// as a bug in the host).
+    fn level_of(&mut self, line: &str) -> Level {
+        let Some(error) = &self.error else { return self.level };
+        if line == "Traceback (most recent call last):" {
+            self.traceback = Traceback::Frames;
+            return self.level;
+        }
+        match self.traceback {
+            Traceback::Frames if !line.starts_with(char::is_whitespace) => {
+                error.set(line);
+                self.traceback = Traceback::Raised;
+                self.level
+            }
+            Traceback::Raised if line.starts_with("thread '") && line.contains("panicked at") => {
+                self.traceback = Traceback::Panic;
+                Level::Debug
+            }
+            Traceback::Panic => {
+                if line.starts_with("note: run with `RUST_BACKTRACE") {
+                    self.traceback = Traceback::None;
+                }
+                Level::Debug
+            }
+            _ => self.level,
         }
     }
 }
@@ -273,8 +349,10 @@ impl Capability for Log {
 impl SinkCapability for SinkLog {
     fn prepare(&self, instance: &mut InstanceBuilder) -> wasmtime::Result<()> {
         instance.wasi.stdout(GuestOutput::new(self.0.clone(), Level::Info));
-        instance.wasi.stderr(GuestOutput::new(self.0.clone(), Level::Warn));
+        let error = GuestError::default();
+        instance.wasi.stderr(GuestOutput::stderr(self.0.clone(), error.clone()));
         instance.extensions.insert(InstanceLog(self.0.clone()));
+        instance.extensions.insert(error);
         Ok(())
     }
 }
@@ -291,6 +369,33 @@ impl ankusa::sink::log::Host for InstanceState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_python_traceback_gives_its_exception_and_the_runtime_panic_after_it_goes_to_debug() {
+        let channel = LogChannel::new(SinkLabel::new("source", "sink"), LogRate::default(), true);
+        let error = GuestError::default();
+        let output = GuestOutput::stderr(channel.clone(), error.clone());
+        let mut writer = LineWriter {
+            log: channel.clone(),
+            level: output.level,
+            error: output.error.clone(),
+            traceback: Traceback::None,
+            pending: Vec::new(),
+        };
+        let stderr = "starting\nTraceback (most recent call last):\n  File \"/0/app.py\", line 60, in deliver\n    \
+                      raise ValueError(\"no total\")\nValueError: no total\nthread '<unnamed>' panicked at src/lib.rs:9:5:\n\
+                      Python raised\nnote: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\nlater\n";
+        for line in stderr.split_inclusive('\n') {
+            writer.emit(line.as_bytes());
+        }
+        assert_eq!(error.take().as_deref(), Some("ValueError: no total"));
+        let levels: Vec<(Level, String)> = channel.captured().into_iter().map(|l| (l.level, l.message)).collect();
+        let at = |level| levels.iter().filter(|(l, _)| *l == level).map(|(_, m)| m.as_str()).collect::<Vec<_>>();
+        assert_eq!(at(Level::Debug).len(), 3, "the panic report: {levels:?}");
+        assert!(at(Level::Debug)[0].starts_with("thread '<unnamed>' panicked"));
+        assert!(at(Level::Warn).contains(&"ValueError: no total"));
+        assert!(at(Level::Warn).contains(&"later"), "lines after the report are kept: {levels:?}");
+    }
 
     #[test]
     fn suppressed_lines_are_reported_at_most_once_per_interval() {

@@ -1,0 +1,56 @@
+//! JavaScript: componentize-js, fetched from npm (at the versions of its
+//! lock file in `sdk/templates/tools/`) into the tool cache.
+
+use std::path::Path;
+use std::process::Command;
+
+use super::{BuildError, Job};
+use crate::authoring::files::TEMPLATES;
+use crate::authoring::tools::{self, COMPONENTIZE_JS};
+
+const NO_NODE: &str = "install Node.js 18 or newer with npm (Debian: `apt install nodejs npm`)";
+/// The module exporting `sink`.
+const ENTRY: &str = "sink.js";
+const TOOL_FILES: &str = "tools/componentize-js/";
+
+pub(super) fn build(job: &Job) -> Result<(), BuildError> {
+    tools::require_version("node", (18, 0), NO_NODE)?;
+    let ready = |dir: &Path| bin(dir).is_file();
+    let install = |dir: &Path| {
+        for (path, text) in TEMPLATES {
+            if let Some(name) = path.strip_prefix(TOOL_FILES) {
+                let file = dir.join(name);
+                std::fs::write(&file, text).map_err(BuildError::io("write", &file))?;
+            }
+        }
+        tools::run(
+            Command::new("npm").args(["ci", "--no-audit", "--no-fund", "--silent"]).current_dir(dir),
+            "npm ci",
+            NO_NODE,
+        )
+        .map(drop)
+    };
+    let tool = job.tools.ensure(COMPONENTIZE_JS, ready, install, job.progress)?;
+    let entry = job.project.dir.join(ENTRY);
+    if !entry.is_file() {
+        return Err(BuildError::Component(format!(
+            "{} has no {ENTRY} (the module exporting `sink`)",
+            job.project.dir.display()
+        )));
+    }
+    tools::run(
+        Command::new(bin(&tool))
+            .arg("--wit")
+            .arg(job.project.wit_dir())
+            .args(["--world-name", "sink-world", "-d", "fetch-event", "-o"])
+            .arg(&job.out)
+            .arg(&entry),
+        "componentize-js",
+        NO_NODE,
+    )?;
+    Ok(())
+}
+
+fn bin(tool: &Path) -> std::path::PathBuf {
+    tool.join("node_modules/.bin/componentize-js")
+}

@@ -1,0 +1,54 @@
+//! Python: componentize-py, fetched from PyPI into the tool cache.
+
+use std::path::Path;
+use std::process::Command;
+
+use super::{BuildError, Job};
+use crate::authoring::tools::{self, COMPONENTIZE_PY};
+
+const NO_PYTHON: &str = "install Python 3.9 or newer with pip (Debian: `apt install python3 python3-pip`)";
+/// The module holding the `Sink` class.
+const MODULE: &str = "app";
+
+pub(super) fn build(job: &Job) -> Result<(), BuildError> {
+    tools::require_version("python3", (3, 9), NO_PYTHON)?;
+    let ready = |dir: &Path| dir.join("componentize_py").is_dir();
+    let install = |dir: &Path| {
+        let spec = format!("{}=={}", COMPONENTIZE_PY.name, COMPONENTIZE_PY.version);
+        let pip = ["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-warn-script-location"];
+        tools::run(
+            Command::new("python3").args(pip).arg("--target").arg(dir).arg(&spec),
+            &format!("pip install {spec}"),
+            NO_PYTHON,
+        )
+        .map_err(|e| match e {
+            BuildError::Failed { output, .. } if output.contains("No module named pip") => {
+                BuildError::Missing { what: "pip for python3".into(), hint: NO_PYTHON }
+            }
+            other => other,
+        })
+        .map(drop)
+    };
+    let tool = job.tools.ensure(COMPONENTIZE_PY, ready, install, job.progress)?;
+    let dir = &job.project.dir;
+    if !dir.join(format!("{MODULE}.py")).is_file() {
+        return Err(BuildError::Component(format!(
+            "{} has no {MODULE}.py (the module with the `Sink` class)",
+            dir.display()
+        )));
+    }
+    tools::run(
+        Command::new("python3")
+            .env("PYTHONPATH", &tool)
+            .args(["-c", "import sys, componentize_py; sys.argv[0] = 'componentize-py'; componentize_py.script()"])
+            .arg("-d")
+            .arg(job.project.wit_dir())
+            .args(["-w", "ankusa:sink/sink-world", "componentize", "-p"])
+            .arg(dir)
+            .args([MODULE, "-o"])
+            .arg(&job.out),
+        "componentize-py",
+        NO_PYTHON,
+    )?;
+    Ok(())
+}

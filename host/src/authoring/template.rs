@@ -1,0 +1,103 @@
+//! `ankusa sink new`: a project from the templates in `sdk/templates/`
+//! (common files, then the language's own), with the WIT this binary loads
+//! and, for Rust, the SDK it carries.
+
+use std::path::{Path, PathBuf};
+
+use super::files::{SDK_SOURCES, TEMPLATES};
+use super::project::{Language, ProjectError, check_name};
+use super::{tools, wit};
+
+/// The files a new project of `language` holds: (path inside it, text),
+/// placeholders filled in.
+pub fn files(name: &str, language: Language) -> Vec<(String, String)> {
+    let values = [
+        ("{{name}}", name),
+        ("{{language}}", language.as_str()),
+        ("{{wit_version}}", wit::version()),
+        ("{{sdk_version}}", env!("CARGO_PKG_VERSION")),
+        ("{{componentize_py}}", tools::COMPONENTIZE_PY.version),
+        ("{{componentize_js}}", tools::COMPONENTIZE_JS.version),
+    ];
+    let fill = |text: &str| values.iter().fold(text.to_string(), |text, (key, value)| text.replace(key, value));
+    let mut files = Vec::new();
+    for folder in ["common", language.as_str()] {
+        let prefix = format!("{folder}/");
+        for (path, text) in TEMPLATES {
+            if let Some(relative) = path.strip_prefix(&prefix) {
+                files.push((relative.to_string(), fill(text)));
+            }
+        }
+    }
+    if language == Language::Rust {
+        for (path, text) in SDK_SOURCES {
+            files.push((format!("ankusa-sdk/src/{path}"), text.to_string()));
+        }
+    }
+    for (path, text) in wit::FILES {
+        files.push((format!("wit/{path}"), text.to_string()));
+    }
+    files
+}
+
+/// Write a new project into `dir`, which must not exist or be empty. The
+/// paths written, in order.
+pub fn create(dir: &Path, name: &str, language: Language) -> Result<Vec<PathBuf>, ProjectError> {
+    check_name(name)?;
+    match std::fs::read_dir(dir) {
+        Ok(mut entries) => {
+            if entries.next().is_some() {
+                return Err(ProjectError::NotEmpty(dir.to_path_buf()));
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(ProjectError::io("read", dir)(e)),
+    }
+    let mut written = Vec::new();
+    for (relative, text) in files(name, language) {
+        let path = dir.join(&relative);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(ProjectError::io("create", parent))?;
+        }
+        std::fs::write(&path, text).map_err(ProjectError::io("write", &path))?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::authoring::project::{MANIFEST, Project};
+
+    #[test]
+    fn every_language_has_its_sources_cases_readme_and_wit_with_no_placeholder_left() {
+        for language in Language::ALL {
+            let files = files("orders", language);
+            let paths: Vec<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
+            for wanted in [MANIFEST, "cases.json", "README.md", ".gitignore", "wit/sink.wit", "wit/deps/http.wit"] {
+                assert!(paths.contains(&wanted), "{language}: no {wanted} in {paths:?}");
+            }
+            for (path, text) in &files {
+                assert!(!text.contains("{{"), "{language}: {path} keeps a placeholder");
+            }
+        }
+        let rust = files("orders", Language::Rust);
+        assert!(rust.iter().any(|(p, _)| p == "ankusa-sdk/src/lib.rs"));
+        assert!(rust.iter().any(|(p, t)| p == "Cargo.toml" && t.contains("name = \"orders\"")));
+    }
+
+    #[test]
+    fn a_project_is_written_once_and_opens_by_its_manifest() {
+        let dir = tempfile::tempdir().expect("dir");
+        let project = dir.path().join("orders");
+        create(&project, "orders", Language::Python).expect("a new folder");
+        let opened = Project::open(&project).expect("opens");
+        assert_eq!((opened.name(), opened.language()), ("orders", Language::Python));
+        let app = std::fs::read(project.join("app.py")).expect("app.py");
+        let refused = create(&project, "orders", Language::C).expect_err("not empty");
+        assert!(matches!(refused, ProjectError::NotEmpty(_)), "{refused}");
+        assert_eq!(std::fs::read(project.join("app.py")).expect("app.py"), app, "nothing overwritten");
+        assert!(!project.join("sink.c").exists());
+    }
+}
