@@ -40,6 +40,26 @@ fn with_custom_section(component: &[u8], payload: &[u8]) -> Vec<u8> {
     out
 }
 
+/// A folder with `ankusa.yml`: source `load` delivering to sink `forward`,
+/// the http sink copied to `forward.wasm` and posting to `receiver`.
+/// (the folder, the component's path, its bytes)
+fn forward_to(receiver: &Receiver) -> (tempfile::TempDir, std::path::PathBuf, Vec<u8>) {
+    let dir = tempfile::tempdir().expect("dir");
+    let component = dir.path().join("forward.wasm");
+    let original = std::fs::read(guest_wasm("http")).expect("the http sink");
+    std::fs::write(&component, &original).expect("copy");
+    write_config(
+        dir.path(),
+        &format!(
+            "sinks:\n  forward:\n    component: {}\n    options: {{url: \"{}\"}}\n    allow: [\"{}\"]\nsources:\n  load: {{sinks: [forward]}}\n",
+            component.display(),
+            receiver.url("/in"),
+            receiver.origin()
+        ),
+    );
+    (dir, component, original)
+}
+
 /// `PUT /v1/sinks/{name}/component` with `body`: (status, answer).
 async fn upload(node: &RunningNode, name: &str, body: Vec<u8>) -> (u16, serde_json::Value) {
     use http_body_util::{BodyExt, Full};
@@ -67,20 +87,8 @@ fn sha256(bytes: &[u8]) -> String {
 #[tokio::test]
 async fn an_uploaded_component_replaces_the_sink_until_it_is_reloaded_from_its_file() {
     let receiver = Receiver::start(Reply::status(200)).await;
-    let dir = tempfile::tempdir().expect("dir");
-    let component = dir.path().join("forward.wasm");
-    let original = std::fs::read(guest_wasm("http")).expect("the http sink");
-    std::fs::write(&component, &original).expect("copy");
-    let config = write_config(
-        dir.path(),
-        &format!(
-            "sinks:\n  forward:\n    component: {}\n    options: {{url: \"{}\"}}\n    allow: [\"{}\"]\nsources:\n  load: {{sinks: [forward]}}\n",
-            component.display(),
-            receiver.url("/in"),
-            receiver.origin()
-        ),
-    );
-    let node = RunningNode::start(&config, &dir.path().join("data"), &[]).await;
+    let (dir, _, original) = forward_to(&receiver);
+    let node = RunningNode::start(&dir.path().join("ankusa.yml"), &dir.path().join("data"), &[]).await;
     let loaded = async || node.admin("GET", "/v1/sinks", None, None).await.1[0]["sha256"].as_str().map(String::from);
     assert_eq!(loaded().await, Some(sha256(&original)));
 
@@ -110,20 +118,8 @@ async fn an_uploaded_component_replaces_the_sink_until_it_is_reloaded_from_its_f
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replacing_a_component_under_load_loses_nothing() {
     let receiver = Receiver::start(Reply::status(200).delay(Duration::from_millis(2))).await;
-    let dir = tempfile::tempdir().expect("dir");
-    let component = dir.path().join("forward.wasm");
-    let original = std::fs::read(guest_wasm("http")).expect("the http sink");
-    std::fs::write(&component, &original).expect("copy");
-    let config = write_config(
-        dir.path(),
-        &format!(
-            "sinks:\n  forward:\n    component: {}\n    options: {{url: \"{}\"}}\n    allow: [\"{}\"]\nsources:\n  load: {{sinks: [forward]}}\n",
-            component.display(),
-            receiver.url("/in"),
-            receiver.origin()
-        ),
-    );
-    let node = Arc::new(RunningNode::start(&config, &dir.path().join("data"), &[]).await);
+    let (dir, component, original) = forward_to(&receiver);
+    let node = Arc::new(RunningNode::start(&dir.path().join("ankusa.yml"), &dir.path().join("data"), &[]).await);
     let (_, sinks) = node.admin("GET", "/v1/sinks", None, None).await;
     let old_sha = sinks[0]["sha256"].as_str().expect("sha").to_string();
 

@@ -152,7 +152,7 @@ fn new_project(name: &str, lang: &str, dir: Option<PathBuf>) -> anyhow::Result<E
     let dir = dir.unwrap_or_else(|| PathBuf::from(name));
     let written = template::create(&dir, name, language)?;
     println!("created {} ({language}, {} files, ankusa:sink@{})", dir.display(), written.len(), wit::version());
-    println!("next:   cd {} && ankusa sink build && ankusa sink test build/{name}.wasm cases.json", dir.display());
+    println!("next:   cd {} && ankusa sink build && ankusa sink test", dir.display());
     Ok(ExitCode::SUCCESS)
 }
 

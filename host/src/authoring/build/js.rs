@@ -6,7 +6,7 @@ use std::process::Command;
 
 use super::{BuildError, Job};
 use crate::authoring::files::TEMPLATES;
-use crate::authoring::tools::{self, COMPONENTIZE_JS};
+use crate::authoring::tools::{self, COMPONENTIZE_JS, ToolCache};
 
 const NO_NODE: &str = "install Node.js 18 or newer with npm (Debian: `apt install nodejs npm`)";
 /// The module exporting `sink`.
@@ -14,6 +14,25 @@ const ENTRY: &str = "sink.js";
 const TOOL_FILES: &str = "tools/componentize-js/";
 
 pub(super) fn build(job: &Job) -> Result<(), BuildError> {
+    let entry = job.project.dir.join(ENTRY);
+    if !entry.is_file() {
+        return Err(BuildError::Component(format!(
+            "{} has no {ENTRY} (the module exporting `sink`)",
+            job.project.dir.display()
+        )));
+    }
+    componentize(job.tools, &job.project.wit_dir(), &entry, &job.out, job.progress)
+}
+
+/// The component of the module `entry` (exporting `sink`) built against
+/// the WIT in `wit`, written to `out`.
+pub fn componentize(
+    tools: &ToolCache,
+    wit: &Path,
+    entry: &Path,
+    out: &Path,
+    progress: &dyn Fn(&str),
+) -> Result<(), BuildError> {
     tools::require_version("node", (18, 0), NO_NODE)?;
     let ready = |dir: &Path| bin(dir).is_file();
     let install = |dir: &Path| {
@@ -30,21 +49,14 @@ pub(super) fn build(job: &Job) -> Result<(), BuildError> {
         )
         .map(drop)
     };
-    let tool = job.tools.ensure(COMPONENTIZE_JS, ready, install, job.progress)?;
-    let entry = job.project.dir.join(ENTRY);
-    if !entry.is_file() {
-        return Err(BuildError::Component(format!(
-            "{} has no {ENTRY} (the module exporting `sink`)",
-            job.project.dir.display()
-        )));
-    }
+    let tool = tools.ensure(COMPONENTIZE_JS, ready, install, progress)?;
     tools::run(
         Command::new(bin(&tool))
             .arg("--wit")
-            .arg(job.project.wit_dir())
+            .arg(wit)
             .args(["--world-name", "sink-world", "-d", "fetch-event", "-o"])
-            .arg(&job.out)
-            .arg(&entry),
+            .arg(out)
+            .arg(entry),
         "componentize-js",
         NO_NODE,
     )?;

@@ -2,8 +2,8 @@
 //! toolchain at pinned versions, written to `build/<name>.wasm`.
 
 mod c;
-mod js;
-mod python;
+pub mod js;
+pub mod python;
 mod rust;
 
 use std::path::{Path, PathBuf};

@@ -4,13 +4,26 @@ use std::path::Path;
 use std::process::Command;
 
 use super::{BuildError, Job};
-use crate::authoring::tools::{self, COMPONENTIZE_PY};
+use crate::authoring::tools::{self, COMPONENTIZE_PY, ToolCache};
 
 const NO_PYTHON: &str = "install Python 3.9 or newer with pip (Debian: `apt install python3 python3-pip`)";
 /// The module holding the `Sink` class.
 const MODULE: &str = "app";
 
 pub(super) fn build(job: &Job) -> Result<(), BuildError> {
+    componentize(job.tools, &job.project.wit_dir(), &job.project.dir, MODULE, &job.out, job.progress)
+}
+
+/// The component of `module` (a `.py` file in `dir` with the `Sink` class)
+/// built against the WIT in `wit`, written to `out`.
+pub fn componentize(
+    tools: &ToolCache,
+    wit: &Path,
+    dir: &Path,
+    module: &str,
+    out: &Path,
+    progress: &dyn Fn(&str),
+) -> Result<(), BuildError> {
     tools::require_version("python3", (3, 9), NO_PYTHON)?;
     let ready = |dir: &Path| dir.join("componentize_py").is_dir();
     let install = |dir: &Path| {
@@ -29,11 +42,10 @@ pub(super) fn build(job: &Job) -> Result<(), BuildError> {
         })
         .map(drop)
     };
-    let tool = job.tools.ensure(COMPONENTIZE_PY, ready, install, job.progress)?;
-    let dir = &job.project.dir;
-    if !dir.join(format!("{MODULE}.py")).is_file() {
+    let tool = tools.ensure(COMPONENTIZE_PY, ready, install, progress)?;
+    if !dir.join(format!("{module}.py")).is_file() {
         return Err(BuildError::Component(format!(
-            "{} has no {MODULE}.py (the module with the `Sink` class)",
+            "{} has no {module}.py (the module with the `Sink` class)",
             dir.display()
         )));
     }
@@ -42,11 +54,11 @@ pub(super) fn build(job: &Job) -> Result<(), BuildError> {
             .env("PYTHONPATH", &tool)
             .args(["-c", "import sys, componentize_py; sys.argv[0] = 'componentize-py'; componentize_py.script()"])
             .arg("-d")
-            .arg(job.project.wit_dir())
+            .arg(wit)
             .args(["-w", "ankusa:sink/sink-world", "componentize", "-p"])
             .arg(dir)
-            .args([MODULE, "-o"])
-            .arg(&job.out),
+            .args([module, "-o"])
+            .arg(out),
         "componentize-py",
         NO_PYTHON,
     )?;
