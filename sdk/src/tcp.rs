@@ -1,15 +1,18 @@
 //! Helpers for sinks that speak a protocol over raw TCP (`wasi:sockets`).
 //!
-//! The host admits a connect only to an address named by one of the sink's
-//! `tcp://ip:port` allow entries, and guests cannot resolve names, so a
-//! server is given by IP address: [`ServerUrl::parse`] refuses a host name
-//! with a message that says so. Open connections with [`connect`]; a
-//! connect the host refuses fails with `ErrorKind::PermissionDenied`, and
-//! the host classes the attempt `denied` whatever the sink reports
-//! ([`connection_failure`] turns any such error into the sink's failure).
+//! A server is named by IP address or host name ([`ServerUrl::parse`]).
+//! [`connect`] resolves a name through `wasi:sockets` and tries each
+//! address; the host admits a connect only to an address its own lookup
+//! finds for a `tcp://host:port` allow entry (or one named literally), and
+//! the same address policy as for HTTP applies (loopback and private
+//! ranges only when allowed). A connect the host refuses fails with
+//! `ErrorKind::PermissionDenied`, and the host classes the attempt
+//! `denied` whatever the sink reports ([`connection_failure`] turns any
+//! such error into the sink's failure).
 
+use std::fmt;
 use std::io::{self, BufRead, Read};
-use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
 use crate::Failure;
@@ -18,7 +21,7 @@ use crate::Failure;
 /// where they hold reserved characters.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServerUrl {
-    pub addr: SocketAddr,
+    pub addr: ServerAddr,
     /// The credentials before `:` (all of them if there is no `:`), unless
     /// empty.
     pub user: Option<String>,
@@ -72,17 +75,57 @@ pub fn percent_decode(text: &str) -> Result<String, String> {
     String::from_utf8(out).map_err(|_| "not UTF-8 once unescaped".to_string())
 }
 
-fn parse_addr(hostport: &str, default_port: u16) -> Result<SocketAddr, String> {
+fn parse_addr(hostport: &str, default_port: u16) -> Result<ServerAddr, String> {
     if let Ok(addr) = hostport.parse::<SocketAddr>() {
-        return Ok(addr);
+        return Ok(ServerAddr { host: addr.ip().to_string(), port: addr.port() });
     }
-    let host = hostport.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(hostport);
-    match host.parse::<IpAddr>() {
-        Ok(ip) => Ok(SocketAddr::new(ip, default_port)),
-        Err(_) => Err(format!(
-            "`{hostport}` is not an IP address (with an optional port); name the server by address, \
-             allowed as tcp://ip:port"
-        )),
+    let (host, port) = match hostport.rsplit_once(':') {
+        Some((host, port)) if !host.contains(':') || host.ends_with(']') => {
+            (host, port.parse::<u16>().map_err(|_| format!("`{port}` is not a port number"))?)
+        }
+        _ => (hostport, default_port),
+    };
+    let bare = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+    if let Ok(ip) = bare.parse::<IpAddr>() {
+        return Ok(ServerAddr { host: ip.to_string(), port });
+    }
+    let label_ok =
+        |l: &str| !l.is_empty() && l.len() <= 63 && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    if host.is_empty() || host.len() > 253 || !host.split('.').all(label_ok) {
+        return Err(format!("`{hostport}` is neither an IP address nor a host name (with an optional port)"));
+    }
+    Ok(ServerAddr { host: host.to_ascii_lowercase(), port })
+}
+
+/// A server: an IP address or a host name, and a port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerAddr {
+    /// An IP address in its canonical text, or a lower-case host name.
+    pub host: String,
+    pub port: u16,
+}
+
+impl ServerAddr {
+    /// The addresses to try, in the resolver's order (an IP address is its own).
+    pub fn resolve(&self) -> io::Result<Vec<SocketAddr>> {
+        if let Ok(ip) = self.host.parse::<IpAddr>() {
+            return Ok(vec![SocketAddr::new(ip, self.port)]);
+        }
+        let addrs: Vec<SocketAddr> = (self.host.as_str(), self.port).to_socket_addrs()?.collect();
+        if addrs.is_empty() {
+            return Err(io::Error::new(io::ErrorKind::NotFound, format!("{} has no address", self.host)));
+        }
+        Ok(addrs)
+    }
+}
+
+impl fmt::Display for ServerAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.host.contains(':') {
+            write!(f, "[{}]:{}", self.host, self.port)
+        } else {
+            write!(f, "{}:{}", self.host, self.port)
+        }
     }
 }
 
@@ -105,8 +148,25 @@ pub fn read_line(reader: &mut impl BufRead, max: usize) -> io::Result<Vec<u8>> {
 /// Connect to `addr` for a request/answer protocol: no send delay, and a
 /// read that waits longer than `answer_timeout` fails (see [`is_timeout`])
 /// instead of holding the attempt to its deadline.
-pub fn connect(addr: SocketAddr, answer_timeout: Duration) -> io::Result<TcpStream> {
-    let stream = TcpStream::connect(addr)?;
+/// A name is resolved and each of its addresses tried in turn; the error
+/// is the last address's (a refusal by the host if any was refused).
+pub fn connect(addr: &ServerAddr, answer_timeout: Duration) -> io::Result<TcpStream> {
+    let mut refused = None;
+    let mut last = None;
+    let mut stream = None;
+    for candidate in addr.resolve()? {
+        match TcpStream::connect(candidate) {
+            Ok(connected) => {
+                stream = Some(connected);
+                break;
+            }
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => refused = Some(e),
+            Err(e) => last = Some(e),
+        }
+    }
+    let Some(stream) = stream else {
+        return Err(refused.or(last).unwrap_or_else(|| io::ErrorKind::NotFound.into()));
+    };
     // Requests are written whole; no point waiting to coalesce them.
     let _ = stream.set_nodelay(true);
     stream.set_read_timeout(Some(answer_timeout))?;

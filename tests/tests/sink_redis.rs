@@ -169,12 +169,37 @@ async fn bad_options_name_the_field() {
     let refused = |options: Json| async move {
         Harness::shared().builtin("redis").options(options).load().await.err().expect("refused").to_string()
     };
-    let err = refused(json!({"url": "redis://cache.internal:6379", "stream": "s"})).await;
-    assert!(err.contains("`url`") && err.contains("IP address"), "{err}");
+    let err = refused(json!({"url": "redis://cache_internal!:6379", "stream": "s"})).await;
+    assert!(err.contains("`url`") && err.contains("neither an IP address nor a host name"), "{err}");
     let err = refused(json!({"url": format!("redis://{ADDR}")})).await;
     assert!(err.contains("exactly one of `stream` and `channel`"), "{err}");
     let err = refused(json!({"url": format!("redis://{ADDR}"), "channel": "c", "maxlen": 5})).await;
     assert!(err.contains("`maxlen`"), "{err}");
     let err = refused(json!({"url": format!("redis://{ADDR}/x"), "stream": "s"})).await;
     assert!(err.contains("`url`"), "{err}");
+}
+
+/// A server named by host name: the host resolves the allow entry's name
+/// itself at connect time and applies the address policy, so `localhost`
+/// (loopback) is refused while only the name is allowed, and connects once
+/// its network is allowed too; a name not in `allow` is refused.
+#[tokio::test]
+async fn a_host_name_that_resolves_to_loopback_connects_only_when_its_network_is_allowed() {
+    let stream = Scratch::new("by-name");
+    let options = json!({"url": "redis://localhost:6379", "stream": stream.key});
+    let named = |allow: &str, networks: &[&str]| {
+        Harness::shared().builtin("redis").options(options.clone()).allow([allow]).allow_networks(networks.to_vec())
+    };
+    let sink = named("tcp://localhost:6379", &[]).load().await.expect("loads");
+    let failure = sink.deliver(TestHook::new(), 1).await.assert_failed(ErrorClass::Denied).clone();
+    assert!(failure.reason.contains("localhost resolves to"), "{failure}");
+    assert_eq!(sink.egress().connects, 0, "nothing was connected");
+
+    let loopback = ["127.0.0.0/8", "::1/128"];
+    let other = named("tcp://redis.invalid:6379", &loopback).load().await.expect("loads");
+    other.deliver(TestHook::new(), 1).await.assert_failed(ErrorClass::Denied);
+
+    let sink = named("tcp://localhost:6379", &loopback).load().await.expect("loads");
+    sink.deliver(TestHook::new().id("by-name"), 1).await.assert_delivered();
+    assert_eq!(Client::connect().call(&["XLEN", &stream.key]).int(), 1);
 }

@@ -196,7 +196,7 @@ fn main() -> anyhow::Result<()> {
                     database: &parsed.database,
                     nonce: "benchnonce0123456789".into(),
                 };
-                client::Connection::open(parsed.addr, &login, parsed.timeout).map_err(|e| anyhow::anyhow!("{e:?}"))
+                client::Connection::open(&parsed.addr, &login, parsed.timeout).map_err(|e| anyhow::anyhow!("{e:?}"))
             };
             let send = |connection: &mut client::Connection, hooks: &[GuestHook]| {
                 all_ok(deliver::exchange_batch(&parsed.table, &insert, connection, hooks), hooks.len(), |()| true)
@@ -230,7 +230,7 @@ fn main() -> anyhow::Result<()> {
             let next_inbox = std::sync::atomic::AtomicU64::new(1);
             let open = || {
                 let token = next_inbox.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                client::Connection::open(parsed.addr, &parsed.credentials, token, parsed.ack_timeout)
+                client::Connection::open(&parsed.addr, &parsed.credentials, token, parsed.ack_timeout)
                     .map_err(|e| anyhow::anyhow!("{e:?}"))
             };
             let send = |connection: &mut client::Connection, hooks: &[GuestHook]| {

@@ -105,10 +105,10 @@ impl AllowEntry {
         }
         let host = if let Ok(ip) = host.parse::<IpAddr>() {
             HostPattern::Ip(ip)
-        } else if scheme == EgressScheme::Tcp {
-            // Guests connect by address and cannot resolve names, so a
-            // name here could never match a connect.
-            return Err(err("tcp entries name an IP address, not a host name"));
+        } else if scheme == EgressScheme::Tcp && host.contains('*') {
+            // A guest connects by address: the host resolves each named
+            // entry at connect time, which a wildcard cannot be.
+            return Err(err("a tcp entry names one host or IP address, not a wildcard"));
         } else if let Some(suffix) = host.strip_prefix("*.") {
             HostPattern::Subdomains(suffix.to_ascii_lowercase())
         } else if host.contains('*') {
@@ -398,13 +398,36 @@ impl EgressPolicy {
         Err(Denied(format!("{host} resolves to {ip}, {reason}, which is blocked unless explicitly allowed")))
     }
 
-    /// Socket gate for `wasi:sockets` (TCP sinks): the guest connects by
-    /// address, so the address must be named by a `tcp://` entry (as a literal
-    /// or as the result the host itself resolved) and pass `check_resolved`.
+    /// Socket gate for `wasi:sockets` (TCP sinks) when the address is named
+    /// literally by a `tcp://ip:port` entry.
     pub fn check_socket(&self, ip: IpAddr, port: u16) -> Result<(), Denied> {
         let host = Host::Ip(ip);
         self.check_target(EgressScheme::Tcp, &host, port)?;
         self.check_resolved(&host, ip)
+    }
+
+    /// The socket gate: the guest connects by address, so `ip:port` must be
+    /// named literally by a `tcp://` entry, or be among the addresses
+    /// `resolver` finds now for an entry's host name on that port; either
+    /// way it then passes [`EgressPolicy::check_resolved`] for that name.
+    /// Resolving here, not trusting the guest's lookup, keeps a guest from
+    /// connecting anywhere by claiming a name resolved there.
+    pub async fn check_connect(&self, resolver: &Resolver, ip: IpAddr, port: u16) -> Result<(), Denied> {
+        let literal = self.check_socket(ip, port);
+        if literal.is_ok() {
+            return literal;
+        }
+        for entry in &self.allow {
+            let HostPattern::Name(name) = &entry.host else { continue };
+            if entry.scheme != EgressScheme::Tcp || entry.port != port {
+                continue;
+            }
+            let Ok(found) = resolver.resolve(name, port).await else { continue };
+            if found.iter().any(|addr| addr.ip() == ip) {
+                return self.check_resolved(&Host::Name(name.clone()), ip);
+            }
+        }
+        literal
     }
 }
 
@@ -423,10 +446,34 @@ mod tests {
         assert!(p.check_socket("::1".parse().unwrap(), 4222).is_ok());
         assert!(p.check_socket("10.0.0.7".parse().unwrap(), 6380).is_err());
         assert!(p.check_socket("10.0.0.8".parse().unwrap(), 6379).is_err());
-        let Err(refused) = EgressPolicy::new(&["tcp://redis.internal:6379"], &[]) else {
-            panic!("a host name in a tcp entry is refused");
+        let Err(refused) = EgressPolicy::new(&["tcp://*.internal:6379"], &[]) else {
+            panic!("a wildcard in a tcp entry is refused");
         };
-        assert!(refused.to_string().contains("IP address"), "{refused}");
+        assert!(refused.to_string().contains("not a wildcard"), "{refused}");
+    }
+
+    fn fixed(names: &[(&str, &[&str])]) -> Resolver {
+        let table = names
+            .iter()
+            .map(|(name, ips)| (name.to_string(), ips.iter().map(|ip| ip.parse().expect("ip")).collect()))
+            .collect();
+        Resolver::Fixed(Arc::new(table))
+    }
+
+    #[tokio::test]
+    async fn a_tcp_host_name_admits_what_the_host_resolves_it_to_under_the_address_policy() {
+        let resolver = fixed(&[("redis.example", &["203.0.113.9"]), ("db.internal", &["10.0.4.9", "127.0.0.1"])]);
+        let ip = |s: &str| s.parse::<IpAddr>().expect("ip");
+        let p = policy(&["tcp://redis.example:6379", "tcp://db.internal:5432"], &[]);
+        assert!(p.check_connect(&resolver, ip("203.0.113.9"), 6379).await.is_ok());
+        assert!(p.check_connect(&resolver, ip("203.0.113.9"), 6380).await.is_err(), "another port");
+        assert!(p.check_connect(&resolver, ip("203.0.113.10"), 6379).await.is_err(), "not what it resolves to");
+        let private = p.check_connect(&resolver, ip("10.0.4.9"), 5432).await.expect_err("private, not allowed");
+        assert!(private.0.contains("db.internal resolves to 10.0.4.9"), "{}", private.0);
+        assert!(p.check_connect(&resolver, ip("127.0.0.1"), 5432).await.is_err(), "loopback by name");
+        let opened = policy(&["tcp://db.internal:5432"], &["10.0.4.0/24"]);
+        assert!(opened.check_connect(&resolver, ip("10.0.4.9"), 5432).await.is_ok(), "its network is allowed");
+        assert!(opened.check_connect(&resolver, ip("127.0.0.1"), 5432).await.is_err(), "loopback still is not");
     }
 
     #[test]

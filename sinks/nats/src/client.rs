@@ -3,10 +3,10 @@
 //! operations until the reply arrives.
 
 use std::io::{self, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::TcpStream;
 use std::time::Duration;
 
-use ankusa_sdk::tcp::{self, read_line};
+use ankusa_sdk::tcp::{self, ServerAddr, read_line};
 use serde::Deserialize;
 
 use crate::options::Credentials;
@@ -62,7 +62,7 @@ pub struct Connection<S = TcpStream> {
 
 impl Connection {
     pub fn open(
-        addr: SocketAddr,
+        addr: &ServerAddr,
         credentials: &Credentials,
         inbox_token: u64,
         answer_timeout: Duration,

@@ -3,8 +3,8 @@
 //! key goes in `Nats-Msg-Id`, so the stream stores a retried delivery once.
 //!
 //! One connection per instance, kept between deliveries and reopened after
-//! any failure. The server is named by IP address and must be allowed as
-//! `tcp://ip:port`.
+//! any failure. The server is named by IP address or host name and must be allowed
+//! as `tcp://host:port`.
 //!
 //! - `options`: the sink's options;
 //! - `deliver`: the publish for a hook, and what the stream's ack means;
@@ -44,7 +44,7 @@ impl Protocol for Nats {
 
     fn open(&self) -> Result<Connection, NatsError> {
         let options = &self.0;
-        Connection::open(options.addr, &options.credentials, get_random_u64(), options.ack_timeout)
+        Connection::open(&options.addr, &options.credentials, get_random_u64(), options.ack_timeout)
     }
 
     fn exchange(&self, connection: &mut Connection, hook: &Hook) -> Result<Reply, NatsError> {

@@ -1,9 +1,8 @@
 //! Options of the `nats` sink.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
-use ankusa_sdk::tcp::ServerUrl;
+use ankusa_sdk::tcp::{ServerAddr, ServerUrl};
 use ankusa_sdk::{ConfigError, options};
 use serde::Deserialize;
 
@@ -36,7 +35,7 @@ pub enum Credentials {
 
 #[derive(Debug, Clone)]
 pub struct Options {
-    pub addr: SocketAddr,
+    pub addr: ServerAddr,
     pub credentials: Credentials,
     pub subject: String,
     pub expect_stream: Option<String>,

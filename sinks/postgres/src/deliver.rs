@@ -147,7 +147,7 @@ pub fn open(options: &Options) -> Result<Connection, PgError> {
     let nonce = format!("{:016x}{:016x}", get_random_u64(), get_random_u64());
     let login =
         Login { user: &options.user, password: options.password.as_deref(), database: &options.database, nonce };
-    let mut connection = Connection::open(options.addr, &login, options.timeout)?;
+    let mut connection = Connection::open(&options.addr, &login, options.timeout)?;
     if options.create_table {
         match connection.simple_query(&create_table(&options.table)) {
             // Instances creating the table at once: one wins, the others

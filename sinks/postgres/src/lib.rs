@@ -6,7 +6,7 @@
 //! column per hook field and the body as `bytea`. One connection per
 //! instance, kept between deliveries and reopened after a failure. Login by
 //! trust, password, md5 or SCRAM-SHA-256. The server is named by IP address
-//! and must be allowed as `tcp://ip:port`.
+//! or host name and must be allowed as `tcp://host:port`.
 //!
 //! - `options`: the sink's options;
 //! - `deliver`: the table and the insert of a hook's row;

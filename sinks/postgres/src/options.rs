@@ -1,9 +1,8 @@
 //! Options of the `postgres` sink.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
-use ankusa_sdk::tcp::ServerUrl;
+use ankusa_sdk::tcp::{ServerAddr, ServerUrl};
 use ankusa_sdk::{ConfigError, options};
 use serde::Deserialize;
 
@@ -32,7 +31,7 @@ fn yes() -> bool {
 
 #[derive(Debug, Clone)]
 pub struct Options {
-    pub addr: SocketAddr,
+    pub addr: ServerAddr,
     pub user: String,
     pub password: Option<String>,
     pub database: String,

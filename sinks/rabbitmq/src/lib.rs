@@ -4,7 +4,8 @@
 //! takes, or one the broker refuses, is a failure.
 //!
 //! One connection (and one channel) per instance, kept between deliveries.
-//! The broker is named by IP address and must be allowed as `tcp://ip:port`.
+//! The broker is named by IP address or host name and must be allowed as
+//! `tcp://host:port`.
 //!
 //! - `options`: the sink's options;
 //! - `deliver`: the publish for a hook, and what the confirm means;

@@ -1,9 +1,8 @@
 //! Options of the `rabbitmq` sink.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
-use ankusa_sdk::tcp::{ServerUrl, percent_decode};
+use ankusa_sdk::tcp::{ServerAddr, ServerUrl, percent_decode};
 use ankusa_sdk::{ConfigError, options};
 use serde::Deserialize;
 
@@ -38,7 +37,7 @@ fn default_timeout_ms() -> u64 {
 
 #[derive(Debug, Clone)]
 pub struct Options {
-    pub addr: SocketAddr,
+    pub addr: ServerAddr,
     pub user: String,
     pub password: String,
     pub vhost: String,

@@ -130,7 +130,7 @@ fn read_reply(reader: &mut impl BufRead) -> Result<Reply, RespError> {
 /// Connect, authenticate and select the database.
 pub fn open(options: &Options) -> Result<Connection, RespError> {
     let stream =
-        tcp::connect(options.addr, options.timeout).map_err(|error| RespError::Io { error, answered: false })?;
+        tcp::connect(&options.addr, options.timeout).map_err(|error| RespError::Io { error, answered: false })?;
     start(stream, options)
 }
 

@@ -2,8 +2,8 @@
 //! its body on a channel (not durable; no subscriber is a failure).
 //!
 //! One connection per instance, kept between deliveries and reopened after
-//! any failure. The server is named by IP address and must be allowed as
-//! `tcp://ip:port`.
+//! any failure. The server is named by IP address or host name and must be allowed
+//! as `tcp://host:port`.
 //!
 //! - `options`: the sink's options;
 //! - `deliver`: the command for a hook, and what its reply means;

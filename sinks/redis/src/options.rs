@@ -1,9 +1,8 @@
 //! Options of the `redis` sink.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
-use ankusa_sdk::tcp::ServerUrl;
+use ankusa_sdk::tcp::{ServerAddr, ServerUrl};
 use ankusa_sdk::{ConfigError, options};
 use serde::Deserialize;
 
@@ -39,7 +38,7 @@ pub enum Target {
 
 #[derive(Debug, Clone)]
 pub struct Options {
-    pub addr: SocketAddr,
+    pub addr: ServerAddr,
     /// `(user, password)`; the user is `None` for a bare `AUTH password`.
     pub auth: Option<(Option<String>, String)>,
     pub db: u32,

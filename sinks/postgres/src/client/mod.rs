@@ -6,10 +6,10 @@ mod md5;
 mod scram;
 
 use std::io::{self, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::TcpStream;
 use std::time::Duration;
 
-use ankusa_sdk::tcp;
+use ankusa_sdk::tcp::{self, ServerAddr};
 
 use self::scram::Scram;
 
@@ -95,7 +95,7 @@ pub struct Connection<S = TcpStream> {
 }
 
 impl Connection {
-    pub fn open(addr: SocketAddr, login: &Login, answer_timeout: Duration) -> Result<Connection, PgError> {
+    pub fn open(addr: &ServerAddr, login: &Login, answer_timeout: Duration) -> Result<Connection, PgError> {
         let stream = tcp::connect(addr, answer_timeout).map_err(PgError::Io)?;
         Connection::start(stream, login)
     }

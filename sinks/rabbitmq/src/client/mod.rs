@@ -107,7 +107,7 @@ pub struct Connection<S = TcpStream> {
 impl Connection {
     /// Connect, log in, open the virtual host and a channel in confirm mode.
     pub fn open(options: &Options) -> Result<Connection, AmqpError> {
-        let stream = tcp::connect(options.addr, options.timeout).map_err(AmqpError::Io)?;
+        let stream = tcp::connect(&options.addr, options.timeout).map_err(AmqpError::Io)?;
         Connection::start(stream, options)
     }
 }

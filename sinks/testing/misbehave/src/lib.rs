@@ -22,7 +22,7 @@
 //! | `post:<url>` | POST this hook to `url` with the SDK's `hook_body` (one call); succeed on any status |
 //! | `wasi-post:<url>` | the same through `wasi:http` |
 //! | `tcp:<ip>:<port>` | connect over TCP, send a line and read one back; fail transiently if that fails |
-//! | `tcp-name:<host>:<port>` | the same, resolving `host` in the guest (`wasi:sockets` name lookup) |
+//! | `tcp-name:<host>:<port>` | the same, resolving `host` in the guest (`wasi:sockets` name lookup) and connecting to its first address |
 //!
 //! Options: `{"durable": bool, "require": "<field>"}`; `require` makes
 //! configure fail naming that field, to test option errors.
