@@ -16,6 +16,10 @@
 use crate::tcp::Kept;
 use crate::{ConfigError, Failure, Hook, Sink};
 
+/// What a batch exchange comes to: each hook's answer in order, or one
+/// error for all of them.
+pub type BatchReplies<R, E> = Result<Vec<Result<R, E>>, E>;
+
 /// One server protocol, as a sink speaks it.
 pub trait Protocol: Sized + 'static {
     /// An open (and logged-in) connection.
@@ -57,7 +61,7 @@ pub trait Protocol: Sized + 'static {
         &self,
         connection: &mut Self::Connection,
         hooks: &[Hook],
-    ) -> Result<Vec<Result<Self::Reply, Self::Error>>, Self::Error> {
+    ) -> BatchReplies<Self::Reply, Self::Error> {
         let mut replies = Vec::with_capacity(hooks.len());
         for hook in hooks {
             let reply = self.exchange(connection, hook);
@@ -104,7 +108,7 @@ impl<P: Protocol> Sink for KeptSink<P> {
     fn deliver_batch(&mut self, hooks: &[Hook], _attempts: &[u32]) -> Vec<Result<(), Failure>> {
         let protocol = &self.protocol;
         // Kept only if every hook was answered and no answer spoilt it.
-        let keeps = |replies: &Result<Vec<Result<P::Reply, P::Error>>, P::Error>| {
+        let keeps = |replies: &BatchReplies<P::Reply, P::Error>| {
             replies.as_ref().is_ok_and(|replies| replies.len() == hooks.len() && replies.iter().all(P::keeps))
         };
         let replies = self.connection.exchange(

@@ -6,6 +6,7 @@ pub mod binary;
 pub mod browser;
 pub mod crash;
 pub mod examples;
+pub mod mqtt;
 pub mod nats;
 pub mod nats_cluster;
 pub mod postgres;

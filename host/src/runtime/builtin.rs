@@ -12,6 +12,7 @@ pub const REDIS: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/redi
 pub const NATS: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/nats.wasm"));
 pub const POSTGRES: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/postgres.wasm"));
 pub const RABBITMQ: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/rabbitmq.wasm"));
+pub const MQTT: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/mqtt.wasm"));
 pub const FILE: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/file.wasm"));
 
 const SHIPPED: &[(&str, &[u8])] = &[
@@ -21,6 +22,7 @@ const SHIPPED: &[(&str, &[u8])] = &[
     ("nats", NATS),
     ("postgres", POSTGRES),
     ("rabbitmq", RABBITMQ),
+    ("mqtt", MQTT),
     ("file", FILE),
 ];
 
