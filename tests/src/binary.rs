@@ -201,10 +201,15 @@ pub async fn request(
         builder = builder.header(k.as_str(), v.as_str());
     }
     let request = builder.body(body.unwrap_or_default()).expect("request");
-    let response = client.request(request).await.expect("request sent");
-    let status = response.status().as_u16();
-    let bytes = response.into_body().collect().await.expect("body").to_bytes().to_vec();
-    (status, bytes)
+    // A node that never answers fails the test here, not at CI's timeout.
+    let exchange = async {
+        let response = client.request(request).await.expect("request sent");
+        let status = response.status().as_u16();
+        (status, response.into_body().collect().await.expect("body").to_bytes().to_vec())
+    };
+    tokio::time::timeout(Duration::from_secs(60), exchange)
+        .await
+        .unwrap_or_else(|_| panic!("{method} http://{addr}{path}: no answer within 60 s"))
 }
 
 /// A config file in `dir`, for `RunningNode::start` or `check-config`.

@@ -87,7 +87,8 @@ async fn try_post(addr: SocketAddr, key: &str, body: &str) -> Option<(u16, Value
     let response = tokio::time::timeout(Duration::from_secs(20), client.request(request)).await.ok()?.ok()?;
     let status = response.status().as_u16();
     let retry_after = response.headers().get("retry-after").and_then(|v| v.to_str().ok()).map(str::to_string);
-    let bytes = response.into_body().collect().await.ok()?.to_bytes();
+    let bytes =
+        tokio::time::timeout(Duration::from_secs(20), response.into_body().collect()).await.ok()?.ok()?.to_bytes();
     Some((status, serde_json::from_slice(&bytes).unwrap_or(Value::Null), retry_after))
 }
 
@@ -145,17 +146,15 @@ fn check_delivered(acked: &Acked, receiver: &Receiver) -> usize {
     got.values().map(|c| c.len() - 1).sum()
 }
 
-async fn fleet_status(node: &RunningNode) -> Value {
-    let (status, body) = node.admin("GET", "/v1/fleet", None, None).await;
-    assert_eq!(status, 200, "{body}");
-    body
-}
-
 /// The takeover of `taken` by `by` (node id `by_id`), once done.
 async fn wait_taken(by: &RunningNode, by_id: &str, taken: &str, within: Duration) -> Value {
     let mut record = Value::Null;
     eventually(&format!("the takeover of {taken}"), within, async || {
-        let status = fleet_status(by).await;
+        // 503 while the bucket's stream elects a leader: ask again.
+        let (code, status) = by.admin("GET", "/v1/fleet", None, None).await;
+        if code != 200 {
+            return false;
+        }
         let node = status["nodes"].as_array().into_iter().flatten().find(|n| n["node"] == taken).cloned();
         record = node.map(|n| n["taken"].clone()).unwrap_or(Value::Null);
         record["state"] == "done" && record["by"] == by_id

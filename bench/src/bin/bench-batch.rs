@@ -2,8 +2,10 @@
 //! and RabbitMQ, in the same run: each shipped sink one hook per call
 //! (`deliver`), the same sink a batch per call (`deliver-batch`), and the
 //! same protocol code compiled natively writing the same batches on plain
-//! sockets (the baseline the sandbox is measured against). Every side runs
-//! the same number of connections at once.
+//! sockets (the baseline the sandbox is measured against). The mqtt sink,
+//! which publishes one hook per call, against its own code natively doing
+//! the same into the machine's Mosquitto. Every side runs the same number
+//! of connections at once.
 //!
 //! `cargo run --release -p ankusa-bench --bin bench-batch`
 
@@ -13,7 +15,7 @@ use std::time::{Duration, Instant};
 use ankusa::runtime::{ComponentSource, EngineConfig, Hook, Outcome, Runtime, Sink, SinkLabel, SinkSpec};
 use ankusa::sinktest::TestHook;
 use ankusa_bench::{ratio, report};
-use ankusa_tests::{nats, postgres, rabbitmq, redis};
+use ankusa_tests::{mqtt, nats, postgres, rabbitmq, redis};
 use serde_json::{Value, json};
 
 /// Connections (instances, native threads) at once.
@@ -254,6 +256,29 @@ fn main() -> anyhow::Result<()> {
             };
             measure("rabbitmq", sink, open, send).await?;
             queue.delete().await;
+        }
+
+        if wanted("mqtt") {
+            use ankusa_sink_mqtt::client;
+            let topic = mqtt::topic("bench");
+            let options = json!({"url": format!("mqtt://{}", mqtt::ADDR), "topic": topic});
+            let sink = load(&runtime, "mqtt", options.clone(), "tcp://127.0.0.1:1883").await?;
+            let parsed = ankusa_sink_mqtt::options::Options::parse(&options.to_string()).map_err(refused)?;
+            let open = || client::Connection::open(&parsed).map_err(|e| anyhow::anyhow!("{e:?}"));
+            let send = |connection: &mut client::Connection, hooks: &[GuestHook]| {
+                for hook in hooks {
+                    connection.publish(&parsed.topic, &hook.body, false).map_err(|e| anyhow::anyhow!("{e:?}"))?;
+                }
+                Ok(())
+            };
+            let n = batched_hooks() / 4;
+            wasm_round(sink.clone(), make_hooks("mqtt-warm", CONCURRENCY * 10), 1).await?;
+            let wasm = wasm_round(sink, make_hooks("mqtt", n), 1).await?;
+            let native_hooks: Vec<GuestHook> = make_hooks("mqtt-native", n).iter().map(to_guest).collect();
+            let native = tokio::task::block_in_place(|| native_round(&native_hooks, open, send))?;
+            report("batch.mqtt.wasm_one_per_call", wasm, "deliveries/s");
+            report("batch.mqtt.native_one_per_call", native, "deliveries/s");
+            ratio("batch.mqtt.wasm_vs_native", wasm, native);
         }
         anyhow::Ok(())
     })

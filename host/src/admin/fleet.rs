@@ -23,9 +23,14 @@ pub async fn status(State(node): State<Arc<Node>>) -> Result<Json<FleetStatus>, 
     let Some(fleet) = &node.fleet else {
         return Err(ApiError::new(StatusCode::NOT_FOUND, "not_in_a_fleet", "wal.mode is not fleet"));
     };
-    fleet
-        .status()
-        .await
-        .map(Json)
-        .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "nats_unavailable", e.to_string()))
+    // Listing the bucket's keys follows a JetStream consumer, which can
+    // stall while its stream elects a leader: answer rather than wait.
+    let unavailable = |message: String| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "nats_unavailable", message);
+    match tokio::time::timeout(STATUS_TIMEOUT, fleet.status()).await {
+        Ok(status) => status.map(Json).map_err(|e| unavailable(e.to_string())),
+        Err(_) => Err(unavailable(format!("the JetStream servers did not answer within {STATUS_TIMEOUT:?}"))),
+    }
 }
+
+/// How long `/v1/fleet` waits for the fleet's bucket.
+const STATUS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
