@@ -452,3 +452,17 @@ pub fn parse_retry_after(value: &str, now_unix_secs: u64) -> Option<u64> {
 pub fn now_unix_secs() -> u64 {
     crate::bindings::wasi::clocks::wall_clock::now().seconds
 }
+
+/// The UTC calendar date (year, month 1-12, day 1-31) of a day counted from
+/// 1970-01-01 (Howard Hinnant's civil-from-days algorithm).
+pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(month <= 2), month, day)
+}

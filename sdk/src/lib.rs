@@ -59,6 +59,7 @@ pub mod batch {
     });
 }
 
+pub mod aws;
 mod failure;
 pub mod http;
 pub mod log;
