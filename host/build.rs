@@ -16,6 +16,7 @@ const GUESTS: &[(&str, &str)] = &[
     ("ankusa_sink_postgres", "postgres"),
     ("ankusa_sink_rabbitmq", "rabbitmq"),
     ("ankusa_sink_mqtt", "mqtt"),
+    ("ankusa_sink_sqs", "sqs"),
     ("ankusa_sink_file", "file"),
     ("ankusa_sink_misbehave", "misbehave"),
     ("ankusa_sink_noop", "noop"),

@@ -6,6 +6,7 @@ pub mod binary;
 pub mod browser;
 pub mod crash;
 pub mod examples;
+pub mod moto;
 pub mod mqtt;
 pub mod nats;
 pub mod nats_cluster;
@@ -14,6 +15,7 @@ pub mod rabbitmq;
 pub mod receiver;
 pub mod redis;
 pub mod relay;
+pub mod server;
 pub mod standard_webhooks;
 
 use std::path::PathBuf;

@@ -5,18 +5,16 @@
 //! through the broker rather than the sink's own MQTT code.
 
 use std::io::Read;
-use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::server::LocalServer;
 
 pub const ADDR: &str = "127.0.0.1:1883";
 
 /// A Mosquitto of the test's own, stopped when dropped.
 pub struct Broker {
-    pub port: u16,
-    conf: PathBuf,
-    child: Option<Child>,
+    pub server: LocalServer,
     _dir: tempfile::TempDir,
 }
 
@@ -35,51 +33,23 @@ impl Broker {
                 .expect("run mosquitto_passwd");
             assert!(status.success(), "mosquitto_passwd failed");
         }
-        let port = TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("addr").port();
-        let conf = dir.path().join("mosquitto.conf");
-        let text = format!(
-            "listener {port} 127.0.0.1\nallow_anonymous false\npassword_file {}\npersistence false\nlog_dest none\n",
-            passwords.display()
-        );
-        std::fs::write(&conf, text).expect("config");
-        let mut broker = Broker { port, conf, child: None, _dir: dir };
-        broker.resume();
-        broker
+        let folder = dir.path().to_path_buf();
+        let server = LocalServer::start(move |port| {
+            let conf = folder.join(format!("mosquitto-{port}.conf"));
+            let text = format!(
+                "listener {port} 127.0.0.1\nallow_anonymous false\npassword_file {}\npersistence false\nlog_dest none\n",
+                folder.join("passwd").display()
+            );
+            std::fs::write(&conf, text).expect("config");
+            let mut command = Command::new("mosquitto");
+            command.arg("-c").arg(conf);
+            command
+        });
+        Broker { server, _dir: dir }
     }
 
     pub fn addr(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-
-    /// Kill the broker (as a crash would).
-    pub fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    /// Start it again on the same port; returns once it accepts connections.
-    pub fn resume(&mut self) {
-        let child = Command::new("mosquitto")
-            .arg("-c")
-            .arg(&self.conf)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start mosquitto");
-        self.child = Some(child);
-        let started = Instant::now();
-        while TcpStream::connect(self.addr()).is_err() {
-            assert!(started.elapsed() < Duration::from_secs(10), "mosquitto did not start on {}", self.port);
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        self.stop();
+        format!("127.0.0.1:{}", self.server.port)
     }
 }
 

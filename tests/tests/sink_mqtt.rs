@@ -62,9 +62,9 @@ async fn a_bad_password_is_permanent_and_a_restarted_broker_is_transient_then_de
     sink.deliver(TestHook::new().body("before"), 1).await.assert_delivered();
     assert_eq!(subscriber.messages(), ["before"]);
 
-    broker.stop();
+    broker.server.stop();
     sink.deliver(TestHook::new().body("while down"), 1).await.assert_failed(ErrorClass::Transient);
-    broker.resume();
+    broker.server.resume();
     let subscriber = Subscriber::start(&broker.addr(), &topic, 1, Some(("ankusa", "s3cret")));
     sink.deliver(TestHook::new().body("after"), 2).await.assert_delivered();
     assert_eq!(subscriber.messages(), ["after"]);

@@ -13,6 +13,7 @@ pub const NATS: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/nats.
 pub const POSTGRES: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/postgres.wasm"));
 pub const RABBITMQ: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/rabbitmq.wasm"));
 pub const MQTT: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/mqtt.wasm"));
+pub const SQS: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/sqs.wasm"));
 pub const FILE: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/file.wasm"));
 
 const SHIPPED: &[(&str, &[u8])] = &[
@@ -23,6 +24,7 @@ const SHIPPED: &[(&str, &[u8])] = &[
     ("postgres", POSTGRES),
     ("rabbitmq", RABBITMQ),
     ("mqtt", MQTT),
+    ("sqs", SQS),
     ("file", FILE),
 ];
 

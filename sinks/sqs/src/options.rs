@@ -1,0 +1,81 @@
+//! Options of the `sqs` sink.
+
+use std::time::Duration;
+
+use ankusa_sdk::aws::{Credentials, Signer};
+use ankusa_sdk::http::Url;
+use ankusa_sdk::{ConfigError, options};
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    /// `https://sqs.<region>.amazonaws.com/<account>/<queue>`.
+    queue_url: String,
+    #[serde(default = "default_region")]
+    region: String,
+    access_key_id: String,
+    secret_access_key: String,
+    #[serde(default)]
+    session_token: Option<String>,
+    /// FIFO queues: the message group (default: the hook's source).
+    #[serde(default)]
+    message_group_id: Option<String>,
+    #[serde(default = "default_timeout_ms")]
+    timeout_ms: u64,
+}
+
+fn default_region() -> String {
+    "us-east-1".into()
+}
+
+fn default_timeout_ms() -> u64 {
+    10_000
+}
+
+pub struct Options {
+    pub queue_url: Url,
+    pub fifo: bool,
+    pub signer: Signer,
+    pub message_group_id: Option<String>,
+    pub timeout: Duration,
+}
+
+impl Options {
+    pub fn parse(json: &str) -> Result<Options, ConfigError> {
+        let raw: Raw = options::parse(json)?;
+        let queue_url = Url::parse(&raw.queue_url).map_err(|m| ConfigError::field("queue_url", m))?;
+        let path = queue_url.path_and_query.split('?').next().unwrap_or("");
+        if path.trim_matches('/').split('/').count() != 2 || path.contains("//") {
+            return Err(ConfigError::field("queue_url", "must end in /<account>/<queue name>"));
+        }
+        if raw.region.is_empty() || !raw.region.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+            return Err(ConfigError::field("region", "must be a region name such as eu-west-1"));
+        }
+        if raw.access_key_id.is_empty() {
+            return Err(ConfigError::field("access_key_id", "is empty"));
+        }
+        if raw.secret_access_key.is_empty() {
+            return Err(ConfigError::field("secret_access_key", "is empty"));
+        }
+        let fifo = path.ends_with(".fifo");
+        if raw.message_group_id.is_some() && !fifo {
+            return Err(ConfigError::field("message_group_id", "applies only to a FIFO queue (`.fifo`)"));
+        }
+        if raw.timeout_ms == 0 {
+            return Err(ConfigError::field("timeout_ms", "must be positive"));
+        }
+        let credentials = Credentials {
+            access_key_id: raw.access_key_id,
+            secret_access_key: raw.secret_access_key,
+            session_token: raw.session_token,
+        };
+        Ok(Options {
+            queue_url,
+            fifo,
+            signer: Signer::new(credentials, raw.region, "sqs"),
+            message_group_id: raw.message_group_id,
+            timeout: Duration::from_millis(raw.timeout_ms),
+        })
+    }
+}
