@@ -17,6 +17,7 @@ const GUESTS: &[(&str, &str)] = &[
     ("ankusa_sink_rabbitmq", "rabbitmq"),
     ("ankusa_sink_mqtt", "mqtt"),
     ("ankusa_sink_sqs", "sqs"),
+    ("ankusa_sink_s3", "s3"),
     ("ankusa_sink_file", "file"),
     ("ankusa_sink_misbehave", "misbehave"),
     ("ankusa_sink_noop", "noop"),

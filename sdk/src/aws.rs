@@ -11,6 +11,8 @@
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
+use crate::{ConfigError, Failure};
+
 /// An access key, with the session token of temporary credentials.
 #[derive(Clone)]
 pub struct Credentials {
@@ -124,6 +126,62 @@ impl Signer {
         );
         Ok(Signed { authorization, signature, signed_headers, canonical_request })
     }
+}
+
+/// A signer from a sink's options, each checked and named in the error.
+pub fn signer_from_options(
+    service: &str,
+    region: String,
+    access_key_id: String,
+    secret_access_key: String,
+    session_token: Option<String>,
+) -> Result<Signer, ConfigError> {
+    if region.is_empty() || !region.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+        return Err(ConfigError::field("region", "must be a region name such as eu-west-1"));
+    }
+    if access_key_id.is_empty() {
+        return Err(ConfigError::field("access_key_id", "is empty"));
+    }
+    if secret_access_key.is_empty() {
+        return Err(ConfigError::field("secret_access_key", "is empty"));
+    }
+    Ok(Signer::new(Credentials { access_key_id, secret_access_key, session_token }, region, service))
+}
+
+/// The failure an AWS error answer comes to: throttling (429 or one of
+/// `transient_codes`) and server errors are worth retrying; any other
+/// refusal (credentials, a missing queue or bucket, a bad request) is not.
+/// The reason names the service's error code and message.
+pub fn error_failure(service: &str, status: u16, body: &[u8], transient_codes: &[&str]) -> Failure {
+    let text = String::from_utf8_lossy(body);
+    let code = xml_element(&text, "Code").unwrap_or_default();
+    let reason = format!("{service} answered {status} {code}: {}", xml_element(&text, "Message").unwrap_or_default());
+    if status >= 500 || status == 429 || transient_codes.contains(&code.as_str()) {
+        Failure::transient(reason)
+    } else {
+        Failure::permanent(reason)
+    }
+}
+
+/// `path` percent-encoded as the signer encodes it (`/` kept), for the
+/// request's own URL, so the path sent is the path signed.
+pub fn encode_path(path: &str) -> String {
+    encode(path, false)
+}
+
+/// The text of the first `<name>` element of an AWS XML answer (an error's
+/// `Code` and `Message`), unescaped.
+pub fn xml_element(xml: &str, name: &str) -> Option<String> {
+    let start = xml.find(&format!("<{name}>"))? + name.len() + 2;
+    let end = xml[start..].find(&format!("</{name}>"))? + start;
+    let text = xml[start..end].trim();
+    Some(
+        text.replace("&quot;", "\"")
+            .replace("&apos;", "'")
+            .replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace("&amp;", "&"),
+    )
 }
 
 /// Lower-case hex SHA-256 of a body.

@@ -1,8 +1,8 @@
 //! An AWS API of the test's own: moto in server mode (PyPI `moto[server]`,
 //! fetched once into the tests' tool cache like the componentize tools),
 //! on a free loopback port, which a test may stop and start again; and
-//! plain Query API calls to create an SQS queue and read it back, apart
-//! from the sink's own code.
+//! plain calls to create an SQS queue or an S3 bucket and read them back,
+//! apart from the sinks' own code.
 
 use std::path::Path;
 use std::process::Command;
@@ -62,6 +62,19 @@ impl Moto {
         elements(&answer, "QueueUrl").pop().unwrap_or_else(|| panic!("no QueueUrl in {answer}"))
     }
 
+    /// Create S3 bucket `name`; its path-style URL.
+    pub async fn create_bucket(&self, name: &str) -> String {
+        let url = format!("{}/{name}", self.endpoint());
+        let (status, _, body) = call("PUT", &url, "s3", "").await;
+        assert_eq!(status, 200, "create bucket {name}: {}", String::from_utf8_lossy(&body));
+        url
+    }
+
+    /// An object of `bucket_url`: (status, content type, bytes).
+    pub async fn get_object(&self, bucket_url: &str, key: &str) -> (u16, Option<String>, Vec<u8>) {
+        call("GET", &format!("{bucket_url}/{key}"), "s3", "").await
+    }
+
     /// The bodies of the messages waiting in `queue_url` (up to 10).
     pub async fn receive(&self, queue_url: &str) -> Vec<String> {
         let form = "Action=ReceiveMessage&Version=2012-11-05&MaxNumberOfMessages=10&WaitTimeSeconds=1";
@@ -69,25 +82,35 @@ impl Moto {
     }
 }
 
-/// One Query API call. moto does not check signatures, but routes a
-/// request to a service by its credential scope.
-async fn query(url: &str, form: &str) -> String {
+/// One call to `service`. moto does not check signatures, but routes a
+/// request to a service by its credential scope. (status, content type,
+/// body)
+async fn call(method: &str, url: &str, service: &str, body: &str) -> (u16, Option<String>, Vec<u8>) {
     let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .build_http::<Full<bytes::Bytes>>();
-    let request = http::Request::post(url)
+    let scope = format!(
+        "AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/{service}/aws4_request, SignedHeaders=host, Signature=0"
+    );
+    let request = http::Request::builder()
+        .method(method)
+        .uri(url)
         .header("content-type", "application/x-www-form-urlencoded")
-        .header(
-            "authorization",
-            "AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/sqs/aws4_request, SignedHeaders=host, Signature=0",
-        )
-        .body(Full::new(bytes::Bytes::from(form.to_string())))
+        .header("authorization", scope)
+        .body(Full::new(bytes::Bytes::from(body.to_string())))
         .expect("request");
     let response = tokio::time::timeout(Duration::from_secs(30), client.request(request))
         .await
         .expect("moto answers")
         .expect("sent");
+    let status = response.status().as_u16();
+    let content_type = response.headers().get("content-type").and_then(|v| v.to_str().ok()).map(str::to_string);
     let bytes = response.into_body().collect().await.expect("body").to_bytes();
-    String::from_utf8_lossy(&bytes).into_owned()
+    (status, content_type, bytes.to_vec())
+}
+
+/// An SQS Query API call; its answer.
+async fn query(url: &str, form: &str) -> String {
+    String::from_utf8_lossy(&call("POST", url, "sqs", form).await.2).into_owned()
 }
 
 /// The unescaped text of every `<name>` element.

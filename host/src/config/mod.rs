@@ -469,7 +469,7 @@ impl Default for RuntimeSection {
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct SinkSection {
-    /// A shipped sink by name (`log`, `http`, `redis`, `nats`, `postgres`, `rabbitmq`, `mqtt`, `sqs`, `file`) or a `.wasm` path.
+    /// A shipped sink by name (`log`, `http`, `redis`, `nats`, `postgres`, `rabbitmq`, `mqtt`, `sqs`, `s3`, `file`) or a `.wasm` path.
     pub component: String,
     /// Handed to the component as JSON; it checks them itself.
     pub options: serde_json::Value,

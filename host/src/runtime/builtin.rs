@@ -14,6 +14,7 @@ pub const POSTGRES: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/p
 pub const RABBITMQ: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/rabbitmq.wasm"));
 pub const MQTT: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/mqtt.wasm"));
 pub const SQS: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/sqs.wasm"));
+pub const S3: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/s3.wasm"));
 pub const FILE: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/file.wasm"));
 
 const SHIPPED: &[(&str, &[u8])] = &[
@@ -25,6 +26,7 @@ const SHIPPED: &[(&str, &[u8])] = &[
     ("rabbitmq", RABBITMQ),
     ("mqtt", MQTT),
     ("sqs", SQS),
+    ("s3", S3),
     ("file", FILE),
 ];
 

@@ -13,7 +13,7 @@
 
 pub mod options;
 
-use ankusa_sdk::aws::{SignRequest, amz_date, payload_sha256};
+use ankusa_sdk::aws::{SignRequest, amz_date, error_failure, payload_sha256};
 use ankusa_sdk::http::{Request, Response, now_unix_secs};
 use ankusa_sdk::{ConfigError, Failure, Hook, Sink, export_sink};
 use base64::Engine;
@@ -112,28 +112,14 @@ fn signed_post(options: &Options, body: Vec<u8>) -> Result<Response, Failure> {
     Ok(request.send()?)
 }
 
-/// 2xx is stored; throttling and server errors are worth retrying; any
-/// other refusal (credentials, a missing queue, a bad message) is not.
+/// 2xx: stored.
 fn classify(response: Response) -> Result<(), Failure> {
-    let status = response.status;
-    if (200..300).contains(&status) {
+    if (200..300).contains(&response.status) {
         return Ok(());
     }
-    let text = response.body().map(|b| String::from_utf8_lossy(&b.bytes).into_owned()).unwrap_or_default();
-    let code = element(&text, "Code").unwrap_or_default();
-    let reason = format!("sqs answered {status} {code}: {}", element(&text, "Message").unwrap_or_default());
-    if status >= 500 || status == 429 || TRANSIENT_CODES.contains(&code.as_str()) {
-        Err(Failure::transient(reason))
-    } else {
-        Err(Failure::permanent(reason))
-    }
-}
-
-/// The text of the first `<name>` element of an XML answer.
-fn element(xml: &str, name: &str) -> Option<String> {
-    let start = xml.find(&format!("<{name}>"))? + name.len() + 2;
-    let end = xml[start..].find(&format!("</{name}>"))? + start;
-    Some(xml[start..end].trim().to_string())
+    let status = response.status;
+    let body = response.body().map(|b| b.bytes).unwrap_or_default();
+    Err(error_failure("sqs", status, &body, TRANSIENT_CODES))
 }
 
 /// The characters SQS accepts in a message body.

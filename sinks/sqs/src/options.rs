@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use ankusa_sdk::aws::{Credentials, Signer};
+use ankusa_sdk::aws::{self, Signer};
 use ankusa_sdk::http::Url;
 use ankusa_sdk::{ConfigError, options};
 use serde::Deserialize;
@@ -49,15 +49,6 @@ impl Options {
         if path.trim_matches('/').split('/').count() != 2 || path.contains("//") {
             return Err(ConfigError::field("queue_url", "must end in /<account>/<queue name>"));
         }
-        if raw.region.is_empty() || !raw.region.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
-            return Err(ConfigError::field("region", "must be a region name such as eu-west-1"));
-        }
-        if raw.access_key_id.is_empty() {
-            return Err(ConfigError::field("access_key_id", "is empty"));
-        }
-        if raw.secret_access_key.is_empty() {
-            return Err(ConfigError::field("secret_access_key", "is empty"));
-        }
         let fifo = path.ends_with(".fifo");
         if raw.message_group_id.is_some() && !fifo {
             return Err(ConfigError::field("message_group_id", "applies only to a FIFO queue (`.fifo`)"));
@@ -65,15 +56,12 @@ impl Options {
         if raw.timeout_ms == 0 {
             return Err(ConfigError::field("timeout_ms", "must be positive"));
         }
-        let credentials = Credentials {
-            access_key_id: raw.access_key_id,
-            secret_access_key: raw.secret_access_key,
-            session_token: raw.session_token,
-        };
+        let signer =
+            aws::signer_from_options("sqs", raw.region, raw.access_key_id, raw.secret_access_key, raw.session_token)?;
         Ok(Options {
             queue_url,
             fifo,
-            signer: Signer::new(credentials, raw.region, "sqs"),
+            signer,
             message_group_id: raw.message_group_id,
             timeout: Duration::from_millis(raw.timeout_ms),
         })
