@@ -11,6 +11,7 @@
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
+use crate::http::{Request, Response, Url, now_unix_secs};
 use crate::{ConfigError, Failure};
 
 /// An access key, with the session token of temporary credentials.
@@ -69,6 +70,33 @@ impl Signer {
 
     pub fn credentials(&self) -> &Credentials {
         &self.credentials
+    }
+
+    /// `method` to `path` (decoded; encoded here) on `base`'s origin with
+    /// `headers` and `body`, signed now: the `host`, `x-amz-date` and (with
+    /// temporary credentials) `x-amz-security-token` headers are added and
+    /// signed with the given ones, and the request carries them all.
+    pub fn request(
+        &self,
+        method: &str,
+        base: &Url,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Vec<u8>,
+        payload_sha256: &str,
+    ) -> Result<Request, String> {
+        let date = amz_date(now_unix_secs());
+        let mut signed_headers = vec![("host", base.authority.as_str()), ("x-amz-date", date.as_str())];
+        if let Some(token) = &self.credentials.session_token {
+            signed_headers.push(("x-amz-security-token", token.as_str()));
+        }
+        signed_headers.extend_from_slice(headers);
+        let signing = SignRequest { method, path, query: &[], headers: &signed_headers, payload_sha256 };
+        let signed = self.sign(&signing)?;
+        let url = Url { path_and_query: encode_path(path), ..base.clone() };
+        // The client sets `host` from the URL itself.
+        let request = signed_headers[1..].iter().fold(Request::new(method, url), |r, (n, v)| r.header(*n, *v));
+        Ok(request.header("authorization", signed.authorization).body(body))
     }
 
     /// Sign `request`; the date is its `x-amz-date` header's.
@@ -148,30 +176,35 @@ pub fn signer_from_options(
     Ok(Signer::new(Credentials { access_key_id, secret_access_key, session_token }, region, service))
 }
 
-/// The failure an AWS error answer comes to: throttling (429 or one of
+/// What an AWS answer means: 2xx is done; throttling (429 or one of
 /// `transient_codes`) and server errors are worth retrying; any other
 /// refusal (credentials, a missing queue or bucket, a bad request) is not.
-/// The reason names the service's error code and message.
-pub fn error_failure(service: &str, status: u16, body: &[u8], transient_codes: &[&str]) -> Failure {
-    let text = String::from_utf8_lossy(body);
+/// A failure's reason names the service's error code and message.
+pub fn accept(service: &str, response: Response, transient_codes: &[&str]) -> Result<(), Failure> {
+    let status = response.status;
+    if (200..300).contains(&status) {
+        return Ok(());
+    }
+    let body = response.body().map(|b| b.bytes).unwrap_or_default();
+    let text = String::from_utf8_lossy(&body);
     let code = xml_element(&text, "Code").unwrap_or_default();
     let reason = format!("{service} answered {status} {code}: {}", xml_element(&text, "Message").unwrap_or_default());
     if status >= 500 || status == 429 || transient_codes.contains(&code.as_str()) {
-        Failure::transient(reason)
+        Err(Failure::transient(reason))
     } else {
-        Failure::permanent(reason)
+        Err(Failure::permanent(reason))
     }
 }
 
 /// `path` percent-encoded as the signer encodes it (`/` kept), for the
 /// request's own URL, so the path sent is the path signed.
-pub fn encode_path(path: &str) -> String {
+fn encode_path(path: &str) -> String {
     encode(path, false)
 }
 
 /// The text of the first `<name>` element of an AWS XML answer (an error's
 /// `Code` and `Message`), unescaped.
-pub fn xml_element(xml: &str, name: &str) -> Option<String> {
+fn xml_element(xml: &str, name: &str) -> Option<String> {
     let start = xml.find(&format!("<{name}>"))? + name.len() + 2;
     let end = xml[start..].find(&format!("</{name}>"))? + start;
     let text = xml[start..end].trim();

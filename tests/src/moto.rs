@@ -23,17 +23,8 @@ impl Moto {
     /// Install moto into `scratch/ankusa-tools` if needed and start it.
     pub fn start(scratch: &Path) -> Moto {
         let cache = ToolCache::new(Some(scratch.join("ankusa-tools")));
-        let install = |dir: &Path| {
-            tools::run(
-                Command::new("python3")
-                    .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--target"])
-                    .arg(dir)
-                    .arg(format!("moto[server]=={}", MOTO.version)),
-                "pip install moto[server]",
-                "install python3 with pip",
-            )
-            .map(drop)
-        };
+        let spec = format!("moto[server]=={}", MOTO.version);
+        let install = |dir: &Path| tools::pip_install(dir, &spec, "install python3 with pip");
         let tool = cache
             .ensure(MOTO, |dir| dir.join("moto").is_dir(), install, &|line| eprintln!("{line}"))
             .unwrap_or_else(|e| panic!("installing moto: {e}"));

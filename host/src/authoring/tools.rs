@@ -104,6 +104,21 @@ pub fn run(command: &mut Command, step: &str, hint: &'static str) -> Result<Outp
     Err(BuildError::Failed { step: step.to_string(), output: text })
 }
 
+/// `python3 -m pip install SPEC` into `dir` (a tool folder of the cache).
+/// No pip is [`BuildError::Missing`] with `hint`.
+pub fn pip_install(dir: &Path, spec: &str, hint: &'static str) -> Result<(), BuildError> {
+    let pip = ["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-warn-script-location"];
+    let installed =
+        run(Command::new("python3").args(pip).arg("--target").arg(dir).arg(spec), &format!("pip install {spec}"), hint);
+    match installed {
+        Ok(_) => Ok(()),
+        Err(BuildError::Failed { output, .. }) if output.contains("No module named pip") => {
+            Err(BuildError::Missing { what: "pip for python3".into(), hint })
+        }
+        Err(other) => Err(other),
+    }
+}
+
 /// The `major.minor` of a `--version` line such as `Python 3.11.7` or `v20.1.0`.
 pub fn version_of(text: &str) -> Option<(u32, u32)> {
     let word = text.split_whitespace().find(|w| w.trim_start_matches('v').starts_with(|c: char| c.is_ascii_digit()))?;

@@ -11,8 +11,8 @@
 
 pub mod options;
 
-use ankusa_sdk::aws::{SignRequest, amz_date, encode_path, error_failure, payload_sha256};
-use ankusa_sdk::http::{Request, Url, civil_from_days, now_unix_secs};
+use ankusa_sdk::aws::{self, payload_sha256};
+use ankusa_sdk::http::civil_from_days;
 use ankusa_sdk::{ConfigError, Failure, Hook, Sink, export_sink};
 
 use options::Options;
@@ -36,36 +36,18 @@ impl Sink for S3 {
         let key = object_key(&options.key, hook);
         let base = options.bucket_url.path_and_query.trim_end_matches('/');
         let path = format!("{base}/{key}");
-        let url = Url { path_and_query: encode_path(&path), ..options.bucket_url.clone() };
-        let date = amz_date(now_unix_secs());
         let payload = payload_sha256(&hook.body);
-        let content_type = hook.content_type.as_deref().unwrap_or("application/octet-stream");
-        let token = options.signer.credentials().session_token.clone();
-        let mut headers = vec![
-            ("host", url.authority.as_str()),
-            ("content-type", content_type),
+        let headers = [
+            ("content-type", hook.content_type.as_deref().unwrap_or("application/octet-stream")),
             ("x-amz-content-sha256", payload.as_str()),
-            ("x-amz-date", date.as_str()),
             ("x-amz-meta-ankusa-id", hook.id.as_str()),
             ("x-amz-meta-ankusa-source", hook.source.as_str()),
         ];
-        if let Some(token) = &token {
-            headers.push(("x-amz-security-token", token.as_str()));
-        }
-        let request =
-            SignRequest { method: "PUT", path: &path, query: &[], headers: &headers, payload_sha256: &payload };
-        let signed = options.signer.sign(&request).map_err(Failure::permanent)?;
-        let mut request = Request::new("PUT", url.clone()).first_byte_timeout(options.timeout);
-        for (name, value) in headers.iter().skip(1) {
-            request = request.header(*name, *value);
-        }
-        let response = request.header("authorization", signed.authorization).body(hook.body.clone()).send()?;
-        if (200..300).contains(&response.status) {
-            return Ok(());
-        }
-        let status = response.status;
-        let body = response.body().map(|b| b.bytes).unwrap_or_default();
-        Err(error_failure("s3", status, &body, TRANSIENT_CODES))
+        let request = options
+            .signer
+            .request("PUT", &options.bucket_url, &path, &headers, hook.body.clone(), &payload)
+            .map_err(Failure::permanent)?;
+        aws::accept("s3", request.first_byte_timeout(options.timeout).send()?, TRANSIENT_CODES)
     }
 }
 

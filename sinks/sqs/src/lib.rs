@@ -13,8 +13,7 @@
 
 pub mod options;
 
-use ankusa_sdk::aws::{SignRequest, amz_date, error_failure, payload_sha256};
-use ankusa_sdk::http::{Request, Response, now_unix_secs};
+use ankusa_sdk::aws::{self, payload_sha256};
 use ankusa_sdk::{ConfigError, Failure, Hook, Sink, export_sink};
 use base64::Engine;
 
@@ -45,9 +44,15 @@ impl Sink for Sqs {
     }
 
     fn deliver(&mut self, hook: &Hook, _attempt: u32) -> Result<(), Failure> {
-        let form = send_message(&self.0, hook)?;
-        let response = signed_post(&self.0, form.into_bytes())?;
-        classify(response)
+        let options = &self.0;
+        let body = send_message(options, hook)?.into_bytes();
+        let payload = payload_sha256(&body);
+        let path = options.queue_url.path_and_query.split('?').next().unwrap_or("/");
+        let request = options
+            .signer
+            .request("POST", &options.queue_url, path, &[("content-type", FORM)], body, &payload)
+            .map_err(Failure::permanent)?;
+        aws::accept("sqs", request.first_byte_timeout(options.timeout).send()?, TRANSIENT_CODES)
     }
 }
 
@@ -85,41 +90,6 @@ pub fn send_message(options: &Options, hook: &Hook) -> Result<String, Failure> {
         return Err(Failure::permanent(format!("{size} bytes is more than an SQS message holds (256 KiB)")));
     }
     Ok(fields.iter().map(|(k, v)| format!("{}={}", encode(k), encode(v))).collect::<Vec<_>>().join("&"))
-}
-
-/// POST `body` to the queue, signed for SQS.
-fn signed_post(options: &Options, body: Vec<u8>) -> Result<Response, Failure> {
-    let url = &options.queue_url;
-    let date = amz_date(now_unix_secs());
-    let payload = payload_sha256(&body);
-    let path = url.path_and_query.split('?').next().unwrap_or("/");
-    let token = options.signer.credentials().session_token.clone();
-    let mut headers = vec![("host", url.authority.as_str()), ("content-type", FORM), ("x-amz-date", date.as_str())];
-    if let Some(token) = &token {
-        headers.push(("x-amz-security-token", token.as_str()));
-    }
-    let request = SignRequest { method: "POST", path, query: &[], headers: &headers, payload_sha256: &payload };
-    let signed = options.signer.sign(&request).map_err(Failure::permanent)?;
-    let mut request = Request::post(url.clone())
-        .header("content-type", FORM)
-        .header("x-amz-date", date.as_str())
-        .header("authorization", signed.authorization)
-        .first_byte_timeout(options.timeout)
-        .body(body);
-    if let Some(token) = token {
-        request = request.header("x-amz-security-token", token);
-    }
-    Ok(request.send()?)
-}
-
-/// 2xx: stored.
-fn classify(response: Response) -> Result<(), Failure> {
-    if (200..300).contains(&response.status) {
-        return Ok(());
-    }
-    let status = response.status;
-    let body = response.body().map(|b| b.bytes).unwrap_or_default();
-    Err(error_failure("sqs", status, &body, TRANSIENT_CODES))
 }
 
 /// The characters SQS accepts in a message body.

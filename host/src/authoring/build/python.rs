@@ -26,22 +26,8 @@ pub fn componentize(
 ) -> Result<(), BuildError> {
     tools::require_version("python3", (3, 9), NO_PYTHON)?;
     let ready = |dir: &Path| dir.join("componentize_py").is_dir();
-    let install = |dir: &Path| {
-        let spec = format!("{}=={}", COMPONENTIZE_PY.name, COMPONENTIZE_PY.version);
-        let pip = ["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-warn-script-location"];
-        tools::run(
-            Command::new("python3").args(pip).arg("--target").arg(dir).arg(&spec),
-            &format!("pip install {spec}"),
-            NO_PYTHON,
-        )
-        .map_err(|e| match e {
-            BuildError::Failed { output, .. } if output.contains("No module named pip") => {
-                BuildError::Missing { what: "pip for python3".into(), hint: NO_PYTHON }
-            }
-            other => other,
-        })
-        .map(drop)
-    };
+    let spec = format!("{}=={}", COMPONENTIZE_PY.name, COMPONENTIZE_PY.version);
+    let install = |dir: &Path| tools::pip_install(dir, &spec, NO_PYTHON);
     let tool = tools.ensure(COMPONENTIZE_PY, ready, install, progress)?;
     if !dir.join(format!("{module}.py")).is_file() {
         return Err(BuildError::Component(format!(
