@@ -121,6 +121,46 @@ write(
 )
 write("rabbitmq_replies", "refused", start + method(0, 10, 50, struct.pack(">H", 403) + shortstr(b"ACCESS_REFUSED") + b"\0" * 4))
 
+# mysql: the first byte picks a password (even) or none (odd); then the
+# server's packets (3-byte length, sequence number, payload).
+def my(seq, payload):
+    return struct.pack("<I", len(payload))[:3] + bytes([seq]) + payload
+
+
+caps = struct.pack("<H", 0xF7FF)  # protocol 41, secure connection, ...
+greeting = my(0, b"\x0a" + b"10.11.19-MariaDB\0" + struct.pack("<I", 7) + b"abcdefgh\0" + caps + b"\x2d"
+               + struct.pack("<H", 2) + struct.pack("<H", 0x81BF) + b"\x15" + b"\0" * 10 + b"ijklmnopqrst\0"
+               + b"mysql_native_password\0")
+ok = lambda seq: my(seq, b"\x00\x00\x00\x02\x00\x00\x00")
+prepared = my(1, b"\x00" + struct.pack("<IHHBH", 1, 0, 4, 0, 0)) + b"".join(my(2 + i, b"\x03def\0\0\0\x01?\0\x0c\x3f\0\0\0\0\0\xfd\x80\0\0\0\0") for i in range(4))
+write("mysql_replies", "native", b"\x00" + greeting + ok(2) + ok(1) + prepared + ok(1) * 4)
+write("mysql_replies", "switch", b"\x00" + greeting + my(2, b"\xfecaching_sha2_password\0" + b"n" * 20 + b"\0") + my(4, b"\x01\x03") + ok(5) + ok(1))
+write("mysql_replies", "denied", b"\x01" + greeting + my(2, b"\xff\x15\x04#28000Access denied for user"))
+write("mysql_replies", "too-long", b"\x00" + greeting + ok(2) + ok(1) + prepared + my(1, b"\xff\x7e\x05#22001Data too long for column 'source'"))
+
+
+# kafka: Metadata v4, InitProducerId v0 and Produce v3 answers, each with
+# its correlation id (1, 2, 3, ...).
+def kafka(correlation, body):
+    return struct.pack(">ii", len(body) + 4, correlation) + body
+
+
+def kstr(s):
+    return struct.pack(">h", len(s)) + s
+
+
+partition = struct.pack(">hii", 0, 0, 1) + struct.pack(">ii", 1, 1) + struct.pack(">ii", 1, 1)
+meta = (struct.pack(">i", 0) + struct.pack(">i", 1) + struct.pack(">i", 1) + kstr(b"127.0.0.1") + struct.pack(">i", 9092)
+        + struct.pack(">h", -1) + kstr(b"tansu") + struct.pack(">i", 1) + struct.pack(">i", 1)
+        + struct.pack(">h", 0) + kstr(b"hooks") + b"\x00" + struct.pack(">i", 1) + partition)
+init = struct.pack(">ihqh", 0, 0, 4000, 0)
+def produced(code, offset):
+    return struct.pack(">i", 1) + kstr(b"hooks") + struct.pack(">i", 1) + struct.pack(">ihqq", 0, code, offset, -1) + struct.pack(">i", 0)
+write("kafka_replies", "produce", kafka(1, meta) + kafka(2, init) + b"".join(kafka(3 + n, produced(0, n)) for n in range(4)))
+write("kafka_replies", "refused", kafka(1, meta) + kafka(2, init) + kafka(3, produced(87, -1)))
+write("kafka_replies", "no-producer", kafka(1, meta) + kafka(2, struct.pack(">ihqh", 0, -1, -1, -1)))
+
+
 # stored records: the first byte picks the kind; a few short inputs.
 for kind in range(4):
     write("stored_records", "kind-%d" % kind, bytes([kind]) + b"\x01" + b"\x00" * 24)

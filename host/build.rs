@@ -16,6 +16,8 @@ const GUESTS: &[(&str, &str)] = &[
     ("ankusa_sink_postgres", "postgres"),
     ("ankusa_sink_rabbitmq", "rabbitmq"),
     ("ankusa_sink_mqtt", "mqtt"),
+    ("ankusa_sink_mysql", "mysql"),
+    ("ankusa_sink_kafka", "kafka"),
     ("ankusa_sink_sqs", "sqs"),
     ("ankusa_sink_s3", "s3"),
     ("ankusa_sink_file", "file"),

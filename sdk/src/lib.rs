@@ -31,7 +31,7 @@
 //! reports, per attempt, success or a [`Failure`] with its [`ErrorClass`].
 
 pub mod bindings {
-    //! Raw bindings generated from `wit/` (the `ankusa:sink@0.1.1`
+    //! Raw bindings generated from `wit/` (the `ankusa:sink@0.1.2`
     //! `sink-world` and the WASI interfaces it imports). Most sinks never
     //! need them directly.
     wit_bindgen::generate!({
@@ -52,7 +52,7 @@ pub mod batch {
     wit_bindgen::generate!({
         path: "../wit",
         world: "ankusa:sink/batch-export",
-        with: { "ankusa:sink/delivery@0.1.1": crate::bindings::ankusa::sink::delivery },
+        with: { "ankusa:sink/delivery@0.1.2": crate::bindings::ankusa::sink::delivery },
         pub_export_macro: true,
         export_macro_name: "export_batch",
         default_bindings_module: "ankusa_sdk::batch",

@@ -9,13 +9,20 @@
 //! `ErrorKind::PermissionDenied`, and the host classes the attempt
 //! `denied` whatever the sink reports ([`connection_failure`] turns any
 //! such error into the sink's failure).
+//!
+//! TLS is the operator's switch (`tls:` beside the sink's `allow`), not an
+//! option of the sink: when it is on, [`connect`] asks the host for the
+//! connection (`ankusa:sink/tcp-client`) and the host runs the handshake
+//! with the configured trust roots and client certificate, so neither the
+//! keys nor a TLS library enter the component.
 
 use std::fmt;
-use std::io::{self, BufRead, Read};
+use std::io::{self, BufRead, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
 use crate::Failure;
+use crate::bindings::ankusa::sink::tcp_client::{Connection as HostConnection, Error as HostError};
 
 /// `scheme://[user][:password]@ip[:port][/path]`, credentials %-escaped
 /// where they hold reserved characters.
@@ -145,12 +152,34 @@ pub fn read_line(reader: &mut impl BufRead, max: usize) -> io::Result<Vec<u8>> {
     }
 }
 
-/// Connect to `addr` for a request/answer protocol: no send delay, and a
-/// read that waits longer than `answer_timeout` fails (see [`is_timeout`])
-/// instead of holding the attempt to its deadline.
-/// A name is resolved and each of its addresses tried in turn; the error
-/// is the last address's (a refusal by the host if any was refused).
-pub fn connect(addr: &ServerAddr, answer_timeout: Duration) -> io::Result<TcpStream> {
+/// Connect to `addr` for a request/answer protocol, secured with TLS right
+/// away when the operator switched TLS on for the sink (Redis, AMQP and
+/// MQTT over TLS start with the handshake). A read that waits longer than
+/// `answer_timeout` fails (see [`is_timeout`]) instead of holding the
+/// attempt to its deadline.
+pub fn connect(addr: &ServerAddr, answer_timeout: Duration) -> io::Result<Stream> {
+    let mut stream = connect_plain(addr, answer_timeout)?;
+    if tls_enabled() {
+        stream.start_tls()?;
+    }
+    Ok(stream)
+}
+
+/// Connect to `addr` without TLS for now, for protocols that ask for it in
+/// their own words first (PostgreSQL's `SSLRequest`, MySQL's SSL request,
+/// NATS after the server's `INFO`): they call [`Stream::start_tls`] once
+/// the server agreed, when [`tls_enabled`] says to.
+///
+/// With TLS on, the host opens the connection (`ankusa:sink/tcp-client`)
+/// and runs the handshake later; otherwise it is a `wasi:sockets` one,
+/// whose name is resolved here and each address tried in turn (the error
+/// is the last address's, or a refusal by the host if any was refused).
+pub fn connect_plain(addr: &ServerAddr, answer_timeout: Duration) -> io::Result<Stream> {
+    if tls_enabled() {
+        let timeout = millis(answer_timeout);
+        let connection = HostConnection::open(&addr.host, addr.port, timeout).map_err(host_error)?;
+        return Ok(Stream::Host { connection, timeout, label: addr.to_string() });
+    }
     let mut refused = None;
     let mut last = None;
     let mut stream = None;
@@ -170,7 +199,119 @@ pub fn connect(addr: &ServerAddr, answer_timeout: Duration) -> io::Result<TcpStr
     // Requests are written whole; no point waiting to coalesce them.
     let _ = stream.set_nodelay(true);
     stream.set_read_timeout(Some(answer_timeout))?;
-    Ok(stream)
+    Ok(Stream::Plain(stream))
+}
+
+/// Whether the operator switched TLS on for this sink (its `tls:` settings).
+/// Never in a native build of a sink's code (benchmarks, fuzz targets):
+/// there is no host to ask.
+pub fn tls_enabled() -> bool {
+    #[cfg(target_family = "wasm")]
+    return crate::bindings::ankusa::sink::tcp_client::tls_enabled();
+    #[cfg(not(target_family = "wasm"))]
+    return false;
+}
+
+/// A connection to a server: a `wasi:sockets` one, or one the host holds
+/// and may have secured with TLS.
+pub enum Stream {
+    Plain(TcpStream),
+    Host { connection: HostConnection, timeout: u32, label: String },
+}
+
+impl Stream {
+    /// Run the TLS handshake on this connection, as the operator configured
+    /// it. A handshake the host refuses (an untrusted certificate, a
+    /// certificate for another name, a refused client certificate) fails
+    /// with an error [`tls_failure`] recognises.
+    pub fn start_tls(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Plain(_) => Err(io::Error::other(TlsError("TLS is not configured for this sink".into()))),
+            Stream::Host { connection, timeout, .. } => connection.start_tls(*timeout).map_err(host_error),
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(stream) => stream.read(buf),
+            Stream::Host { connection, timeout, .. } => {
+                let max = u32::try_from(buf.len()).unwrap_or(u32::MAX);
+                let data = connection.read(max, *timeout).map_err(host_error)?;
+                let n = data.len().min(buf.len());
+                buf[..n].copy_from_slice(&data[..n]);
+                Ok(n)
+            }
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.write_all(buf)?;
+        Ok(buf.len())
+    }
+
+    /// One host call for the whole buffer (a plain stream writes it all).
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        match self {
+            Stream::Plain(stream) => stream.write_all(buf),
+            Stream::Host { connection, .. } => connection.write(buf).map_err(host_error),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Plain(stream) => stream.flush(),
+            Stream::Host { .. } => Ok(()),
+        }
+    }
+}
+
+impl fmt::Debug for Stream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Stream::Plain(stream) => write!(f, "Stream::Plain({:?})", stream.peer_addr().ok()),
+            Stream::Host { label, .. } => write!(f, "Stream::Host({label})"),
+        }
+    }
+}
+
+fn millis(duration: Duration) -> u32 {
+    u32::try_from(duration.as_millis()).unwrap_or(u32::MAX)
+}
+
+/// A TLS failure: the certificate, the name or the client certificate was
+/// refused, or the server does not speak TLS. Carried inside an
+/// `io::Error` (see [`tls_failure`]).
+#[derive(Debug)]
+pub struct TlsError(pub String);
+
+impl fmt::Display for TlsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for TlsError {}
+
+/// The host's error as the `io::Error` the protocol code already handles:
+/// a refusal by the egress gate is `PermissionDenied`, a timeout `TimedOut`,
+/// TLS a [`TlsError`].
+fn host_error(error: HostError) -> io::Error {
+    match error {
+        HostError::Denied(reason) => io::Error::new(io::ErrorKind::PermissionDenied, reason),
+        HostError::Connect(reason) => io::Error::new(io::ErrorKind::ConnectionRefused, reason),
+        HostError::Timeout(reason) => io::Error::new(io::ErrorKind::TimedOut, reason),
+        HostError::Tls(reason) => io::Error::other(TlsError(reason)),
+        HostError::Io(reason) => io::Error::new(io::ErrorKind::ConnectionReset, reason),
+    }
+}
+
+/// The TLS failure inside `error`, if that is what it is.
+pub fn tls_failure(error: &io::Error) -> Option<&TlsError> {
+    error.get_ref().and_then(|inner| inner.downcast_ref::<TlsError>())
 }
 
 /// A read that outlasted the answer timeout set by [`connect`].
@@ -180,12 +321,21 @@ pub fn is_timeout(error: &io::Error) -> bool {
 
 /// The failure for a connection that broke, never opened or went quiet. A
 /// connect the host refused is reported permanent (the host classes it
-/// `denied` anyway); anything else on the wire is worth retrying.
+/// `denied` anyway), and so is a TLS failure (a configuration or a
+/// certificate to fix); anything else on the wire is worth retrying.
 pub fn connection_failure(peer: &str, error: &io::Error) -> Failure {
-    if error.kind() == io::ErrorKind::PermissionDenied {
+    if let Some(tls) = tls_failure(error) {
+        // A certificate or a setting is wrong: retries would all fail alike.
+        Failure::permanent(format!("{tls}"))
+    } else if error.kind() == io::ErrorKind::PermissionDenied {
         Failure::permanent(format!("connection refused by the host's egress policy: {error}"))
     } else if is_timeout(error) {
-        Failure::transient(format!("{peer} did not answer within the sink's timeout"))
+        // The host says what it was waiting for; a socket's own timeout
+        // says nothing worth repeating.
+        match error.get_ref() {
+            Some(what) => Failure::transient(format!("{peer} did not answer within the sink's timeout ({what})")),
+            None => Failure::transient(format!("{peer} did not answer within the sink's timeout")),
+        }
     } else {
         Failure::transient(format!("{peer} connection: {error}"))
     }

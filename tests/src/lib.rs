@@ -6,8 +6,10 @@ pub mod binary;
 pub mod browser;
 pub mod crash;
 pub mod examples;
+pub mod kafka;
 pub mod moto;
 pub mod mqtt;
+pub mod mysql;
 pub mod nats;
 pub mod nats_cluster;
 pub mod postgres;
@@ -17,6 +19,7 @@ pub mod redis;
 pub mod relay;
 pub mod server;
 pub mod standard_webhooks;
+pub mod tls;
 
 use std::path::PathBuf;
 

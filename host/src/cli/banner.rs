@@ -87,14 +87,26 @@ fn lines(node: &Node, origin: &str, ingest: Option<SocketAddr>, admin: Option<So
     for (source, _) in node.sources.all() {
         for binding in &source.sinks {
             let sink = &binding.sink;
+            let section = config.sinks.get(&sink.label().sink);
+            let tls = section.and_then(|s| s.tls.as_ref());
             lines.push(format!(
-                "sink: {} [{}] sha256:{} durable={}",
+                "sink: {} [{}] sha256:{} durable={}{}",
                 sink.label(),
-                config.sinks.get(&sink.label().sink).map_or("?", |s| s.component.as_str()),
+                section.map_or("?", |s| s.component.as_str()),
                 &sink.sha256()[..16],
-                sink.durable()
+                sink.durable(),
+                match tls {
+                    Some(tls) if tls.enabled => " tls=on",
+                    _ => "",
+                }
             ));
         }
+    }
+    for (name, _) in config.sinks.iter().filter(|(_, s)| s.tls.as_ref().is_some_and(|tls| tls.insecure_skip_verify)) {
+        lines.push(format!(
+            "WARNING: sink `{name}` accepts any TLS certificate (tls.insecure_skip_verify): \
+             anyone on the network path can read and change what it sends"
+        ));
     }
     if let Some(otlp) = &config.observability.otlp {
         lines.push(format!("traces: OTLP {} to {} (one trace per hook)", otlp.protocol, otlp.endpoint));

@@ -156,6 +156,7 @@ impl Config {
         spec.allow = sink.allow.clone();
         spec.allow_networks = sink.allow_networks.clone();
         spec.directory = sink.directory.clone();
+        spec.tls = sink.tls.clone();
         // The shipped `file` sink appends one delivery at a time unless told
         // otherwise: appends from several instances could interleave lines
         // longer than one write.

@@ -469,7 +469,7 @@ impl Default for RuntimeSection {
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct SinkSection {
-    /// A shipped sink by name (`log`, `http`, `redis`, `nats`, `postgres`, `rabbitmq`, `mqtt`, `sqs`, `s3`, `file`) or a `.wasm` path.
+    /// A shipped sink by name (`log`, `http`, `redis`, `nats`, `postgres`, `rabbitmq`, `mqtt`, `mysql`, `kafka`, `sqs`, `s3`, `file`) or a `.wasm` path.
     pub component: String,
     /// Handed to the component as JSON; it checks them itself.
     pub options: serde_json::Value,
@@ -488,6 +488,9 @@ pub struct SinkSection {
     /// How many due hooks one call takes, for a component that exports
     /// `ankusa:sink/batch` (others take one hook per call whatever this says).
     pub batch: BatchSection,
+    /// TLS for the connections it opens (trust roots, server name, client
+    /// certificate); also the trust roots of its HTTPS requests.
+    pub tls: Option<crate::runtime::tls::TlsSettings>,
 }
 
 /// The bounds of one `deliver-batch` call.
@@ -525,6 +528,7 @@ impl Default for SinkSection {
             memory_mib: None,
             max_uses: None,
             batch: BatchSection::default(),
+            tls: None,
         }
     }
 }

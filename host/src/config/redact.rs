@@ -38,6 +38,12 @@ pub fn redacted(config: &Config) -> Value {
             if let Some(options) = sink.get_mut("options") {
                 redact_options(options);
             }
+            // A private key given inline (a path is not a secret).
+            if let Some(key) =
+                sink.pointer_mut("/tls/key").filter(|k| k.as_str().is_some_and(|k| k.contains("-----BEGIN")))
+            {
+                *key = Value::String(REDACTED.into());
+            }
         }
     }
     value
@@ -109,5 +115,19 @@ mod tests {
         let shown = redacted(&config).to_string();
         assert!(!shown.contains("s3cret"), "{shown}");
         assert!(shown.contains("x-api-key"), "the header's name stays: {shown}");
+    }
+
+    #[test]
+    fn an_inline_tls_key_is_hidden_and_a_key_file_shown() {
+        let mut config = Config::default();
+        let inline = "-----BEGIN PRIVATE KEY-----\nc2VjcmV0\n-----END PRIVATE KEY-----\n";
+        for (name, key) in [("inline", inline), ("file", "/etc/ankusa/client.key")] {
+            let tls = crate::runtime::tls::TlsSettings { key: Some(key.into()), ..Default::default() };
+            let sink = crate::config::SinkSection { tls: Some(tls), ..Default::default() };
+            config.sinks.insert(name.into(), sink);
+        }
+        let shown = redacted(&config);
+        assert_eq!(shown["sinks"]["inline"]["tls"]["key"], REDACTED);
+        assert_eq!(shown["sinks"]["file"]["tls"]["key"], "/etc/ankusa/client.key");
     }
 }

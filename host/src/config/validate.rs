@@ -184,7 +184,7 @@ pub fn sink_problems(name: &str, sink: &SinkSection, max_memory_mib: u32) -> Vec
     if sink.component.trim().is_empty() {
         p.add(
             format!("{key}.component"),
-            "required: a shipped sink (log, http, redis, nats, postgres, rabbitmq, mqtt, sqs, s3, file) or a .wasm path",
+            "required: a shipped sink (log, http, redis, nats, postgres, rabbitmq, mqtt, mysql, kafka, sqs, s3, file) or a .wasm path",
         );
     }
     if sink.component == "file" && sink.directory.is_none() {

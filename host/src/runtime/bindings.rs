@@ -1,4 +1,4 @@
-//! Host-side bindings for the `ankusa:sink@0.1.1` worlds (`wit/sink.wit`).
+//! Host-side bindings for the `ankusa:sink@0.1.2` worlds (`wit/sink.wit`).
 //!
 //! Generated from `batch-sink-world`, the larger of the two: every sink
 //! exports `sink`, and the host looks for `batch` separately, so a
@@ -12,6 +12,8 @@ wasmtime::component::bindgen!({
     imports: {
         // The host awaits the network here; the guest sees one blocking call.
         "ankusa:sink/http-client.send": async | trappable,
+        "ankusa:sink/tcp-client.tls-enabled": trappable,
+        "ankusa:sink/tcp-client": async | trappable,
         default: trappable,
     },
     exports: { default: async },
@@ -20,6 +22,7 @@ wasmtime::component::bindgen!({
         "wasi:clocks": wasmtime_wasi::p2::bindings::clocks,
         "wasi:random": wasmtime_wasi::p2::bindings::random,
         "wasi:http": wasmtime_wasi_http::p2::bindings::http,
+        "ankusa:sink/tcp-client.connection": crate::runtime::capability::TcpConnection,
     },
 });
 
@@ -30,4 +33,4 @@ pub use exports::ankusa::sink::sink::{Guest as SinkExport, GuestIndices as SinkI
 
 /// The export name the host looks for, and the package version it speaks.
 pub const SINK_INTERFACE: &str = "ankusa:sink/sink";
-pub const WIT_VERSION: &str = "0.1.1";
+pub const WIT_VERSION: &str = "0.1.2";

@@ -13,6 +13,8 @@ pub const NATS: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/nats.
 pub const POSTGRES: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/postgres.wasm"));
 pub const RABBITMQ: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/rabbitmq.wasm"));
 pub const MQTT: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/mqtt.wasm"));
+pub const MYSQL: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/mysql.wasm"));
+pub const KAFKA: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/kafka.wasm"));
 pub const SQS: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/sqs.wasm"));
 pub const S3: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/s3.wasm"));
 pub const FILE: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/file.wasm"));
@@ -25,6 +27,8 @@ const SHIPPED: &[(&str, &[u8])] = &[
     ("postgres", POSTGRES),
     ("rabbitmq", RABBITMQ),
     ("mqtt", MQTT),
+    ("mysql", MYSQL),
+    ("kafka", KAFKA),
     ("sqs", SQS),
     ("s3", S3),
     ("file", FILE),

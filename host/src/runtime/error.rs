@@ -48,6 +48,8 @@ pub enum LoadError {
     UnknownBuiltin { label: SinkLabel, name: String, available: String },
     #[error("{label}: {source}")]
     Policy { label: SinkLabel, source: PolicyError },
+    #[error("{label}: {source}")]
+    Tls { label: SinkLabel, source: crate::runtime::tls::TlsConfigError },
     #[error("{label}: options rejected{}: {message}", field.as_ref().map(|f| format!(" at `{f}`")).unwrap_or_default())]
     Options { label: SinkLabel, field: Option<String>, message: String },
     #[error("{label}: options are not valid JSON: {0}", .source)]

@@ -36,6 +36,7 @@ pub mod outcome;
 mod pool;
 mod sink;
 mod state;
+pub mod tls;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -156,6 +157,9 @@ impl Runtime {
             .map_err(|source| LoadError::Policy { label: label.clone(), source })?;
         let options = serde_json::to_string(&spec.options)
             .map_err(|source| LoadError::OptionsJson { label: label.clone(), source })?;
+        let tls = tls::TlsSettings::build(spec.tls.as_ref(), self.tls.clone())
+            .map(Arc::new)
+            .map_err(|source| LoadError::Tls { label: label.clone(), source })?;
         let log = LogChannel::new(label.clone(), limits.log_rate, spec.capture_logs);
         let egress = Arc::new(EgressCounter::default());
         let context = SinkContext {
@@ -168,7 +172,7 @@ impl Runtime {
             resolver: spec.resolver.clone(),
             egress: egress.clone(),
             log: log.clone(),
-            tls: self.tls.clone(),
+            tls,
         };
         let capabilities = capability::ALL.iter().map(|c| c.for_sink(&context)).collect::<Result<Vec<_>, _>>()?;
         let factory = StoreFactory {

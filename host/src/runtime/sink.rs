@@ -106,6 +106,8 @@ pub struct SinkSpec {
     pub resolver: Resolver,
     /// Keep guest log lines for inspection (plugin tests).
     pub capture_logs: bool,
+    /// The sink's TLS settings (`tls:`), if it has any.
+    pub tls: Option<crate::runtime::tls::TlsSettings>,
 }
 
 impl SinkSpec {
@@ -122,6 +124,7 @@ impl SinkSpec {
             clock: None,
             capture_logs: false,
             resolver: Resolver::System,
+            tls: None,
         }
     }
 }

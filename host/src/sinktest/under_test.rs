@@ -58,6 +58,12 @@ impl<'r> TestSinkBuilder<'r> {
         self
     }
 
+    /// The sink's TLS settings, as under `tls:` in a config.
+    pub fn tls(mut self, settings: crate::runtime::tls::TlsSettings) -> Self {
+        self.spec.tls = Some(settings);
+        self
+    }
+
     /// A host directory the sink sees as `/` (the `file` sink's output).
     pub fn directory(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
         self.spec.directory = Some(dir.into());

@@ -89,6 +89,7 @@ pub fn load_error_key(sink: &str, error: &LoadError) -> String {
             format!("sinks.{sink}.options")
         }
         LoadError::Policy { .. } => format!("sinks.{sink}.allow"),
+        LoadError::Tls { source, .. } => format!("sinks.{sink}.tls.{}", source.field()),
         LoadError::Limits { .. } => format!("sinks.{sink}.memory_mib"),
         LoadError::Directory { .. } => format!("sinks.{sink}.directory"),
         LoadError::Read { .. } | LoadError::Component { .. } | LoadError::UnknownBuiltin { .. } => {

@@ -29,6 +29,7 @@ use std::sync::OnceLock;
 pub use ankusa::error_class::ErrorClass;
 pub use ankusa::runtime::http::RecordedRequest;
 pub use ankusa::runtime::log::LogLine;
+pub use ankusa::runtime::tls::TlsSettings;
 pub use ankusa::runtime::{
     ComponentSource, Failure, Hook, LoadError, LogLevel, Outcome, PoolSnapshot, Runtime, SinkLimits,
 };

@@ -3,7 +3,6 @@
 //! can play the broker.
 
 use std::io::{self, Read, Write};
-use std::net::TcpStream;
 
 use ankusa_sdk::tcp;
 
@@ -29,7 +28,7 @@ impl From<io::Error> for MqttError {
 #[derive(Debug, PartialEq, Eq)]
 pub struct PubAck;
 
-pub struct Connection<S = TcpStream> {
+pub struct Connection<S = tcp::Stream> {
     stream: S,
     next_id: u16,
 }

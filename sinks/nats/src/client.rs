@@ -2,8 +2,7 @@
 //! a reply subject needs: the handshake, `HPUB`, and reading server
 //! operations until the reply arrives.
 
-use std::io::{self, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::time::Duration;
 
 use ankusa_sdk::tcp::{self, ServerAddr, read_line};
@@ -51,7 +50,7 @@ pub struct Reply {
 
 /// A connection over any byte stream: a socket here, a scripted server in
 /// the fuzz targets.
-pub struct Connection<S = TcpStream> {
+pub struct Connection<S = tcp::Stream> {
     reader: BufReader<S>,
     max_payload: usize,
     /// Replies come to `<inbox>.<n>`; a reply for an older `n` (a publish
@@ -69,20 +68,40 @@ impl Connection {
     ) -> Result<Connection, NatsError> {
         // A subject with a plain subscriber but no stream is never acked:
         // give up on the answer rather than hold the attempt to its deadline.
-        let stream = tcp::connect(addr, answer_timeout).map_err(NatsError::Io)?;
-        Connection::start(stream, credentials, inbox_token)
+        let stream = tcp::connect_plain(addr, answer_timeout).map_err(NatsError::Io)?;
+        let mut reader = BufReader::new(stream);
+        let info = read_info(&mut reader)?;
+        // The server sends INFO in the clear and then waits for the
+        // client's handshake, so nothing is left in the buffer.
+        if tcp::tls_enabled() {
+            reader.get_mut().start_tls().map_err(NatsError::Io)?;
+        }
+        Connection::login(reader, info, credentials, inbox_token)
     }
+}
+
+/// The server's `INFO`, its first line.
+fn read_info(reader: &mut impl BufRead) -> Result<ServerInfo, NatsError> {
+    let line = read_line(reader, MAX_LINE).map_err(NatsError::Io)?;
+    line.strip_prefix(b"INFO ")
+        .and_then(|json| serde_json::from_slice::<ServerInfo>(json).ok())
+        .ok_or_else(|| NatsError::Protocol("the server did not start with INFO".into()))
 }
 
 impl<S: Read + Write> Connection<S> {
     /// Log in on a connected stream and subscribe to the reply inbox.
     pub fn start(stream: S, credentials: &Credentials, inbox_token: u64) -> Result<Connection<S>, NatsError> {
         let mut reader = BufReader::new(stream);
-        let line = read_line(&mut reader, MAX_LINE).map_err(NatsError::Io)?;
-        let info = line
-            .strip_prefix(b"INFO ")
-            .and_then(|json| serde_json::from_slice::<ServerInfo>(json).ok())
-            .ok_or_else(|| NatsError::Protocol("the server did not start with INFO".into()))?;
+        let info = read_info(&mut reader)?;
+        Connection::login(reader, info, credentials, inbox_token)
+    }
+
+    fn login(
+        mut reader: BufReader<S>,
+        info: ServerInfo,
+        credentials: &Credentials,
+        inbox_token: u64,
+    ) -> Result<Connection<S>, NatsError> {
         if !info.headers {
             return Err(NatsError::Unsupported("the server does not support message headers (NATS 2.2+)".into()));
         }

@@ -2,7 +2,6 @@
 //! encode a command as an array of bulk strings, read back scalar replies.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
 
 use ankusa_sdk::tcp::{self, read_line};
 
@@ -35,7 +34,7 @@ pub enum RespError {
 
 /// A connection over any byte stream: a socket here, a scripted server in
 /// the fuzz targets.
-pub struct Connection<S = TcpStream> {
+pub struct Connection<S = tcp::Stream> {
     reader: BufReader<S>,
 }
 

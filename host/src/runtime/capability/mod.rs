@@ -4,7 +4,7 @@
 //! 1. [`Capability::link`]: add its imports to the linker every sink is
 //!    checked against, once per engine;
 //! 2. [`Capability::for_sink`]: build the state every instance of one sink
-//!    shares (a pooled client, a log channel, the sink's directory), when
+//!    shares (a pooled client, a log channel, the sink's directory, its TLS), when
 //!    the sink loads;
 //! 3. [`SinkCapability::prepare`]: set up one new instance (its WASI
 //!    context, its own state in [`Extensions`]).
@@ -14,11 +14,15 @@
 //! network capabilities consume lives beside this, in `runtime::egress`.
 
 pub mod clocks;
+pub mod connector;
 mod filesystem;
 pub mod http;
 pub mod log;
 mod sandbox;
 mod sockets;
+mod tcp_client;
+
+pub use tcp_client::Connection as TcpConnection;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -54,6 +58,7 @@ pub const ALL: &[&dyn Capability] = &[
     &filesystem::Filesystem,
     &http::HttpEgressCapability,
     &sockets::Sockets,
+    &tcp_client::TcpClient,
 ];
 
 /// What a capability sees of the sink being loaded.
@@ -74,8 +79,8 @@ pub struct SinkContext {
     pub egress: Arc<EgressCounter>,
     /// The sink's log channel, shared with its pool and the harness.
     pub log: Arc<log::LogChannel>,
-    /// Trust roots for outbound TLS.
-    pub tls: Arc<rustls::ClientConfig>,
+    /// The sink's TLS: trust roots, client certificate, server name.
+    pub tls: Arc<crate::runtime::tls::SinkTls>,
 }
 
 /// A new instance being set up.

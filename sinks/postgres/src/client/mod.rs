@@ -6,7 +6,6 @@ mod md5;
 mod scram;
 
 use std::io::{self, BufReader, Read, Write};
-use std::net::TcpStream;
 use std::time::Duration;
 
 use ankusa_sdk::tcp::{self, ServerAddr};
@@ -90,14 +89,35 @@ fn push_statement(out: &mut Vec<u8>, sql: &str, params: &[Param]) {
 
 /// A connection over any byte stream: a socket here, a scripted server in
 /// the fuzz targets.
-pub struct Connection<S = TcpStream> {
+pub struct Connection<S = tcp::Stream> {
     reader: BufReader<S>,
 }
 
 impl Connection {
     pub fn open(addr: &ServerAddr, login: &Login, answer_timeout: Duration) -> Result<Connection, PgError> {
-        let stream = tcp::connect(addr, answer_timeout).map_err(PgError::Io)?;
+        let mut stream = tcp::connect_plain(addr, answer_timeout).map_err(PgError::Io)?;
+        if tcp::tls_enabled() {
+            request_tls(&mut stream).map_err(PgError::Io)?;
+        }
         Connection::start(stream, login)
+    }
+}
+
+/// `SSLRequest`: the server answers `S` and the handshake follows, or `N`
+/// when it has no TLS (then nothing would pass until the server changes).
+fn request_tls(stream: &mut tcp::Stream) -> io::Result<()> {
+    let mut request = Vec::with_capacity(8);
+    request.extend_from_slice(&8i32.to_be_bytes());
+    request.extend_from_slice(&80_877_103i32.to_be_bytes());
+    stream.write_all(&request)?;
+    let mut answer = [0u8; 1];
+    stream.read_exact(&mut answer)?;
+    match answer[0] {
+        b'S' => stream.start_tls(),
+        b'N' => Err(io::Error::other(tcp::TlsError("the server does not accept TLS (its `ssl` is off)".into()))),
+        other => Err(io::Error::other(tcp::TlsError(format!(
+            "the server answered the TLS request with {other:#04x}, not `S` or `N`"
+        )))),
     }
 }
 

@@ -7,7 +7,6 @@
 pub mod frames;
 
 use std::io::{self, BufReader, Read, Write};
-use std::net::TcpStream;
 
 use ankusa_sdk::tcp;
 
@@ -94,7 +93,7 @@ impl Properties<'_> {
 
 /// A connection over any byte stream: a socket here, a scripted server in
 /// the fuzz targets.
-pub struct Connection<S = TcpStream> {
+pub struct Connection<S = tcp::Stream> {
     stream: BufReader<S>,
     frame_max: u32,
     channel_open: bool,

@@ -19,7 +19,6 @@
 
 mod body;
 mod client;
-mod connector;
 mod pool;
 mod upstream;
 
@@ -32,7 +31,7 @@ use wasmtime_wasi_http::{
     Error as HttpError, RequestOptions, WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView,
 };
 
-pub use connector::{ConnectError, EgressConnector, default_tls_config};
+pub use super::connector::{ConnectError, EgressConnector, default_tls_config};
 pub use upstream::{RecordedRequest, ReplyFuture, ScriptedReply, ScriptedUpstream};
 
 use self::body::GuardedBody;
@@ -97,7 +96,7 @@ impl HttpEgress {
                     sink.policy.clone(),
                     sink.resolver.clone(),
                     sink.egress.clone(),
-                    sink.tls.clone(),
+                    sink.tls.http.clone(),
                 );
                 Transport::Network(ConnectionPool::new(connector, limits.max_idle_per_host))
             }

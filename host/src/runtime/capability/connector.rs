@@ -63,10 +63,22 @@ impl EgressConnector {
         let host_str = uri.host().ok_or_else(|| ConnectError::InvalidUri(uri.to_string()))?;
         let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
         let host = Host::parse(host_str);
+        let tcp = self.connect_tcp(&host, port, timeout).await?;
+        if !https {
+            return Ok(EgressStream::Plain(tcp));
+        }
         let bare = host_str.trim_start_matches('[').trim_end_matches(']').to_string();
+        let name = ServerName::try_from(bare.clone()).map_err(|e| ConnectError::InvalidUri(e.to_string()))?;
+        let tls = secure(&self.tls, tcp, name, &bare, timeout).await?;
+        Ok(EgressStream::Tls(Box::new(tls)))
+    }
 
+    /// Resolve `host`, check every address against the policy and connect
+    /// to the first allowed one that answers, all within `timeout`. The
+    /// caller has checked the target (`scheme://host:port`) itself.
+    pub async fn connect_tcp(&self, host: &Host, port: u16, timeout: Duration) -> Result<TcpStream, ConnectError> {
         let work = async {
-            let candidates: Vec<SocketAddr> = match &host {
+            let candidates: Vec<SocketAddr> = match host {
                 Host::Ip(ip) => vec![SocketAddr::new(*ip, port)],
                 Host::Name(name) => self
                     .resolver
@@ -77,7 +89,7 @@ impl EgressConnector {
             let mut first_denial = None;
             let mut allowed = Vec::new();
             for addr in candidates {
-                match self.policy.check_resolved(&host, addr.ip()) {
+                match self.policy.check_resolved(host, addr.ip()) {
                     Ok(()) => allowed.push(addr),
                     Err(denied) => {
                         first_denial.get_or_insert(denied);
@@ -106,17 +118,22 @@ impl EgressConnector {
             }
             Err(last_error.unwrap_or_else(|| ConnectError::NoAddress(host.to_string())))
         };
-        let tcp = tokio::time::timeout(timeout, work).await.map_err(|_| ConnectError::Timeout(timeout))??;
-        if !https {
-            return Ok(EgressStream::Plain(tcp));
-        }
-        let name = ServerName::try_from(bare.clone()).map_err(|e| ConnectError::InvalidUri(e.to_string()))?;
-        let tls = tokio::time::timeout(timeout, self.tls.connect(name, tcp))
-            .await
-            .map_err(|_| ConnectError::Timeout(timeout))?
-            .map_err(|source| ConnectError::Tls { host: bare, source })?;
-        Ok(EgressStream::Tls(Box::new(tls)))
+        tokio::time::timeout(timeout, work).await.map_err(|_| ConnectError::Timeout(timeout))?
     }
+}
+
+/// Run the TLS handshake on `tcp` as `name` (`shown` in errors), within `timeout`.
+pub async fn secure(
+    tls: &TlsConnector,
+    tcp: TcpStream,
+    name: ServerName<'static>,
+    shown: &str,
+    timeout: Duration,
+) -> Result<TlsStream<TcpStream>, ConnectError> {
+    tokio::time::timeout(timeout, tls.connect(name, tcp))
+        .await
+        .map_err(|_| ConnectError::Timeout(timeout))?
+        .map_err(|source| ConnectError::Tls { host: shown.to_string(), source })
 }
 
 /// The web PKI roots, over ring, HTTP/1.1 only.
