@@ -6,7 +6,10 @@
 //! - the redis sink over TLS (run by the host, `ankusa:sink/tcp-client`)
 //!   against the same sink in plain text, on one Redis listening both ways;
 //! - the cost of a new connection with and without the TLS handshake, as
-//!   the host makes it.
+//!   the host makes it;
+//! - the sqs and s3 sinks into moto (an AWS API of the bench's own), one
+//!   hook per call, against a native hyper client sending the same signed
+//!   requests (the same form, key and SigV4 code) to the same server.
 //!
 //! `cargo run --release -p ankusa-bench --bin bench-destinations`
 
@@ -20,9 +23,16 @@ use ankusa::runtime::tls::TlsSettings;
 use ankusa::runtime::{ComponentSource, EngineConfig, Hook, Outcome, Runtime, Sink, SinkLabel, SinkSpec};
 use ankusa::sinktest::TestHook;
 use ankusa_bench::{ratio, report};
+use ankusa_sdk::aws::{SignRequest, Signer, amz_date, payload_sha256};
+use ankusa_sdk::http::Url;
 use ankusa_tests::kafka::Tansu;
+use ankusa_tests::moto::Moto;
 use ankusa_tests::mysql;
 use ankusa_tests::tls::{self, Pki};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
 
 /// Connections (instances, native threads) at once.
@@ -148,6 +158,75 @@ async fn versus_native<C>(
     Ok(())
 }
 
+/// Builds (and signs) the native client's request for a hook.
+type BuildRequest = Arc<dyn Fn(&ankusa_sdk::Hook) -> anyhow::Result<http::Request<Full<Bytes>>> + Send + Sync>;
+
+/// Send one request per hook from [`CONCURRENCY`] tasks of a native
+/// keep-alive hyper client, each built by `build` (signing included);
+/// deliveries per second.
+async fn native_http_round(hooks: Vec<ankusa_sdk::Hook>, build: BuildRequest) -> anyhow::Result<f64> {
+    let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    let share = hooks.len().div_ceil(CONCURRENCY);
+    let total = hooks.len();
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for part in hooks.chunks(share).map(<[ankusa_sdk::Hook]>::to_vec) {
+        let (client, build) = (client.clone(), build.clone());
+        tasks.push(tokio::spawn(async move {
+            for hook in &part {
+                let response = client.request(build(hook)?).await?;
+                let status = response.status();
+                let body = response.into_body().collect().await?.to_bytes();
+                anyhow::ensure!(status.is_success(), "{status}: {}", String::from_utf8_lossy(&body));
+            }
+            anyhow::Ok(())
+        }));
+    }
+    for task in tasks {
+        task.await??;
+    }
+    Ok(total as f64 / started.elapsed().as_secs_f64())
+}
+
+/// `method` to `path` on `base`'s origin, signed now with the SDK's SigV4
+/// signer as the sinks sign it, for a native client.
+fn signed_request(
+    signer: &Signer,
+    method: &str,
+    base: &Url,
+    path: &str,
+    extra_headers: &[(&str, &str)],
+    body: Vec<u8>,
+) -> anyhow::Result<http::Request<Full<Bytes>>> {
+    let payload = payload_sha256(&body);
+    // The SDK's clock is a WASI import; natively, the system's.
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs();
+    let date = amz_date(now);
+    let mut headers = vec![("host", base.authority.as_str()), ("x-amz-date", date.as_str())];
+    headers.extend_from_slice(extra_headers);
+    let signing = SignRequest { method, path, query: &[], headers: &headers, payload_sha256: &payload };
+    let signed = signer.sign(&signing).map_err(anyhow::Error::msg)?;
+    let mut request = http::Request::builder().method(method).uri(format!("http://{}{path}", base.authority));
+    for (name, value) in &headers[1..] {
+        request = request.header(*name, *value);
+    }
+    Ok(request.header("authorization", signed.authorization).body(Full::new(Bytes::from(body)))?)
+}
+
+/// An AWS sink one hook per call against the same requests from a native
+/// client, under `name`.
+async fn aws_versus_native(name: &str, sink: Arc<Sink>, build: BuildRequest) -> anyhow::Result<()> {
+    let n = hooks_per_round();
+    wasm_round(sink.clone(), make_hooks(&format!("{name}-warm"), CONCURRENCY * 10)).await?;
+    let wasm = wasm_round(sink, make_hooks(name, n)).await?;
+    let native_hooks: Vec<_> = make_hooks(&format!("{name}-native"), n).iter().map(to_guest).collect();
+    let native = native_http_round(native_hooks, build).await?;
+    report(&format!("destinations.{name}.wasm_one_per_call"), wasm, "deliveries/s");
+    report(&format!("destinations.{name}.native_hyper_client"), native, "deliveries/s");
+    ratio(&format!("destinations.{name}.wasm_vs_native"), wasm, native);
+    Ok(())
+}
+
 fn failed(error: impl std::fmt::Debug) -> anyhow::Error {
     anyhow::anyhow!("{error:?}")
 }
@@ -244,6 +323,52 @@ fn main() -> anyhow::Result<()> {
                 deliver::exchange(&parsed, turn, producer, hook).map(|_| ()).map_err(failed)
             };
             versus_native("kafka", sink, open, send).await?;
+        }
+
+        if wanted("sqs") || wanted("s3") {
+            let home = std::env::var_os("HOME").map(std::path::PathBuf::from).unwrap_or_else(std::env::temp_dir);
+            let moto = Moto::start(&home.join(".cache/ankusa"));
+            let credentials = |target: &str, url: String| {
+                json!({target: url, "access_key_id": "AKIDEXAMPLE", "secret_access_key": "secret"})
+            };
+            let load_aws = |component: &'static str, options: Value| {
+                let mut spec = SinkSpec::new(SinkLabel::new("bench", component), ComponentSource::Builtin(component.into()));
+                spec.options = options;
+                spec.allow = vec![moto.endpoint()];
+                spec.allow_networks = vec!["127.0.0.0/8".into()];
+                spec.limits.concurrency = CONCURRENCY;
+                runtime.load(spec)
+            };
+            if wanted("sqs") {
+                let options = credentials("queue_url", moto.create_queue("bench").await);
+                let sink = Arc::new(load_aws("sqs", options.clone()).await?);
+                let parsed = ankusa_sink_sqs::options::Options::parse(&options.to_string()).map_err(failed)?;
+                let build = move |hook: &ankusa_sdk::Hook| {
+                    let form = ankusa_sink_sqs::send_message(&parsed, hook).map_err(failed)?;
+                    let url = &parsed.queue_url;
+                    let form_type = [("content-type", "application/x-www-form-urlencoded; charset=utf-8")];
+                    signed_request(&parsed.signer, "POST", url, &url.path_and_query, &form_type, form.into_bytes())
+                };
+                aws_versus_native("sqs", sink, Arc::new(build)).await?;
+            }
+            if wanted("s3") {
+                let options = credentials("bucket_url", moto.create_bucket("bench").await);
+                let sink = Arc::new(load_aws("s3", options.clone()).await?);
+                let parsed = ankusa_sink_s3::options::Options::parse(&options.to_string()).map_err(failed)?;
+                let build = move |hook: &ankusa_sdk::Hook| {
+                    let key = ankusa_sink_s3::object_key(&parsed.key, hook);
+                    let path = format!("{}/{key}", parsed.bucket_url.path_and_query.trim_end_matches('/'));
+                    let payload = payload_sha256(&hook.body);
+                    let headers = [
+                        ("content-type", hook.content_type.as_deref().unwrap_or("application/octet-stream")),
+                        ("x-amz-content-sha256", payload.as_str()),
+                        ("x-amz-meta-ankusa-id", hook.id.as_str()),
+                        ("x-amz-meta-ankusa-source", hook.source.as_str()),
+                    ];
+                    signed_request(&parsed.signer, "PUT", &parsed.bucket_url, &path, &headers, hook.body.clone())
+                };
+                aws_versus_native("s3", sink, Arc::new(build)).await?;
+            }
         }
         anyhow::Ok(())
     })
