@@ -197,14 +197,14 @@ fn signed_request(
     path: &str,
     extra_headers: &[(&str, &str)],
     body: Vec<u8>,
+    payload: &str,
 ) -> anyhow::Result<http::Request<Full<Bytes>>> {
-    let payload = payload_sha256(&body);
     // The SDK's clock is a WASI import; natively, the system's.
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs();
     let date = amz_date(now);
     let mut headers = vec![("host", base.authority.as_str()), ("x-amz-date", date.as_str())];
     headers.extend_from_slice(extra_headers);
-    let signing = SignRequest { method, path, query: &[], headers: &headers, payload_sha256: &payload };
+    let signing = SignRequest { method, path, query: &[], headers: &headers, payload_sha256: payload };
     let signed = signer.sign(&signing).map_err(anyhow::Error::msg)?;
     let mut request = http::Request::builder().method(method).uri(format!("http://{}{path}", base.authority));
     for (name, value) in &headers[1..] {
@@ -345,9 +345,10 @@ fn main() -> anyhow::Result<()> {
                 let parsed = ankusa_sink_sqs::options::Options::parse(&options.to_string()).map_err(failed)?;
                 let build = move |hook: &ankusa_sdk::Hook| {
                     let form = ankusa_sink_sqs::send_message(&parsed, hook).map_err(failed)?;
+                    let payload = payload_sha256(form.as_bytes());
                     let url = &parsed.queue_url;
                     let form_type = [("content-type", "application/x-www-form-urlencoded; charset=utf-8")];
-                    signed_request(&parsed.signer, "POST", url, &url.path_and_query, &form_type, form.into_bytes())
+                    signed_request(&parsed.signer, "POST", url, &url.path_and_query, &form_type, form.into_bytes(), &payload)
                 };
                 aws_versus_native("sqs", sink, Arc::new(build)).await?;
             }
@@ -356,16 +357,10 @@ fn main() -> anyhow::Result<()> {
                 let sink = Arc::new(load_aws("s3", options.clone()).await?);
                 let parsed = ankusa_sink_s3::options::Options::parse(&options.to_string()).map_err(failed)?;
                 let build = move |hook: &ankusa_sdk::Hook| {
-                    let key = ankusa_sink_s3::object_key(&parsed.key, hook);
-                    let path = format!("{}/{key}", parsed.bucket_url.path_and_query.trim_end_matches('/'));
+                    let path = ankusa_sink_s3::object_path(&parsed, hook);
                     let payload = payload_sha256(&hook.body);
-                    let headers = [
-                        ("content-type", hook.content_type.as_deref().unwrap_or("application/octet-stream")),
-                        ("x-amz-content-sha256", payload.as_str()),
-                        ("x-amz-meta-ankusa-id", hook.id.as_str()),
-                        ("x-amz-meta-ankusa-source", hook.source.as_str()),
-                    ];
-                    signed_request(&parsed.signer, "PUT", &parsed.bucket_url, &path, &headers, hook.body.clone())
+                    let headers = ankusa_sink_s3::put_headers(hook, &payload);
+                    signed_request(&parsed.signer, "PUT", &parsed.bucket_url, &path, &headers, hook.body.clone(), &payload)
                 };
                 aws_versus_native("s3", sink, Arc::new(build)).await?;
             }

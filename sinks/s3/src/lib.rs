@@ -33,25 +33,40 @@ impl Sink for S3 {
 
     fn deliver(&mut self, hook: &Hook, _attempt: u32) -> Result<(), Failure> {
         let options = &self.0;
-        let key = object_key(&options.key, hook);
-        let base = options.bucket_url.path_and_query.trim_end_matches('/');
-        let path = format!("{base}/{key}");
         let payload = payload_sha256(&hook.body);
-        let headers = [
-            ("content-type", hook.content_type.as_deref().unwrap_or("application/octet-stream")),
-            ("x-amz-content-sha256", payload.as_str()),
-            ("x-amz-meta-ankusa-id", hook.id.as_str()),
-            ("x-amz-meta-ankusa-source", hook.source.as_str()),
-        ];
         let request = options
             .signer
-            .request("PUT", &options.bucket_url, &path, &headers, hook.body.clone(), &payload)
+            .request(
+                "PUT",
+                &options.bucket_url,
+                &object_path(options, hook),
+                &put_headers(hook, &payload),
+                hook.body.clone(),
+                &payload,
+            )
             .map_err(Failure::permanent)?;
         aws::accept("s3", request.first_byte_timeout(options.timeout).send()?, TRANSIENT_CODES)
     }
 }
 
 export_sink!(S3);
+
+/// The path of `hook`'s object: the bucket's path and its key.
+pub fn object_path(options: &Options, hook: &Hook) -> String {
+    let base = options.bucket_url.path_and_query.trim_end_matches('/');
+    format!("{base}/{}", object_key(&options.key, hook))
+}
+
+/// The headers `PutObject` carries for `hook`, each signed; `payload` is
+/// its body's [`payload_sha256`].
+pub fn put_headers<'a>(hook: &'a Hook, payload: &'a str) -> [(&'static str, &'a str); 4] {
+    [
+        ("content-type", hook.content_type.as_deref().unwrap_or("application/octet-stream")),
+        ("x-amz-content-sha256", payload),
+        ("x-amz-meta-ankusa-id", hook.id.as_str()),
+        ("x-amz-meta-ankusa-source", hook.source.as_str()),
+    ]
+}
 
 /// The object key for `hook`: the template's placeholders filled in, each
 /// value with `/` replaced so it cannot add a path level of its own.
