@@ -1,24 +1,4 @@
-//! The nats sink's client against a scripted server: any bytes in answer
-//! to the login and to publishes (INFO, PING, MSG/HMSG, -ERR, ...) give a
-//! reply or a typed error, never a panic or an unbounded allocation.
+//! libFuzzer over `ankusa_fuzz_targets::nats_replies` (what it checks is written there).
 #![no_main]
 
-use ankusa_fuzz::Scripted;
-use ankusa_sink_nats::client::Connection;
-use ankusa_sink_nats::options::Credentials;
-use libfuzzer_sys::fuzz_target;
-
-fuzz_target!(|data: &[u8]| {
-    let Some((&login, server)) = data.split_first() else { return };
-    let credentials = match login % 3 {
-        0 => Credentials::None,
-        1 => Credentials::Token("secret".into()),
-        _ => Credentials::UserPassword("ankusa".into(), "secret".into()),
-    };
-    let Ok(mut connection) = Connection::start(Scripted::new(server), &credentials, 7) else { return };
-    for _ in 0..4 {
-        if connection.request("hooks.orders", &[("Nats-Msg-Id", "0193:0")], b"{}").is_err() {
-            break;
-        }
-    }
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| ankusa_fuzz_targets::nats_replies::run(data));
