@@ -189,7 +189,17 @@ impl Node {
         let queue = Queue::start(engines, queue_config).map_err(store_error)?;
         boot.recovered = queue.recover_inflight(crate::queue::now_ms()).map_err(store_error)? as u64;
         fleet.rejoin(&queue, store.as_ref(), fresh).await?;
+        // Hooks this store logged and lacks (a crash before a write was
+        // synced, a round that failed after the log took them) are
+        // committed before the edge or dispatch start.
+        let floor = fleet.taken_through().await?;
+        let settled = queue.settle_from_log(floor).await.map_err(FleetError::from)?;
+        if settled > 0 {
+            tracing::warn!(hooks = settled, "committed hooks this node had logged but not stored");
+        }
         queue.set_outcome_log(fleet.outcome_log());
+        // No row is claimed before the lease loop first proves the lease.
+        queue.prove_claims_until(std::time::Instant::now());
         let stats = queue.stats().map_err(store_error)?;
         (boot.next_seq, boot.disk_bytes) = (stats.next_seq, stats.disk_bytes);
         Ok((Arc::new(queue), fleet))

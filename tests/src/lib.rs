@@ -6,6 +6,7 @@ pub mod binary;
 pub mod browser;
 pub mod crash;
 pub mod examples;
+pub mod fault_proxy;
 pub mod kafka;
 pub mod moto;
 pub mod mqtt;

@@ -58,6 +58,11 @@ impl Cluster {
         self.servers.iter().map(|s| format!("nats://127.0.0.1:{}", s.port)).collect()
     }
 
+    /// Each server's client address.
+    pub fn addrs(&self) -> Vec<std::net::SocketAddr> {
+        self.servers.iter().map(|s| std::net::SocketAddr::from(([127, 0, 0, 1], s.port))).collect()
+    }
+
     pub fn yaml_urls(&self) -> String {
         format!("[{}]", self.urls().iter().map(|u| format!("\"{u}\"")).collect::<Vec<_>>().join(", "))
     }

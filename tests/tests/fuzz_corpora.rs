@@ -4,7 +4,7 @@
 //! for today's code, and a defect a fuzzer once found stays fixed.
 //!
 //! `ANKUSA_FUZZ_SEED` and `ANKUSA_FUZZ_INPUTS` change the seeded inputs
-//! (defaults 1 and 2000 a target); a failing seeded input is written under
+//! (defaults 1 and 5000 a target); a failing seeded input is written under
 //! `fuzz/artifacts/<target>/` to keep as a regression. Long runs with
 //! coverage guidance: `fuzz/smoke` (libFuzzer, see the README).
 
@@ -12,6 +12,10 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
 use ankusa_fuzz_targets::{TARGETS, mutate};
+
+/// Failures named (and seeded ones saved) per target: a defect that fails
+/// thousands of inputs needs only a few to be shown.
+const MAX_REPORTED: usize = 20;
 
 fn fuzz_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz")
@@ -54,7 +58,7 @@ fn replay(target: &str) {
     let fuzz = fuzz_dir();
     let corpus = files(&fuzz.join("corpus").join(target));
     let regressions = files(&fuzz.join("regressions").join(target));
-    let (seed, count) = (env_number("ANKUSA_FUZZ_SEED", 1), env_number("ANKUSA_FUZZ_INPUTS", 2000));
+    let (seed, count) = (env_number("ANKUSA_FUZZ_SEED", 1), env_number("ANKUSA_FUZZ_INPUTS", 5000));
     let bytes: Vec<Vec<u8>> = corpus.iter().chain(&regressions).map(|(_, b)| b.clone()).collect();
     let seeded = mutate::inputs(mutate::seed_for(seed, target), &bytes, count as usize);
 
@@ -81,10 +85,10 @@ fn replay(target: &str) {
     }
     let artifacts = fuzz.join("artifacts").join(target);
     let mut report = String::new();
-    for (label, input, message) in &failures {
+    for (n, (label, input, message)) in failures.iter().enumerate().take(MAX_REPORTED) {
         let mut saved = String::new();
         if label.starts_with("seeded") {
-            let path = artifacts.join(format!("seeded-{seed}-{}", report.lines().count()));
+            let path = artifacts.join(format!("seeded-{seed}-{n}"));
             if std::fs::create_dir_all(&artifacts).and_then(|()| std::fs::write(&path, input)).is_ok() {
                 saved = format!(" (saved as {})", path.display());
             }

@@ -1,7 +1,13 @@
 //! Leases: each node renews `lease.<node>` every quarter of `lease_ttl`;
-//! peers judge a lease lapsed when its revision has not moved for
-//! `lease_ttl` by their own clock (and its stamp is as old by the wall
-//! clock), so clock skew between hosts cannot lapse a live node early.
+//! peers judge a lease lapsed only when they have watched its revision not
+//! move for `lease_ttl` by their own monotonic clock. No wall clock enters
+//! it (hosts' clocks may disagree, or jump), and a peer not yet watched
+//! for a whole lease, as every peer is at boot, counts as alive.
+//!
+//! Every call the loop makes to NATS is bounded by the renewal period, so
+//! a stalled bucket (a leader election) cannot hold the loop past a lease.
+//! A node measures its own lease from when it sent the last renewal that
+//! succeeded: peers cannot have seen it earlier.
 //!
 //! The same loop watches `taken.<this node>`: a node that finds a peer has
 //! taken it over while it ran (it was cut off for longer than the lease)
@@ -61,6 +67,11 @@ pub struct Taken {
     pub through_seqs: std::collections::BTreeMap<String, u64>,
 }
 
+/// A lease stamped this many leases ago by its own node's clock is gone,
+/// whatever the skew between two hosts' clocks (which NTP keeps far
+/// below a lease).
+const STAMP_TRUSTED_PAST: u32 = 30;
+
 pub fn lease_key(node: &str) -> String {
     format!("lease.{node}")
 }
@@ -92,7 +103,10 @@ impl Fleet {
     }
 
     /// Wait for a lease this node id left behind (a restart within the
-    /// lease) to lapse; refuse if something keeps renewing it.
+    /// lease) to lapse; refuse if something keeps renewing it. The lease's
+    /// own stamp (another host's clock) only shortens the wait when it is
+    /// many leases old; otherwise the lease is watched unmoved for a whole
+    /// lease.
     pub async fn wait_for_own_lease(&self) -> Result<(), FleetError> {
         let ttl = self.settings.lease_ttl;
         let deadline = Instant::now() + ttl * 3;
@@ -111,7 +125,7 @@ impl Fleet {
                 moved_at = Instant::now();
             }
             let age = Duration::from_millis(now_ms().saturating_sub(lease.at_ms));
-            if age >= ttl || moved_at.elapsed() >= ttl {
+            if age >= ttl * STAMP_TRUSTED_PAST || moved_at.elapsed() >= ttl {
                 return Ok(());
             }
             if Instant::now() >= deadline {
@@ -155,28 +169,34 @@ impl Fleet {
         }
         let mut lapsed = Vec::new();
         for node in peers {
-            let Some((lease, revision)) = self.read::<Lease>(&lease_key(&node)).await? else { continue };
-            let mut watch = self.watch.lock().unwrap_or_else(|e| e.into_inner());
-            let seen = watch.seen.entry(node.clone()).or_insert((revision, Instant::now()));
-            if seen.0 != revision {
-                *seen = (revision, Instant::now());
-            }
-            let stale_here = seen.1.elapsed() >= self.settings.lease_ttl;
-            let stale_there = now_ms().saturating_sub(lease.at_ms) >= self.settings.lease_ttl.as_millis() as u64;
-            if stale_here && stale_there {
+            let Some((_, revision)) = self.read::<Lease>(&lease_key(&node)).await? else { continue };
+            if self.observe(&node, revision) {
                 lapsed.push(node);
             }
         }
         Ok(lapsed)
     }
 
-    /// Whether `node`'s lease is live as this node sees it.
+    /// Note `node`'s lease at `revision`: whether it has now been seen
+    /// unmoved for a whole lease.
+    pub(super) fn observe(&self, node: &str, revision: u64) -> bool {
+        let mut watch = self.watch.lock().unwrap_or_else(|e| e.into_inner());
+        let seen = watch.seen.entry(node.to_string()).or_insert((revision, Instant::now()));
+        if seen.0 != revision {
+            *seen = (revision, Instant::now());
+        }
+        seen.1.elapsed() >= self.settings.lease_ttl
+    }
+
+    /// Whether `node` may be alive as this node sees it: anything but a
+    /// lease watched unmoved for a whole lease (a node not watched yet, as
+    /// every node at boot, may be alive).
     pub(super) fn seen_alive(&self, node: &str) -> bool {
         if node == self.node() {
             return true;
         }
         let watch = self.watch.lock().unwrap_or_else(|e| e.into_inner());
-        watch.seen.get(node).is_some_and(|(_, moved)| moved.elapsed() < self.settings.lease_ttl)
+        watch.seen.get(node).is_none_or(|(_, moved)| moved.elapsed() < self.settings.lease_ttl)
     }
 
     /// Renew this node's lease, stop if taken over, and take over lapsed
@@ -191,9 +211,8 @@ impl Fleet {
             let mut paused = false;
             loop {
                 tick.tick().await;
-                let renewal = tokio::time::timeout(period, fleet.renew(&queue))
-                    .await
-                    .unwrap_or_else(|_| Err(FleetError::Nats("renewing the lease: no answer in time".into())));
+                let sent = Instant::now();
+                let renewal = bounded(period, "renewing the lease", fleet.renew(&queue)).await;
                 if let Err(e) = renewal {
                     tracing::warn!("{e}");
                     // Peers wait a whole lease before they take over; this
@@ -205,8 +224,8 @@ impl Fleet {
                     }
                     continue;
                 }
-                renewed = Instant::now();
-                match fleet.fenced().await {
+                renewed = sent;
+                match bounded(period, "reading this node's takeover record", fleet.fenced()).await {
                     Ok(Some(taken)) => {
                         tracing::error!(
                             by = taken.by,
@@ -216,15 +235,18 @@ impl Fleet {
                         );
                         std::process::exit(75);
                     }
-                    Ok(None) if paused => {
-                        tracing::warn!("the lease is renewed again: delivery resumes");
-                        queue.pause_claims(false);
-                        paused = false;
+                    Ok(None) => {
+                        // The lease is proven from when the renewal left.
+                        queue.prove_claims_until(sent + fleet.settings.lease_ttl / 2);
+                        if paused {
+                            tracing::warn!("the lease is renewed again: delivery resumes");
+                            queue.pause_claims(false);
+                            paused = false;
+                        }
                     }
-                    Ok(None) => {}
                     Err(e) => tracing::warn!("{e}"),
                 }
-                let lapsed = match fleet.lapsed_peers().await {
+                let lapsed = match bounded(period, "watching the peers' leases", fleet.lapsed_peers()).await {
                     Ok(lapsed) => lapsed,
                     Err(e) => {
                         tracing::warn!("{e}");
@@ -248,4 +270,16 @@ impl Fleet {
             }
         })
     }
+}
+
+/// `call`, or an error once `period` passes without an answer: no NATS call
+/// holds the lease loop past a renewal period.
+async fn bounded<T>(
+    period: Duration,
+    what: &str,
+    call: impl std::future::Future<Output = Result<T, FleetError>>,
+) -> Result<T, FleetError> {
+    tokio::time::timeout(period, call)
+        .await
+        .unwrap_or_else(|_| Err(FleetError::Nats(format!("{what}: no answer within {period:?}"))))
 }

@@ -4,6 +4,14 @@
 //! - **Intake**: every hook is published to this node's subject of a stream
 //!   replicated to a quorum (`intake::JetStreamLog`), then written to the
 //!   node's own store; only then is it acked.
+//! - **The invariant**: a `2xx`, accepted or duplicate, is given only for a
+//!   hook that a live node has committed or will deliver. A round that
+//!   fails after the stream took some of its hooks leaves them *unsettled*:
+//!   the writer publishes them again under the same message ids until the
+//!   stream vouches for them and commits them, and answers a retry whose
+//!   duplicate is unsettled with `503` meanwhile; after a restart it
+//!   commits what it logged and lacks before serving (`queue::settle`). A
+//!   node that dies with hooks unsettled is taken over like any other.
 //! - **Dedupe** across nodes: the stream's duplicate window, keyed by the
 //!   provider's dedupe key (see `intake::jetstream`).
 //! - **Outcomes** (`outcomes`): delivered rows and dead letters are

@@ -326,12 +326,22 @@ impl Fleet {
         Err(FleetError::Nats("gave up waiting for a peer's takeover of this node".into()))
     }
 
-    /// Whether `node` renewed its lease within the last lease period.
+    /// The last position of this node's subject a finished takeover (a
+    /// peer's, or this node's own takeback) took: its hooks there are
+    /// another store's now, and a settle never reads them.
+    pub async fn taken_through(&self) -> Result<u64, FleetError> {
+        Ok(match self.read::<Taken>(&taken_key(self.node())).await? {
+            Some((taken, _)) if taken.state == TakenState::Done => taken.through,
+            _ => 0,
+        })
+    }
+
+    /// Whether `node` may still be alive: its lease was not yet watched
+    /// unmoved for a whole lease by this node's monotonic clock (the caller
+    /// asks again until it knows).
     async fn peer_alive(&self, node: &str) -> Result<bool, FleetError> {
         let lease = self.read::<super::Lease>(&super::lease::lease_key(node)).await?;
-        Ok(lease.is_some_and(|(lease, _)| {
-            now_ms().saturating_sub(lease.at_ms) < self.settings.lease_ttl.as_millis() as u64
-        }))
+        Ok(lease.is_some_and(|(_, revision)| !self.observe(node, revision)))
     }
 
     /// The outcome publisher this node's queue reports to.

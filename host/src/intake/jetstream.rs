@@ -17,11 +17,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use async_nats::HeaderMap;
+use async_nats::jetstream::context::PublishErrorKind;
 use async_nats::jetstream::message::PublishMessage;
+use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use async_nats::jetstream::{self, stream::Stream};
 use tokio::runtime::Handle;
 
-use super::{Appended, Framing, HookRecord, IntakeError, IntakeLog, Record};
+use super::{Appended, Framing, HookRecord, IntakeError, IntakeLog, LoggedHook, Record};
 
 /// Header naming the store a hook was committed to (its incarnation).
 pub const STORE_HEADER: &str = "Ankusa-Store";
@@ -67,8 +69,12 @@ impl JetStreamLog {
         JetStreamLog { context, stream, runtime, subject, store: format!("{store:016x}"), timeout, stats }
     }
 
-    async fn publish_all(&self, hooks: &[HookRecord]) -> Result<Vec<Appended>, IntakeError> {
-        let mut acks = Vec::with_capacity(hooks.len());
+    /// Publish every hook, then await every ack: one answer per hook. A
+    /// failure of one (a lost connection, a timeout, an unreadable
+    /// original) is that hook's answer; the others keep theirs, so a hook
+    /// the stream took is never reported as refused.
+    async fn publish_all(&self, hooks: &[HookRecord]) -> Vec<Appended> {
+        let mut pending = Vec::with_capacity(hooks.len());
         for hook in hooks {
             let mut headers = HeaderMap::new();
             headers.insert(STORE_HEADER, self.store.as_str());
@@ -77,31 +83,87 @@ impl JetStreamLog {
             if let Some(id) = &hook.msg_id {
                 publish = publish.message_id(id.as_str());
             }
-            let ack = self
-                .context
-                .send_publish(self.subject.clone(), publish)
-                .await
-                .map_err(|e| IntakeError::Unavailable(e.to_string()))?;
-            acks.push(ack);
+            pending.push(self.context.send_publish(self.subject.clone(), publish).await);
         }
-        let mut appended = Vec::with_capacity(acks.len());
-        for ack in acks {
-            let ack = tokio::time::timeout(self.timeout, ack)
-                .await
-                .map_err(|_| IntakeError::Unavailable(format!("no publish ack within {:?}", self.timeout)))?
-                .map_err(|e| IntakeError::Unavailable(e.to_string()))?;
+        let mut appended = Vec::with_capacity(pending.len());
+        for sent in pending {
+            let ack = match sent {
+                Ok(ack) => ack,
+                Err(e) => {
+                    // Refused before it left, but for a timeout handing it to
+                    // the connection (it may still go out).
+                    let sent = e.kind() == PublishErrorKind::TimedOut;
+                    appended.push(Appended::Failed { reason: e.to_string(), sent });
+                    continue;
+                }
+            };
+            let ack = match tokio::time::timeout(self.timeout, ack).await {
+                Ok(Ok(ack)) => ack,
+                Ok(Err(e)) => {
+                    appended.push(Appended::Failed { reason: e.to_string(), sent: true });
+                    continue;
+                }
+                Err(_) => {
+                    let reason = format!("no publish ack within {:?}", self.timeout);
+                    appended.push(Appended::Failed { reason, sent: true });
+                    continue;
+                }
+            };
             appended.push(if ack.duplicate {
-                let original = self
-                    .stream
-                    .get_raw_message(ack.sequence)
-                    .await
-                    .map_err(|e| IntakeError::Unavailable(format!("reading duplicate {}: {e}", ack.sequence)))?;
-                Appended::Duplicate { original: original.payload.to_vec() }
+                self.original(ack.sequence).await
             } else {
                 Appended::Stored { position: ack.sequence }
             });
         }
-        Ok(appended)
+        appended
+    }
+
+    /// The original a duplicate ack names. Unreadable, the hook's answer is
+    /// a failure that may have left something (`sent`): only a second
+    /// append can tell what the log holds.
+    async fn original(&self, position: u64) -> Appended {
+        match self.stream.get_raw_message(position).await {
+            Ok(original) => {
+                let header = |name: &str| original.headers.get(name).map(|v| v.as_str().to_string());
+                let logged_seq = (header(STORE_HEADER).as_deref() == Some(self.store.as_str()))
+                    .then(|| header(SEQ_HEADER).and_then(|seq| seq.parse::<u64>().ok()))
+                    .flatten();
+                Appended::Duplicate { original: original.payload.to_vec(), position, logged_seq }
+            }
+            Err(e) => Appended::Failed { reason: format!("reading duplicate {position}: {e}"), sent: true },
+        }
+    }
+
+    /// This store's hooks on this node's subject past `position`, and the
+    /// last position read.
+    async fn read_own(&self, position: u64) -> Result<(Vec<LoggedHook>, u64), IntakeError> {
+        let mut hooks = Vec::new();
+        let mut next = position + 1;
+        let mut last = position;
+        loop {
+            let message = match self.stream.get_first_raw_message_by_subject(&self.subject, next).await {
+                Ok(message) => message,
+                Err(e) if matches!(e.kind(), LastRawMessageErrorKind::NoMessageFound) => break,
+                Err(e) => return Err(IntakeError::Unavailable(format!("reading {} at {next}: {e}", self.subject))),
+            };
+            next = message.sequence + 1;
+            last = message.sequence;
+            let header = |name: &str| message.headers.get(name).map(|v| v.as_str().to_string());
+            if header(STORE_HEADER).as_deref() != Some(self.store.as_str()) {
+                continue;
+            }
+            match header(SEQ_HEADER).and_then(|seq| seq.parse::<u64>().ok()) {
+                Some(seq) => {
+                    hooks.push(LoggedHook { position: message.sequence, seq, payload: message.payload.to_vec() })
+                }
+                None => tracing::error!(
+                    subject = self.subject,
+                    position = message.sequence,
+                    "a logged hook has no seq; skipped"
+                ),
+            }
+        }
+        Ok((hooks, last))
     }
 }
 
@@ -119,7 +181,7 @@ impl IntakeLog for JetStreamLog {
             return Ok(Vec::new());
         }
         let started = Instant::now();
-        let appended = self.runtime.block_on(self.publish_all(hooks));
+        let appended = Ok(self.runtime.block_on(self.publish_all(hooks)));
         let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
         let stats = &self.stats;
         stats.rounds.fetch_add(1, Ordering::Relaxed);
@@ -128,16 +190,19 @@ impl IntakeLog for JetStreamLog {
         let metrics = crate::metrics::metrics();
         metrics.fleet_publish_seconds.observe(started.elapsed().as_secs_f64());
         metrics.fleet_publish_hooks.observe(hooks.len() as f64);
-        match &appended {
-            Ok(answers) => {
-                stats.hooks.fetch_add(answers.len() as u64, Ordering::Relaxed);
-                let duplicates = answers.iter().filter(|a| matches!(a, Appended::Duplicate { .. })).count();
-                stats.duplicates.fetch_add(duplicates as u64, Ordering::Relaxed);
-            }
-            Err(e) => {
+        if let Ok(answers) = &appended {
+            let count = |f: fn(&Appended) -> bool| answers.iter().filter(|a| f(a)).count() as u64;
+            stats.hooks.fetch_add(count(|a| !matches!(a, Appended::Failed { .. })), Ordering::Relaxed);
+            stats.duplicates.fetch_add(count(|a| matches!(a, Appended::Duplicate { .. })), Ordering::Relaxed);
+            let failed = count(|a| matches!(a, Appended::Failed { .. }));
+            if failed > 0 {
                 stats.failures.fetch_add(1, Ordering::Relaxed);
                 metrics.fleet_publish_failures.inc();
-                tracing::warn!("JetStream publish failed: {e}");
+                if let Some(Appended::Failed { reason, .. }) =
+                    answers.iter().find(|a| matches!(a, Appended::Failed { .. }))
+                {
+                    tracing::warn!(failed, of = answers.len(), "JetStream publish failed: {reason}");
+                }
             }
         }
         appended
@@ -160,5 +225,19 @@ impl IntakeLog for JetStreamLog {
     /// into the store as batches.
     fn replay(&self) -> Result<Vec<Record>, IntakeError> {
         Ok(Vec::new())
+    }
+
+    /// The stream's creation time: a stream deleted and made again starts
+    /// its positions over.
+    fn identity(&self) -> String {
+        format!(
+            "{}:{}",
+            self.stream.cached_info().config.name,
+            self.stream.cached_info().created.unix_timestamp_nanos()
+        )
+    }
+
+    fn logged_since(&self, position: u64) -> Result<(Vec<LoggedHook>, u64), IntakeError> {
+        self.runtime.block_on(self.read_own(position))
     }
 }

@@ -51,14 +51,29 @@ pub struct HookRecord {
     pub payload: Vec<u8>,
 }
 
-/// What a hook-framed log did with one hook.
+/// What a hook-framed log did with one hook. Each hook of a round gets
+/// its own answer: one that failed does not hide what the log did with
+/// the others.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Appended {
     /// Durable, under this position in the log.
     Stored { position: u64 },
-    /// The log already had a hook with the same `msg_id`: this is the
-    /// original's payload, and nothing was added.
-    Duplicate { original: Vec<u8> },
+    /// The log already had a hook with the same `msg_id`, at `position`:
+    /// this is the original's payload, and nothing was added.
+    /// `logged_seq` is the original's seq when this store logged it.
+    Duplicate { original: Vec<u8>, position: u64, logged_seq: Option<u64> },
+    /// Not taken. `sent`: it may still be in the log (it left, and no
+    /// answer came back), so only a second append under the same
+    /// `msg_id` can tell.
+    Failed { reason: String, sent: bool },
+}
+
+/// A hook this store logged, read back from the log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoggedHook {
+    pub position: u64,
+    pub seq: u64,
+    pub payload: Vec<u8>,
 }
 
 /// What the queue needs from an intake log.
@@ -81,6 +96,17 @@ pub trait IntakeLog: Send + 'static {
     /// Every record the log holds now, in order (to complete a store that
     /// recovered from a failed write).
     fn replay(&self) -> Result<Vec<Record>, IntakeError>;
+    /// A hook-framed log: what names the log itself, so a position kept
+    /// from it is never read against another log (a stream recreated).
+    fn identity(&self) -> String {
+        String::new()
+    }
+    /// A hook-framed log: the hooks this store logged past `position`, in
+    /// order, and the log's last position (to settle a store that lost
+    /// some of them).
+    fn logged_since(&self, _position: u64) -> Result<(Vec<LoggedHook>, u64), IntakeError> {
+        Ok((Vec::new(), 0))
+    }
 }
 
 /// Open the embedded log at `options.dir`, replaying what it holds.

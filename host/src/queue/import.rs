@@ -3,7 +3,7 @@
 //! own replicated subject like any hook it acked.
 
 use super::handoff::Handoff;
-use super::writer::{Call, Kind, Logged, Prepared};
+use super::writer::{Call, Kind, Logged, Message, Prepared};
 use super::{DeliveryRow, EntryOutcome, Queue, QueueError, RowState};
 use crate::store::Batch;
 
@@ -24,17 +24,7 @@ impl Queue {
         let now_ms = self.config.clock.now_ms();
         let mut entries = Vec::with_capacity(hooks.len());
         for Imported { handoff, origin } in hooks {
-            // Each row is due now: its due index entry is written with the
-            // commit's time, and a row must agree with its index entry.
-            let rows = handoff
-                .rows
-                .into_iter()
-                .map(|(sink, value)| {
-                    let row = DeliveryRow::decode(0, sink, &value)
-                        .map_err(|e| QueueError::Corrupt(format!("a handed-over row: {e}")))?;
-                    Ok((sink, DeliveryRow { state: RowState::Due { due_at: now_ms }, ..row }.encode()))
-                })
-                .collect::<Result<Vec<_>, QueueError>>()?;
+            let rows = due_at(&handoff.rows, now_ms)?;
             entries.push(Prepared {
                 envelope: handoff.envelope,
                 encoded: handoff.encoded,
@@ -59,8 +49,33 @@ impl Queue {
         outcome.await.map_err(|_| QueueError::Closed)?
     }
 
+    /// `fleet`, before dispatch starts: commit the hooks this store put in
+    /// the replicated log and lacks (a crash before its write was synced,
+    /// or a round that failed after the log took them), reading the log
+    /// past its settled mark and past `floor` (what a peer's takeover took).
+    /// Returns how many were committed.
+    pub async fn settle_from_log(&self, floor: u64) -> Result<usize, QueueError> {
+        let (reply, outcome) = tokio::sync::oneshot::channel();
+        self.writer()?.send(Message::SettleFromLog { floor, reply }).await.map_err(|_| QueueError::Closed)?;
+        let outcomes = outcome.await.map_err(|_| QueueError::Closed)??;
+        Ok(outcomes.iter().filter(|o| matches!(o, EntryOutcome::Committed(_))).count())
+    }
+
     /// Hand final outcomes to `log` from now on (once per queue).
     pub fn set_outcome_log(&self, log: std::sync::Arc<dyn super::OutcomeLog>) {
         let _ = self.outcome_log.set(log);
     }
+}
+
+/// Encoded delivery rows made due at `now_ms`: a hook committed again gets
+/// its due index entries at the commit's time, and a row must agree with
+/// its index entry.
+pub(super) fn due_at(rows: &[(u16, Vec<u8>)], now_ms: u64) -> Result<Vec<(u16, Vec<u8>)>, QueueError> {
+    rows.iter()
+        .map(|(sink, value)| {
+            let row = DeliveryRow::decode(0, *sink, value)
+                .map_err(|e| QueueError::Corrupt(format!("a handed-over row: {e}")))?;
+            Ok((*sink, DeliveryRow { state: RowState::Due { due_at: now_ms }, ..row }.encode()))
+        })
+        .collect()
 }

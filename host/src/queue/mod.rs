@@ -28,6 +28,7 @@ mod recount;
 mod recovery;
 mod reply;
 pub mod rows;
+mod settle;
 mod syncer;
 mod tenants;
 mod transitions;
@@ -335,6 +336,9 @@ pub struct Queue {
     outcome_log: std::sync::OnceLock<Arc<dyn OutcomeLog>>,
     /// No due rows are handed out (see `pause_claims`).
     claims_paused: std::sync::atomic::AtomicBool,
+    /// `fleet`: due rows are handed out only before this instant, which
+    /// each proof of the lease moves on (see `prove_claims_until`).
+    claims_until: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 /// Whether `store` holds any delivery row (a check before a mode change).
@@ -389,6 +393,7 @@ impl Queue {
             recovery: Some(recovery),
             outcome_log: std::sync::OnceLock::new(),
             claims_paused: std::sync::atomic::AtomicBool::new(false),
+            claims_until: std::sync::Mutex::new(None),
             writer: Some(spawned.messages),
             writer_thread: Some(spawned.thread),
             stats: spawned.stats,

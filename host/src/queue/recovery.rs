@@ -3,6 +3,8 @@
 //! [`RECOVERY_EVERY`] to recover the store. The writer reopens it from its
 //! files once a probe write shows the disk takes writes again, and commits
 //! resume with no restart. Until then every commit is refused, never acked.
+//! In `fleet` the same thread has the writer append unsettled hooks again
+//! while no group comes (see `settle`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -40,10 +42,22 @@ impl Recovery {
                 if failed && !ask(&writer) {
                     return;
                 }
+                // `fleet`: unsettled hooks are appended again even when no
+                // group comes to carry them.
+                if !failed && stats.unsettled.load(Ordering::Relaxed) > 0 && !nudge(&writer) {
+                    return;
+                }
             }
         })?;
         Ok(Recovery { stop, thread: Some(thread) })
     }
+}
+
+/// Ask the writer to settle its unsettled hooks (unless it is busy: a
+/// group settles them first anyway); `false` once the writer is gone.
+fn nudge(writer: &mpsc::WeakSender<Message>) -> bool {
+    let Some(writer) = writer.upgrade() else { return false };
+    !matches!(writer.try_send(Message::Settle), Err(mpsc::error::TrySendError::Closed(_)))
 }
 
 /// Ask the writer to recover; `false` once the writer is gone.

@@ -190,6 +190,29 @@ impl Queue {
         }
     }
 
+    /// `fleet`: hand out due rows only before `until`. The lease loop moves
+    /// it each time it proves the lease (renewed, and not taken over), to
+    /// half a lease past the renewal's send: a node paused, cut off or
+    /// stalled claims nothing once that passes, even before its loop runs
+    /// again to find out why.
+    pub fn prove_claims_until(&self, until: std::time::Instant) {
+        let mut claims_until = self.claims_until.lock().unwrap_or_else(|e| e.into_inner());
+        let reopened = claims_until.is_some_and(|was| was <= std::time::Instant::now());
+        *claims_until = Some(until);
+        if reopened {
+            self.stats.committed.notify_one();
+        }
+    }
+
+    /// Whether due rows may be handed out now.
+    fn claims_open(&self) -> bool {
+        if self.claims_paused.load(std::sync::atomic::Ordering::Acquire) {
+            return false;
+        }
+        let claims_until = self.claims_until.lock().unwrap_or_else(|e| e.into_inner());
+        claims_until.is_none_or(|until| std::time::Instant::now() < until)
+    }
+
     /// Claim up to `limit` rows due at or before `now_ms`, oldest due first.
     pub fn claim_due(&self, now_ms: u64, limit: usize) -> Result<Vec<DeliveryRow>, QueueError> {
         self.claim_due_with(now_ms, limit, limit, |_| ClaimDecision::Claim)
@@ -206,7 +229,7 @@ impl Queue {
         examine: usize,
         mut decide: impl FnMut(&DeliveryRow) -> ClaimDecision,
     ) -> Result<Vec<DeliveryRow>, QueueError> {
-        if self.claims_paused.load(std::sync::atomic::Ordering::Acquire) {
+        if !self.claims_open() {
             return Ok(Vec::new());
         }
         let _serial = self.transitions.lock().unwrap_or_else(|e| e.into_inner());
@@ -295,7 +318,7 @@ impl Queue {
     /// When the earliest due row is due, if any row is.
     pub fn next_due_at(&self) -> Result<Option<u64>, QueueError> {
         // Paused: nothing is due, so dispatch sleeps until it is woken.
-        if self.claims_paused.load(std::sync::atomic::Ordering::Acquire) {
+        if !self.claims_open() {
             return Ok(None);
         }
         let from = index::due_from(self.due_floor.peek());

@@ -25,6 +25,7 @@ use tokio::time::Instant;
 use super::dedupe::{Freshness, Original, Recent};
 use super::envelope::Envelope;
 use super::reply::Reply;
+use super::settle::{self, Settled};
 use super::syncer::{Syncer, Unsynced};
 use super::tenants::{TenantBook, TenantRefusal};
 use super::{COUNTER_KINDS, EntryOutcome, QueueError, Refusal, counter_key};
@@ -52,12 +53,21 @@ pub enum Kind {
     /// Hooks taken over from another node's replicated log: fresh seqs, no
     /// dedupe, no quotas (they were acked once already).
     Import,
+    /// Hooks this store put in its hook-framed intake log (`fleet`) and
+    /// has not committed: under the seqs they were logged with, no dedupe,
+    /// no quotas (see `settle`).
+    Settle,
 }
 
 impl Kind {
-    /// Hooks that were checked when first acked: no tenant cap, no dedupe.
+    /// Hooks that were checked when first taken: no tenant cap, no dedupe.
     fn acked_before(self) -> bool {
-        matches!(self, Kind::Redrive | Kind::Import)
+        matches!(self, Kind::Redrive | Kind::Import | Kind::Settle)
+    }
+
+    /// Hooks seen for the first time on any node, which the archive keeps.
+    fn archived(self) -> bool {
+        !matches!(self, Kind::Redrive | Kind::Import)
     }
 }
 
@@ -87,8 +97,17 @@ pub struct Prepared {
 pub enum Logged {
     #[default]
     Not,
+    /// In the log under this seq.
     Under(u64),
     Duplicate(Box<Envelope>),
+    /// Perhaps in the log under this seq: to be appended again under the
+    /// same message id, which tells (an unsettled hook, see `settle`).
+    Resend(u64),
+    /// The log did not take it; `sent`: it may hold it all the same.
+    Failed {
+        seq: u64,
+        sent: bool,
+    },
 }
 
 pub struct Call {
@@ -127,6 +146,15 @@ pub enum Message {
     /// writes again. Replies whether the store recovered.
     Recover {
         reply: oneshot::Sender<Result<bool, QueueError>>,
+    },
+    /// `fleet`: append unsettled hooks again and commit what the log has.
+    Settle,
+    /// `fleet`, at boot: commit the hooks this store logged past its
+    /// settled mark (and past `floor`) that it lacks. Replies with the
+    /// commit's outcomes.
+    SettleFromLog {
+        floor: u64,
+        reply: oneshot::Sender<Result<Vec<EntryOutcome>, QueueError>>,
     },
 }
 
@@ -173,6 +201,8 @@ pub struct WriterStats {
     pub write_failed: std::sync::atomic::AtomicBool,
     /// Notified after each commit with hooks (wakes dispatch).
     pub committed: Arc<tokio::sync::Notify>,
+    /// `fleet`: hooks perhaps in the intake log and not in the store.
+    pub unsettled: AtomicU64,
 }
 
 pub struct Spawned {
@@ -220,6 +250,10 @@ pub fn spawn(parts: WriterParts) -> Result<Spawned, QueueError> {
     // A hook-framed log has taken every hook before the store write, which
     // is then `disk` mode's.
     let logs_hooks = parts.intake.as_ref().is_some_and(|log| log.framing() == Framing::Hooks);
+    let (log_identity, settled) = match &parts.intake {
+        Some(log) if logs_hooks => (log.identity(), Settled::load(parts.store.as_ref())?),
+        _ => (String::new(), Settled::default()),
+    };
     let syncer = match parts.intake {
         Some(_) if !logs_hooks => None,
         _ => Some(
@@ -242,6 +276,10 @@ pub fn spawn(parts: WriterParts) -> Result<Spawned, QueueError> {
         intake: parts.intake.map(|log| Arc::new(std::sync::Mutex::new(log))),
         logs_hooks,
         syncer,
+        unsettled: Vec::new(),
+        settled,
+        log_identity,
+        scanned_through: 0,
     };
     let thread = std::thread::Builder::new()
         .name("ankusa-writer".into())
@@ -272,17 +310,20 @@ struct Writer {
     logs_hooks: bool,
     /// Holds the answers of unsynced groups (`disk` mode).
     syncer: Option<Syncer>,
+    /// `fleet`: hooks perhaps in the intake log and not in the store, each
+    /// `Logged::Resend(seq)` (see `settle`).
+    unsettled: Vec<Prepared>,
+    /// `fleet`: the settled mark as the store holds it.
+    settled: Settled,
+    /// `fleet`: the intake log's identity, for the settled mark.
+    log_identity: String,
+    /// `fleet`: the log position a read of this store's hooks reached, for
+    /// the next mark.
+    scanned_through: u64,
 }
 
 /// Each call's answer, in call order.
 type Replies = Vec<Result<Vec<EntryOutcome>, QueueError>>;
-
-/// A group the intake log did not take: the seq after the last it may
-/// hold, and the answers the group was planned with.
-struct Unlogged {
-    next_seq: u64,
-    replies: Replies,
-}
 
 /// What a group put in the store.
 #[derive(Clone, Copy, Default)]
@@ -319,6 +360,8 @@ struct Group {
     /// and the (call, entry) each came from.
     to_log: Vec<HookRecord>,
     logged_from: Vec<(usize, usize)>,
+    /// The last log position of a hook of this store this group commits.
+    logged_through: u64,
 }
 
 /// A dedupe key a group writes.
@@ -459,13 +502,79 @@ impl Writer {
             Message::Recover { reply } => {
                 let _ = reply.send(self.recover());
             }
+            Message::Settle => self.commit_group(Vec::new()),
+            Message::SettleFromLog { floor, reply } => match self.settle_from_log(floor) {
+                Ok(call) => self.commit_group(vec![Call { reply: Reply::Call(reply), ..call }]),
+                Err(e) => {
+                    let _ = reply.send(Err(e));
+                }
+            },
         }
+    }
+
+    /// A call committing the hooks this store logged past its settled mark
+    /// (and past `floor`) that it lacks: after a restart, or a store that
+    /// lost writes no sync covered. Their seqs are passed, and the mark
+    /// moves past what was read (see `settle`).
+    fn settle_from_log(&mut self, floor: u64) -> Result<Call, QueueError> {
+        let now_ms = super::now_ms();
+        let mut call = Call {
+            kind: Kind::Settle,
+            entries: Vec::new(),
+            extra: Batch::new(),
+            deadline: None,
+            now_ms,
+            prefetch_epoch: self.stats.epoch.load(Ordering::Acquire),
+            reply: Reply::Each(Vec::new()),
+        };
+        let Some(intake) = self.intake.clone().filter(|_| self.logs_hooks) else { return Ok(call) };
+        let mark = Settled::load(self.store.as_ref())?;
+        let from = mark.read_from(&self.log_identity, floor);
+        let (logged, last) = lock(&intake).logged_since(from).map_err(|e| QueueError::Intake(e.to_string()))?;
+        let durable_next = super::recover_next_seq(self.store.as_ref())?;
+        if let Some(past) = logged.iter().map(|hook| hook.seq + 1).max() {
+            self.next_seq = self.next_seq.max(past);
+            self.stats.next_seq.store(self.next_seq, Ordering::Relaxed);
+        }
+        let in_memory = self.unsettled.iter().filter_map(resend_seq).collect();
+        for hook in settle::candidates(self.store.as_ref(), logged, &mark, durable_next, &in_memory)? {
+            let handoff = match super::handoff::decode(&hook.payload) {
+                Ok(handoff) => handoff,
+                Err(e) => {
+                    tracing::error!(
+                        position = hook.position,
+                        seq = hook.seq,
+                        "a hook this store logged does not decode: {e}"
+                    );
+                    continue;
+                }
+            };
+            call.entries.push(Prepared {
+                envelope: handoff.envelope,
+                encoded: handoff.encoded,
+                rows: super::import::due_at(&handoff.rows, now_ms)?,
+                dedupe: None,
+                prefetched: None,
+                msg_id: None,
+                logged: Logged::Under(hook.seq),
+            });
+        }
+        if !call.entries.is_empty() {
+            tracing::warn!(
+                hooks = call.entries.len(),
+                from,
+                through = last,
+                "committing hooks this store logged and lacks"
+            );
+        }
+        self.scanned_through = last;
+        Ok(call)
     }
 
     fn commit_group(&mut self, calls: Vec<Call>) {
         // Refuse what cannot start; nothing of it is written.
         let now = Instant::now();
-        let mut started = Vec::with_capacity(calls.len());
+        let mut started = Vec::with_capacity(calls.len() + 1);
         for call in calls {
             if call.reply.is_withdrawn() {
                 tracing::debug!(entries = call.entries.len(), "a caller left before its batch started; withdrawn");
@@ -478,13 +587,30 @@ impl Writer {
             }
             started.push(call);
         }
+        // Unsettled hooks go first: a retry of one may be in this group.
+        let settling = !self.unsettled.is_empty();
+        if settling {
+            let now_ms = started.first().map_or_else(super::now_ms, |call| call.now_ms);
+            started.insert(0, self.settle_call(now_ms));
+        }
         if started.is_empty() {
             return;
         }
-        let (replies, written) = match self.reread(&started) {
+        let (mut replies, written) = match self.reread(&started) {
             Ok(reread) => self.plan_and_write(&mut started, &reread),
-            Err(e) => (started.iter().map(|_| Err(e.clone())).collect(), Written::default()),
+            Err(e) => {
+                if settling {
+                    self.unsettled = std::mem::take(&mut started[0].entries);
+                }
+                (started.iter().map(|_| Err(e.clone())).collect(), Written::default())
+            }
         };
+        if settling {
+            // Nobody waits on it: what it did not commit is unsettled again.
+            started.remove(0);
+            let _ = replies.remove(0);
+        }
+        self.stats.unsettled.store(self.unsettled.len() as u64, Ordering::Relaxed);
         self.stats.calls.fetch_add(started.len() as u64, Ordering::Relaxed);
         match &self.syncer {
             Some(syncer) => syncer.hand_over(Unsynced {
@@ -497,6 +623,26 @@ impl Writer {
                     call.reply.send(reply);
                 }
             }
+        }
+    }
+
+    /// The unsettled hooks as a call of their own, due at `now_ms`.
+    fn settle_call(&mut self, now_ms: u64) -> Call {
+        let mut entries = std::mem::take(&mut self.unsettled);
+        for entry in &mut entries {
+            match super::import::due_at(&entry.rows, now_ms) {
+                Ok(rows) => entry.rows = rows,
+                Err(e) => tracing::error!("an unsettled hook's rows do not decode: {e}"),
+            }
+        }
+        Call {
+            kind: Kind::Settle,
+            entries,
+            extra: Batch::new(),
+            deadline: None,
+            now_ms,
+            prefetch_epoch: self.stats.epoch.load(Ordering::Acquire),
+            reply: Reply::Each(Vec::new()),
         }
     }
 
@@ -530,44 +676,53 @@ impl Writer {
         reread: &HashMap<Vec<u8>, Option<Original>>,
     ) -> (Vec<Result<Vec<EntryOutcome>, QueueError>>, Written) {
         let first_seq = self.next_seq;
-        let (mut group, replies) = if self.logs_hooks {
-            match self.plan_and_log(calls, reread, first_seq) {
-                Ok(planned) => planned,
-                Err(Unlogged { next_seq, replies }) => {
-                    // Seqs it may have logged under are never handed out again.
-                    self.next_seq = next_seq;
-                    self.stats.next_seq.store(next_seq, Ordering::Relaxed);
-                    self.stats.last_failure_ms.store(super::now_ms(), Ordering::Relaxed);
-                    let refusal = Refusal::IntakeUnavailable;
-                    let refused = replies
-                        .into_iter()
-                        .zip(calls.iter())
-                        .map(|(reply, call)| refuse(reply, call.kind, &refusal, false))
-                        .collect();
-                    return (refused, Written::default());
-                }
-            }
+        let (mut group, replies, logged) = if self.logs_hooks {
+            let (group, replies, logged) = self.plan_and_log(calls, reread, first_seq);
+            (group, replies, Some(logged))
         } else {
-            self.plan(calls, reread, first_seq, first_seq)
+            let (group, replies) = self.plan(calls, reread, first_seq, first_seq);
+            (group, replies, None)
         };
+        // Seqs handed out are never handed out again, whatever happens to
+        // this write: the intake log may hold them even if the store does not.
+        self.next_seq = group.next_seq;
+        self.stats.next_seq.store(self.next_seq, Ordering::Relaxed);
+        let mut settling = None;
+        if let Some(logged) = &logged {
+            let leftovers = unsettled_after(calls, logged, &replies, false);
+            if logged.iter().flatten().any(|entry| matches!(entry.logged, Logged::Failed { .. })) {
+                self.stats.last_failure_ms.store(super::now_ms(), Ordering::Relaxed);
+            }
+            let mark = self.next_mark(&group, &leftovers);
+            if mark != self.settled {
+                group.batch.put(Cf::Meta, meta::FLEET_SETTLED.to_vec(), mark.encode());
+            }
+            settling = Some((mark, leftovers));
+        }
         if group.batch.is_empty() {
+            if let Some((_, leftovers)) = settling {
+                self.unsettled = leftovers;
+            }
             return (replies, Written::default());
         }
         group.seal_counters();
         if group.hooks > 0 {
             group.batch.put(Cf::Meta, meta::NEXT_SEQ.to_vec(), group.next_seq.to_be_bytes().to_vec());
         }
-        // Seqs handed out are never handed out again, whatever happens to
-        // this write: the intake log may hold them even if the store does not.
-        self.next_seq = group.next_seq;
-        self.stats.next_seq.store(self.next_seq, Ordering::Relaxed);
         match self.write(&group) {
             Ok(()) => {
+                if let Some((mark, leftovers)) = settling {
+                    (self.settled, self.unsettled) = (mark, leftovers);
+                }
                 let written = Written { any: true, hooks: group.hooks };
                 self.committed(group);
                 (replies, written)
             }
             Err(refusal) => {
+                // What the log took and the store did not is unsettled.
+                if let Some(logged) = &logged {
+                    self.unsettled = unsettled_after(calls, logged, &replies, true);
+                }
                 self.stats.last_failure_ms.store(super::now_ms(), Ordering::Relaxed);
                 let refused = replies
                     .into_iter()
@@ -577,6 +732,18 @@ impl Writer {
                 (refused, Written::default())
             }
         }
+    }
+
+    /// The settled mark once this group is written, with `leftovers`
+    /// unsettled: past every hook of this store the log holds, unless one
+    /// may still be there uncommitted.
+    fn next_mark(&mut self, group: &Group, leftovers: &[Prepared]) -> Settled {
+        let base = if self.settled.log == self.log_identity { self.settled.position } else { 0 };
+        let scanned = std::mem::take(&mut self.scanned_through);
+        let position = if leftovers.is_empty() { base.max(group.logged_through).max(scanned) } else { base };
+        let mut seqs: Vec<u64> = leftovers.iter().filter_map(resend_seq).collect();
+        seqs.sort_unstable();
+        Settled { log: self.log_identity.clone(), position, seqs }
     }
 
     /// Plan every call into one group; unlogged seqs start at `next_seq`.
@@ -622,47 +789,77 @@ impl Writer {
 
     /// Plan the group and have the hook-framed intake log take its hooks
     /// before anything is written. Hooks the log already had (a retry that
-    /// reached another node first) become duplicates, and the group is
-    /// planned again without them from copies of the calls; hooks it took
-    /// keep their seqs. Each pass turns at least one hook into a duplicate,
-    /// so this ends. A failed log write refuses the group (returned with
-    /// the seqs it consumed).
+    /// reached another node first) become duplicates, hooks it did not take
+    /// are refused, and the group is planned again without them from
+    /// copies of the calls; hooks it took keep their seqs. Each pass turns
+    /// at least one hook into a duplicate or a refusal, so this ends.
+    /// Returns the copies as the log last left them, one list per call.
     fn plan_and_log(
         &mut self,
         calls: &mut [Call],
         reread: &HashMap<Vec<u8>, Option<Original>>,
         first_seq: u64,
-    ) -> Result<(Group, Replies), Unlogged> {
+    ) -> (Group, Replies, Vec<Vec<Prepared>>) {
         let mut copies: Vec<(Vec<Prepared>, Batch)> =
             calls.iter().map(|call| (call.entries.clone(), call.extra.clone())).collect();
         let mut next_seq = first_seq;
+        let mut logged_through = 0;
         loop {
-            let (group, replies) = self.plan(calls, reread, first_seq, next_seq);
-            if group.to_log.is_empty() {
-                return Ok((group, replies));
-            }
-            let answers = {
-                let Some(intake) = &self.intake else { return Ok((group, replies)) };
-                lock(intake).append_hooks(&group.to_log)
+            let (mut group, replies) = self.plan(calls, reread, first_seq, next_seq);
+            let answers = match &self.intake {
+                Some(intake) if !group.to_log.is_empty() => lock(intake).append_hooks(&group.to_log),
+                _ => {
+                    group.logged_through = logged_through;
+                    return (group, replies, copies.into_iter().map(|(entries, _)| entries).collect());
+                }
             };
             let answers = match answers {
                 Ok(answers) if answers.len() == group.to_log.len() => answers,
-                Ok(answers) => {
-                    tracing::error!(sent = group.to_log.len(), answered = answers.len(), "intake log answered wrongly");
-                    return Err(Unlogged { next_seq: group.next_seq, replies });
-                }
-                Err(e) => {
-                    tracing::error!("intake log append failed: {e}");
-                    return Err(Unlogged { next_seq: group.next_seq, replies });
+                wrong => {
+                    let reason = match wrong {
+                        Ok(answers) => format!("{} answers to {} hooks", answers.len(), group.to_log.len()),
+                        Err(e) => e.to_string(),
+                    };
+                    tracing::error!("intake log append failed: {reason}");
+                    vec![Appended::Failed { reason, sent: true }; group.to_log.len()]
                 }
             };
-            let mut duplicates = false;
+            // Unsettled hooks of this store the log did not vouch for this
+            // time: a duplicate of one of them is not acked yet.
+            let vouched = |answer: &Appended, seq: u64| match answer {
+                Appended::Stored { .. } => true,
+                Appended::Duplicate { logged_seq, .. } => *logged_seq == Some(seq),
+                Appended::Failed { .. } => false,
+            };
+            let unvouched: std::collections::HashSet<u64> = group
+                .to_log
+                .iter()
+                .zip(&group.logged_from)
+                .zip(&answers)
+                .filter(|((record, (c, _)), answer)| calls[*c].kind == Kind::Settle && !vouched(answer, record.seq))
+                .map(|((record, _), _)| record.seq)
+                .collect();
+            let mut again = false;
             for ((record, &(c, e)), answer) in group.to_log.iter().zip(&group.logged_from).zip(answers) {
                 let copy = &mut copies[c].0[e];
+                // Appended again, it must be under the same id.
+                copy.msg_id = record.msg_id.clone();
                 copy.logged = match answer {
-                    Appended::Stored { .. } => Logged::Under(record.seq),
-                    Appended::Duplicate { original } => {
-                        duplicates = true;
+                    Appended::Stored { position } => {
+                        logged_through = logged_through.max(position);
+                        Logged::Under(record.seq)
+                    }
+                    // This very hook, logged before by a round that failed.
+                    Appended::Duplicate { position, logged_seq: Some(seq), .. } if seq == record.seq => {
+                        logged_through = logged_through.max(position);
+                        Logged::Under(record.seq)
+                    }
+                    Appended::Duplicate { logged_seq: Some(seq), .. } if unvouched.contains(&seq) => {
+                        again = true;
+                        Logged::Failed { seq: record.seq, sent: false }
+                    }
+                    Appended::Duplicate { original, .. } => {
+                        again = true;
                         match super::handoff::decode(&original) {
                             Ok(handoff) => Logged::Duplicate(Box::new(handoff.envelope)),
                             Err(err) => {
@@ -673,10 +870,15 @@ impl Writer {
                             }
                         }
                     }
+                    Appended::Failed { sent, .. } => {
+                        again = true;
+                        Logged::Failed { seq: record.seq, sent }
+                    }
                 };
             }
-            if !duplicates {
-                return Ok((group, replies));
+            if !again {
+                group.logged_through = logged_through;
+                return (group, replies, copies.into_iter().map(|(entries, _)| entries).collect());
             }
             next_seq = group.next_seq;
             for (call, (entries, extra)) in calls.iter_mut().zip(&copies) {
@@ -695,8 +897,10 @@ impl Writer {
         reread: &HashMap<Vec<u8>, Option<Original>>,
         group: &mut Group,
     ) -> Result<EntryOutcome, QueueError> {
-        if let Logged::Duplicate(original) = &entry.logged {
-            return Ok(EntryOutcome::Duplicate((**original).clone()));
+        match &entry.logged {
+            Logged::Duplicate(original) => return Ok(EntryOutcome::Duplicate((**original).clone())),
+            Logged::Failed { .. } => return Ok(EntryOutcome::Refused(Refusal::IntakeUnavailable)),
+            Logged::Not | Logged::Under(_) | Logged::Resend(_) => {}
         }
         let env = &entry.envelope;
         let max = if call.kind.acked_before() { None } else { self.limits.tenants_max };
@@ -736,14 +940,19 @@ impl Writer {
         }
 
         let seq = match entry.logged {
-            Logged::Under(seq) => seq,
+            // Logged before: its seq, which later seqs must pass (a hook
+            // settled from the log may be past what the store knew).
+            Logged::Under(seq) | Logged::Resend(seq) => {
+                group.next_seq = group.next_seq.max(seq + 1);
+                seq
+            }
             _ => {
                 group.next_seq += 1;
                 group.next_seq - 1
             }
         };
         group.hooks += 1;
-        if self.logs_hooks && matches!(entry.logged, Logged::Not) {
+        if self.logs_hooks && matches!(entry.logged, Logged::Not | Logged::Resend(_)) {
             let msg_id = entry
                 .msg_id
                 .clone()
@@ -754,7 +963,7 @@ impl Writer {
         }
         let env = &entry.envelope;
         let batch = &mut group.batch;
-        if self.limits.archive && !call.kind.acked_before() {
+        if self.limits.archive && call.kind.archived() {
             batch.put(Cf::Archive, archive::archived(&env.tenant_id, env.received_at, &env.id), entry.encoded.clone());
         }
         batch.put(Cf::Hooks, hooks::hook(seq), std::mem::take(&mut entry.encoded));
@@ -979,6 +1188,9 @@ impl Writer {
             let records = lock(intake).replay().map_err(|e| QueueError::Intake(e.to_string()))?;
             super::apply_intake(self.store.as_ref(), &records)?;
         }
+        // `fleet`: hooks the log has and the store lost (written, never
+        // synced) are committed again before any other group.
+        let settling = if self.logs_hooks { Some(self.settle_from_log(0)?) } else { None };
         self.tenants.reload(self.store.as_ref())?;
         self.node_keys = self.store.counter(&counter_key(None, "dedupe_keys"))?;
         self.tenant_keys.clear();
@@ -987,6 +1199,9 @@ impl Writer {
         self.stats.write_failed.store(false, Ordering::Release);
         self.stats.sync_failed.store(false, Ordering::Release);
         tracing::warn!(store = %self.store.location(), "the store recovered: commits resume");
+        if let Some(call) = settling.filter(|call| !call.entries.is_empty() || self.scanned_through > 0) {
+            self.commit_group(vec![call]);
+        }
         Ok(true)
     }
 
@@ -1043,6 +1258,37 @@ impl Writer {
         self.tenant_keys.remove(tenant);
         self.forget_prefetches();
         Ok(removed)
+    }
+}
+
+/// The hooks of a group that the intake log may hold and the store will
+/// not (`store_failed`: its write was refused), to append again: those
+/// whose round failed after they left, unsettled ones the log did not
+/// vouch for, and logged ones whose call or write was refused. Only hooks
+/// with a message id: a retry can meet only those as a duplicate. (One
+/// without, left in the log, is delivered by a takeover of this node, if
+/// one comes; its provider's retry is a hook of its own.)
+fn unsettled_after(calls: &[Call], logged: &[Vec<Prepared>], replies: &Replies, store_failed: bool) -> Vec<Prepared> {
+    let mut unsettled = Vec::new();
+    for ((call, entries), reply) in calls.iter().zip(logged).zip(replies) {
+        let refused = store_failed || reply.is_err();
+        for entry in entries.iter().filter(|entry| entry.msg_id.is_some()) {
+            let seq = match entry.logged {
+                Logged::Failed { seq, sent } if sent || call.kind == Kind::Settle => seq,
+                Logged::Under(seq) if refused => seq,
+                Logged::Resend(seq) => seq,
+                _ => continue,
+            };
+            unsettled.push(Prepared { logged: Logged::Resend(seq), ..entry.clone() });
+        }
+    }
+    unsettled
+}
+
+fn resend_seq(entry: &Prepared) -> Option<u64> {
+    match entry.logged {
+        Logged::Resend(seq) => Some(seq),
+        _ => None,
     }
 }
 

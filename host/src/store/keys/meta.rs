@@ -42,5 +42,8 @@ pub fn marked_tenant(key: &[u8]) -> Option<String> {
 pub const FLEET_STORE: &[u8] = b"fleet_store";
 /// `fleet`: the revision of this node's takeover record it has settled with.
 pub const FLEET_RECONCILED: &[u8] = b"fleet_reconciled";
+/// `fleet`: how far this store is settled with its hooks in the replicated
+/// log (`queue::settle::Settled`).
+pub const FLEET_SETTLED: &[u8] = b"fleet_settled";
 /// `fleet`: every hook this store holds went through the replicated log.
 pub const FLEET_LOGGED: &[u8] = b"fleet_logged";
