@@ -2,7 +2,9 @@
 //! put through a few of libFuzzer's simpler mutations. The same seed gives
 //! the same inputs, so a failure replays from the seed the test printed.
 
-/// SplitMix64: small, fast and good enough to pick mutations.
+/// A small seeded generator (SplitMix64): every choice follows from the
+/// seed, so a failing run can be repeated. (The kill soak's too.)
+#[derive(Clone, Debug)]
 pub struct Rng(u64);
 
 impl Rng {
@@ -21,6 +23,16 @@ impl Rng {
     /// A number below `bound` (0 when `bound` is 0).
     pub fn below(&mut self, bound: usize) -> usize {
         if bound == 0 { 0 } else { (self.next_u64() % bound as u64) as usize }
+    }
+
+    /// Uniform in `[low, high)` (`low` when the range is empty).
+    pub fn range(&mut self, low: u64, high: u64) -> u64 {
+        if high <= low { low } else { low + self.next_u64() % (high - low) }
+    }
+
+    /// True with probability `p`.
+    pub fn chance(&mut self, p: f64) -> bool {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64 <= p
     }
 
     fn byte(&mut self) -> u8 {
