@@ -22,7 +22,7 @@ use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use super::lease::{Taken, TakenState, taken_key};
 use super::outcomes::{self, Outcomes};
 use super::{Fleet, FleetError};
-use crate::intake::{SEQ_HEADER, STORE_HEADER};
+use crate::intake::logged_by;
 use crate::queue::{EntryOutcome, FinalOutcome, Imported, Queue, handoff, now_ms};
 use crate::store::Store;
 
@@ -143,9 +143,8 @@ impl Fleet {
                 break;
             }
             position = message.sequence + 1;
-            let header = |name: &str| message.headers.get(name).map(|v| v.as_str().to_string());
-            let store = header(STORE_HEADER).unwrap_or_default();
-            let seq = header(SEQ_HEADER).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
+            let (store, seq) = logged_by(&message.headers);
+            let seq = seq.unwrap_or(0);
             let best = moved.through_seqs.entry(store.clone()).or_insert(0);
             *best = (*best).max(seq);
             let mut hook = match handoff::decode(&message.payload) {

@@ -85,6 +85,9 @@ impl JetStreamLog {
             }
             pending.push(self.context.send_publish(self.subject.clone(), publish).await);
         }
+        // One deadline for the round: after a lost connection every ack
+        // fails by it, not one timeout after another.
+        let deadline = tokio::time::Instant::now() + self.timeout;
         let mut appended = Vec::with_capacity(pending.len());
         for sent in pending {
             let ack = match sent {
@@ -97,7 +100,7 @@ impl JetStreamLog {
                     continue;
                 }
             };
-            let ack = match tokio::time::timeout(self.timeout, ack).await {
+            let ack = match tokio::time::timeout_at(deadline, ack).await {
                 Ok(Ok(ack)) => ack,
                 Ok(Err(e)) => {
                     appended.push(Appended::Failed { reason: e.to_string(), sent: true });
@@ -124,10 +127,8 @@ impl JetStreamLog {
     async fn original(&self, position: u64) -> Appended {
         match self.stream.get_raw_message(position).await {
             Ok(original) => {
-                let header = |name: &str| original.headers.get(name).map(|v| v.as_str().to_string());
-                let logged_seq = (header(STORE_HEADER).as_deref() == Some(self.store.as_str()))
-                    .then(|| header(SEQ_HEADER).and_then(|seq| seq.parse::<u64>().ok()))
-                    .flatten();
+                let (store, seq) = logged_by(&original.headers);
+                let logged_seq = seq.filter(|_| store == self.store);
                 Appended::Duplicate { original: original.payload.to_vec(), position, logged_seq }
             }
             Err(e) => Appended::Failed { reason: format!("reading duplicate {position}: {e}"), sent: true },
@@ -148,15 +149,12 @@ impl JetStreamLog {
             };
             next = message.sequence + 1;
             last = message.sequence;
-            let header = |name: &str| message.headers.get(name).map(|v| v.as_str().to_string());
-            if header(STORE_HEADER).as_deref() != Some(self.store.as_str()) {
-                continue;
-            }
-            match header(SEQ_HEADER).and_then(|seq| seq.parse::<u64>().ok()) {
-                Some(seq) => {
+            match logged_by(&message.headers) {
+                (store, _) if store != self.store => {}
+                (_, Some(seq)) => {
                     hooks.push(LoggedHook { position: message.sequence, seq, payload: message.payload.to_vec() })
                 }
-                None => tracing::error!(
+                (_, None) => tracing::error!(
                     subject = self.subject,
                     position = message.sequence,
                     "a logged hook has no seq; skipped"
@@ -181,7 +179,7 @@ impl IntakeLog for JetStreamLog {
             return Ok(Vec::new());
         }
         let started = Instant::now();
-        let appended = Ok(self.runtime.block_on(self.publish_all(hooks)));
+        let answers = self.runtime.block_on(self.publish_all(hooks));
         let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
         let stats = &self.stats;
         stats.rounds.fetch_add(1, Ordering::Relaxed);
@@ -190,22 +188,16 @@ impl IntakeLog for JetStreamLog {
         let metrics = crate::metrics::metrics();
         metrics.fleet_publish_seconds.observe(started.elapsed().as_secs_f64());
         metrics.fleet_publish_hooks.observe(hooks.len() as f64);
-        if let Ok(answers) = &appended {
-            let count = |f: fn(&Appended) -> bool| answers.iter().filter(|a| f(a)).count() as u64;
-            stats.hooks.fetch_add(count(|a| !matches!(a, Appended::Failed { .. })), Ordering::Relaxed);
-            stats.duplicates.fetch_add(count(|a| matches!(a, Appended::Duplicate { .. })), Ordering::Relaxed);
-            let failed = count(|a| matches!(a, Appended::Failed { .. }));
-            if failed > 0 {
-                stats.failures.fetch_add(1, Ordering::Relaxed);
-                metrics.fleet_publish_failures.inc();
-                if let Some(Appended::Failed { reason, .. }) =
-                    answers.iter().find(|a| matches!(a, Appended::Failed { .. }))
-                {
-                    tracing::warn!(failed, of = answers.len(), "JetStream publish failed: {reason}");
-                }
-            }
+        let count = |f: fn(&Appended) -> bool| answers.iter().filter(|a| f(a)).count() as u64;
+        stats.hooks.fetch_add(count(|a| !matches!(a, Appended::Failed { .. })), Ordering::Relaxed);
+        stats.duplicates.fetch_add(count(|a| matches!(a, Appended::Duplicate { .. })), Ordering::Relaxed);
+        let failed = count(|a| matches!(a, Appended::Failed { .. }));
+        if let Some(Appended::Failed { reason, .. }) = answers.iter().find(|a| matches!(a, Appended::Failed { .. })) {
+            stats.failures.fetch_add(1, Ordering::Relaxed);
+            metrics.fleet_publish_failures.inc();
+            tracing::warn!(failed, of = answers.len(), "JetStream publish failed: {reason}");
         }
-        appended
+        Ok(answers)
     }
 
     /// The stream's limits bound it, not the node.
@@ -240,4 +232,11 @@ impl IntakeLog for JetStreamLog {
     fn logged_since(&self, position: u64) -> Result<(Vec<LoggedHook>, u64), IntakeError> {
         self.runtime.block_on(self.read_own(position))
     }
+}
+
+/// The store and seq a logged hook's headers name (empty and `None` when
+/// absent: not a hook a store of ours logged).
+pub fn logged_by(headers: &HeaderMap) -> (String, Option<u64>) {
+    let header = |name: &str| headers.get(name).map(|v| v.as_str().to_string());
+    (header(STORE_HEADER).unwrap_or_default(), header(SEQ_HEADER).and_then(|seq| seq.parse().ok()))
 }

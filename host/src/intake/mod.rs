@@ -27,7 +27,7 @@ use std::io;
 
 use thiserror::Error;
 
-pub use jetstream::{JetStreamLog, PublishStats, SEQ_HEADER, STORE_HEADER};
+pub use jetstream::{JetStreamLog, PublishStats, SEQ_HEADER, STORE_HEADER, logged_by};
 use segment::MAX_RECORD;
 pub use segment::{IntakeOptions, MAGIC, MAGIC_V1, MAGIC_V2, SEAL_LEN, SegmentLog, read_all};
 
