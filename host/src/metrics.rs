@@ -59,6 +59,7 @@ pub struct Metrics {
     pub fleet_publish_hooks: Histogram,
     pub fleet_publish_failures: Counter,
     pub fleet_takeovers: Counter,
+    pub fleet_undecodable: Counter,
     pub queue_rows: Family<StateLabels, Gauge>,
     pub oldest_due_age_seconds: Gauge<f64, AtomicU64>,
     pub deliveries: Family<DeliveryLabels, Counter>,
@@ -112,6 +113,12 @@ impl Metrics {
         );
         let fleet_takeovers = Counter::default();
         registry.register("fleet_takeovers", "Takeovers of a lapsed node this node ran", fleet_takeovers.clone());
+        let fleet_undecodable = Counter::default();
+        registry.register(
+            "fleet_undecodable",
+            "Logged hooks a takeover could not decode, each dead-lettered as a fault",
+            fleet_undecodable.clone(),
+        );
         let queue_rows = Family::<StateLabels, Gauge>::default();
         registry.register("queue_rows", "Delivery rows by state (from the store's counters)", queue_rows.clone());
         let oldest_due_age_seconds = Gauge::<f64, AtomicU64>::default();
@@ -189,6 +196,7 @@ impl Metrics {
             fleet_publish_hooks,
             fleet_publish_failures,
             fleet_takeovers,
+            fleet_undecodable,
             queue_rows,
             oldest_due_age_seconds,
             deliveries,

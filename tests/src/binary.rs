@@ -125,6 +125,24 @@ impl RunningNode {
         self.child.id()
     }
 
+    /// Send `signal` (`STOP`, `CONT`, ...) to the process.
+    pub fn signal(&self, signal: &str) {
+        let sent = Command::new("kill").arg(format!("-{signal}")).arg(self.child.id().to_string()).status();
+        assert!(sent.is_ok_and(|s| s.success()), "kill -{signal} {}", self.child.id());
+    }
+
+    /// Its exit status, once it exits by itself within `within`.
+    pub async fn exited_within(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let started = Instant::now();
+        while started.elapsed() < within {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        None
+    }
+
     /// SIGKILL, and wait for the process to be gone.
     pub fn kill(mut self) {
         let _ = self.child.kill();

@@ -85,6 +85,9 @@ impl Cluster {
             .args(["--cluster_name", "ankusa-test"])
             .args(["--cluster", &format!("nats://127.0.0.1:{}", server.cluster_port)])
             .args(["--routes", &routes.join(",")])
+            // Clients keep to the servers they were given: a node reaching
+            // NATS through a fault proxy never learns a way around it.
+            .arg("--no_advertise")
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         let mut child = command.spawn().expect("nats-server starts (Debian package nats-server)");

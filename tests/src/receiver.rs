@@ -54,6 +54,10 @@ pub struct Received {
     pub path: String,
     pub headers: Vec<(String, String)>,
     pub body: Bytes,
+    /// The status it was answered with.
+    pub status: u16,
+    /// When its head arrived.
+    pub at: std::time::Instant,
 }
 
 impl Received {
@@ -126,10 +130,12 @@ impl Drop for Receiver {
 }
 
 async fn answer(req: Request<Incoming>, rec: &Mutex<Vec<Received>>, script: &Script) -> Response<Full<Bytes>> {
+    let at = std::time::Instant::now();
     let (parts, body) = req.into_parts();
     let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-    let n = {
+    let reply = {
         let mut rec = rec.lock().expect("receiver lock");
+        let reply = script(rec.len());
         rec.push(Received {
             method: parts.method.to_string(),
             path: parts.uri.path_and_query().map(|p| p.to_string()).unwrap_or_default(),
@@ -139,10 +145,11 @@ async fn answer(req: Request<Incoming>, rec: &Mutex<Vec<Received>>, script: &Scr
                 .map(|(n, v)| (n.to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
                 .collect(),
             body,
+            status: reply.status,
+            at,
         });
-        rec.len() - 1
+        reply
     };
-    let reply = script(n);
     tokio::time::sleep(reply.delay).await;
     let mut response = Response::builder().status(reply.status);
     for (name, value) in &reply.headers {

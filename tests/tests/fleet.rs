@@ -2,172 +2,25 @@
 //! JetStream cluster on free loopback ports and Ankusa nodes from the real
 //! binary. An acked hook survives losing its node and its disk; a retry on
 //! another node is a duplicate; a node back after its takeover delivers
-//! nothing twice; losing NATS servers costs acks, never a false one; bad
-//! fleet config is refused by name.
+//! nothing twice; losing NATS servers costs acks, never a false one; a
+//! publish round cut midway, a hook over the servers' message limit, a
+//! stream made again, a node paused past its lease and a takeover during a
+//! bucket leader election lose nothing; bad fleet config is refused by
+//! name.
 
-use std::collections::HashMap;
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use ankusa_tests::ankusa_bin;
-use ankusa_tests::binary::{RunningNode, collect, eventually, write_config};
+use ankusa_tests::binary::{collect, eventually, write_config};
 use ankusa_tests::fault_proxy::{FaultProxy, Mode};
+use ankusa_tests::fleet::{
+    Acked, Fleet, LEASE_TTL_MS, check_delivered, deliveries, gated_receiver, load, node_yaml, try_post, wait_taken,
+};
 use ankusa_tests::nats_cluster::Cluster;
 use ankusa_tests::receiver::{Receiver, Reply};
-use http_body_util::BodyExt;
 use serde_json::Value;
-
-/// Lease lapse in these tests: a takeover starts ~2-3 s after a kill.
-const LEASE_TTL_MS: u64 = 2_000;
-
-fn node_yaml(nats: &str, node_id: &str, receiver: &Receiver, replicas: usize) -> String {
-    format!(
-        "wal: {{mode: fleet}}
-fleet:
-  nats: {urls}
-  replicas: {replicas}
-  node_id: {node_id}
-  lease_ttl_ms: {LEASE_TTL_MS}
-  publish_timeout_ms: 2000
-  connect_timeout_ms: 2000
-dispatch:
-  concurrency: 2
-  sink_concurrency: 2
-  retry: {{initial_ms: 50, jitter: 0.0}}
-sinks:
-  out:
-    component: http
-    options: {{url: \"{url}\"}}
-    allow: [\"{origin}\"]
-sources:
-  orders:
-    sinks: [out]
-    dedupe: {{header: idempotency-key}}
-",
-        urls = nats,
-        url = receiver.url("/hooks"),
-        origin = receiver.origin(),
-    )
-}
-
-struct Fleet {
-    dir: tempfile::TempDir,
-}
-
-impl Fleet {
-    fn new() -> Fleet {
-        Fleet { dir: tempfile::tempdir().expect("dir") }
-    }
-
-    fn data(&self, node: &str) -> PathBuf {
-        self.dir.path().join(format!("data-{node}"))
-    }
-
-    async fn start(&self, cluster: &Cluster, node: &str, receiver: &Receiver) -> RunningNode {
-        self.start_via(&cluster.yaml_urls(), node, receiver).await
-    }
-
-    /// A node that reaches NATS at `nats` (a fault proxy's addresses).
-    async fn start_via(&self, nats: &str, node: &str, receiver: &Receiver) -> RunningNode {
-        let config_dir = self.dir.path().join(format!("config-{node}"));
-        std::fs::create_dir_all(&config_dir).expect("config dir");
-        let config = write_config(&config_dir, &node_yaml(nats, node, receiver, 3));
-        RunningNode::start(&config, &self.data(node), &[]).await
-    }
-}
-
-/// POST a hook without panicking on a refused connection (a killed node):
-/// `None` if no answer came.
-async fn try_post(addr: SocketAddr, key: &str, body: &str) -> Option<(u16, Value, Option<String>)> {
-    let client =
-        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http::<String>();
-    let request = http::Request::builder()
-        .method("POST")
-        .uri(format!("http://{addr}/webhooks/orders"))
-        .header("content-type", "application/json")
-        .header("idempotency-key", key)
-        .body(body.to_string())
-        .ok()?;
-    let response = tokio::time::timeout(Duration::from_secs(20), client.request(request)).await.ok()?.ok()?;
-    let status = response.status().as_u16();
-    let retry_after = response.headers().get("retry-after").and_then(|v| v.to_str().ok()).map(str::to_string);
-    let bytes =
-        tokio::time::timeout(Duration::from_secs(20), response.into_body().collect()).await.ok()?.ok()?.to_bytes();
-    Some((status, serde_json::from_slice(&bytes).unwrap_or(Value::Null), retry_after))
-}
-
-/// What a load run got acked: hook id → the bytes posted.
-type Acked = HashMap<String, String>;
-
-/// Post `count` distinct hooks to `addr` from `workers` connections; the
-/// ones answered 201, and every other answer's status.
-async fn load(addr: SocketAddr, tag: &str, count: usize, workers: usize) -> (Acked, Vec<u16>) {
-    let acked = Arc::new(std::sync::Mutex::new(Acked::new()));
-    let refused = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let mut tasks = Vec::new();
-    for w in 0..workers {
-        let (acked, refused, tag) = (acked.clone(), refused.clone(), tag.to_string());
-        tasks.push(tokio::spawn(async move {
-            for i in (w..count).step_by(workers) {
-                let body = format!("{{\"node\":\"{tag}\",\"n\":{i},\"pad\":\"{}\"}}", "x".repeat(i % 97));
-                match try_post(addr, &format!("{tag}-{i}"), &body).await {
-                    Some((201, answer, _)) => {
-                        let id = answer["id"].as_str().expect("a 201 names its hook").to_string();
-                        acked.lock().expect("acked").insert(id, body);
-                    }
-                    Some((status, _, _)) => refused.lock().expect("refused").push(status),
-                    None => refused.lock().expect("refused").push(0),
-                }
-            }
-        }));
-    }
-    for task in tasks {
-        task.await.expect("poster");
-    }
-    let acked = std::mem::take(&mut *acked.lock().expect("acked"));
-    let refused = std::mem::take(&mut *refused.lock().expect("refused"));
-    (acked, refused)
-}
-
-/// Deliveries the receiver got, by hook id: how many times, and the bytes
-/// of each.
-fn deliveries(receiver: &Receiver) -> HashMap<String, Vec<Vec<u8>>> {
-    let mut by_id: HashMap<String, Vec<Vec<u8>>> = HashMap::new();
-    for r in receiver.received() {
-        let id = r.header("x-ankusa-id").expect("every delivery names its hook").to_string();
-        by_id.entry(id).or_default().push(r.body.to_vec());
-    }
-    by_id
-}
-
-/// Every acked hook delivered, with its exact bytes; the duplicate count.
-fn check_delivered(acked: &Acked, receiver: &Receiver) -> usize {
-    let got = deliveries(receiver);
-    for (id, body) in acked {
-        let copies = got.get(id).unwrap_or_else(|| panic!("acked hook {id} was never delivered"));
-        assert!(copies.iter().all(|c| c == body.as_bytes()), "hook {id} arrived with other bytes");
-    }
-    got.values().map(|c| c.len() - 1).sum()
-}
-
-/// The takeover of `taken` by `by` (node id `by_id`), once done.
-async fn wait_taken(by: &RunningNode, by_id: &str, taken: &str, within: Duration) -> Value {
-    let mut record = Value::Null;
-    eventually(&format!("the takeover of {taken}"), within, async || {
-        // 503 while the bucket's stream elects a leader: ask again.
-        let (code, status) = by.admin("GET", "/v1/fleet", None, None).await;
-        if code != 200 {
-            return false;
-        }
-        let node = status["nodes"].as_array().into_iter().flatten().find(|n| n["node"] == taken).cloned();
-        record = node.map(|n| n["taken"].clone()).unwrap_or(Value::Null);
-        record["state"] == "done" && record["by"] == by_id
-    })
-    .await;
-    record
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_acked_hook_survives_losing_its_node_and_its_disk() {
@@ -441,6 +294,174 @@ async fn losing_nats_servers_costs_acks_never_a_false_one() {
         all.len()
     );
     println!("fleet: {settled} of the {answered_503} hooks answered 503 were settled from the stream and delivered");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hook_over_the_servers_message_limit_is_acked_and_survives_a_takeover() {
+    let cluster = Cluster::start(3).await;
+    let (receiver, open) = gated_receiver().await;
+    let fleet = Fleet::new();
+    let a = fleet.start(&cluster, "a", &receiver).await;
+    let b = fleet.start(&cluster, "b", &receiver).await;
+
+    // 2 MiB, twice the servers' max_payload, posted beside small hooks so
+    // they share publish rounds: every one is acked.
+    let big = format!("{{\"big\":\"{}\"}}", "b".repeat(2 << 20));
+    let ingest = a.ingest;
+    let small = tokio::spawn(load(ingest, "beside-big", 40, 4));
+    let (status, first, _) = try_post(a.ingest, "big-1", &big).await.expect("answer");
+    assert_eq!(status, 201, "{first}");
+    let (acked_small, refused) = small.await.expect("small hooks");
+    assert!(refused.is_empty(), "hooks beside a large one were refused: {refused:?}");
+
+    // The provider's retry at the other node is a duplicate: the original
+    // is read back from the bodies bucket.
+    let (status, again, _) = try_post(b.ingest, "big-1", &big).await.expect("answer");
+    assert_eq!((status, again["duplicate"].as_bool()), (201, Some(true)), "{again}");
+    assert_eq!(again["id"], first["id"]);
+
+    // a dies before delivering any; b takes the large hook over and
+    // delivers it whole.
+    a.kill();
+    std::fs::remove_dir_all(fleet.data("a")).expect("delete a's data directory");
+    let taken = wait_taken(&b, "b", "a", Duration::from_secs(60)).await;
+    open.store(true, Ordering::SeqCst);
+    let mut acked = acked_small;
+    acked.insert(first["id"].as_str().expect("id").to_string(), big.clone());
+    eventually("every acked hook delivered", Duration::from_secs(60), async || {
+        let got = deliveries(&receiver);
+        acked.keys().all(|id| got.contains_key(id))
+    })
+    .await;
+    check_delivered(&acked, &receiver);
+    println!(
+        "fleet: a 2 MiB hook acked, answered as a duplicate on the other node and delivered after a takeover ({taken})"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stream_made_again_under_a_kept_bucket_loses_nothing() {
+    let cluster = Cluster::start(3).await;
+    let (receiver, open) = gated_receiver().await;
+    open.store(true, Ordering::SeqCst);
+    let fleet = Fleet::new();
+    let a = fleet.start(&cluster, "a", &receiver).await;
+    let b = fleet.start(&cluster, "b", &receiver).await;
+
+    // A first takeover of a leaves its record, positions of this stream.
+    let (first, refused) = load(a.ingest, "before", 60, 4).await;
+    assert!(refused.is_empty(), "{refused:?}");
+    a.kill();
+    let taken = wait_taken(&b, "b", "a", Duration::from_secs(60)).await;
+    let old_through = taken["through"].as_u64().expect("through");
+    eventually("the first hooks delivered", Duration::from_secs(60), async || {
+        let got = deliveries(&receiver);
+        first.keys().all(|id| got.contains_key(id))
+    })
+    .await;
+
+    // The stream is deleted and made again (an operator's reset); the
+    // bucket, with its takeover record, stays.
+    let (status, _) = b.stop();
+    assert!(status.success());
+    let js = cluster.client().await;
+    js.delete_stream("ANKUSA").await.expect("delete the stream");
+    std::fs::remove_dir_all(fleet.data("a")).expect("delete a's data directory");
+    let a = fleet.start(&cluster, "a", &receiver).await;
+    let b = fleet.start(&cluster, "b", &receiver).await;
+
+    // Fewer hooks than the old record's positions, none delivered by a
+    // before it dies.
+    open.store(false, Ordering::SeqCst);
+    let (second, refused) = load(a.ingest, "after", 20, 4).await;
+    assert!(refused.is_empty(), "{refused:?}");
+    let last = js.get_stream("ANKUSA").await.expect("stream").cached_info().state.last_sequence;
+    assert!(last < old_through, "the new stream's positions ({last}) stay below the old record's ({old_through})");
+    a.kill();
+    open.store(true, Ordering::SeqCst);
+    eventually("every hook of the new stream delivered", Duration::from_secs(60), async || {
+        let got = deliveries(&receiver);
+        second.keys().all(|id| got.contains_key(id))
+    })
+    .await;
+    check_delivered(&second, &receiver);
+    drop(b);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_paused_past_its_lease_delivers_nothing_after_its_takeover() {
+    let cluster = Cluster::start(3).await;
+    // Slow deliveries: a has a backlog, and attempts in flight, when paused.
+    let receiver = Receiver::start(Reply::status(200).delay(Duration::from_millis(100))).await;
+    let fleet = Fleet::new();
+    let mut a = fleet.start(&cluster, "a", &receiver).await;
+    let b = fleet.start(&cluster, "b", &receiver).await;
+    let (acked, refused) = load(a.ingest, "paused", 200, 8).await;
+    assert!(refused.is_empty(), "{refused:?}");
+
+    a.signal("STOP");
+    let taken = wait_taken(&b, "b", "a", Duration::from_secs(60)).await;
+    eventually("b delivers what a held", Duration::from_secs(60), async || {
+        let got = deliveries(&receiver);
+        acked.keys().all(|id| got.contains_key(id))
+    })
+    .await;
+
+    // a wakes with rows claimed and attempts in flight, its lease long
+    // lapsed: it starts none and finishes none, and exits once it reads
+    // the takeover.
+    let resumed = Instant::now();
+    a.signal("CONT");
+    let status = a.exited_within(Duration::from_secs(30)).await;
+    assert_eq!(status.and_then(|s| s.code()), Some(75), "a stops once it sees the takeover\n{}", a.log());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let late: Vec<_> = receiver.received().into_iter().filter(|r| r.path == "/hooks/a" && r.at >= resumed).collect();
+    assert!(late.is_empty(), "a delivered {} hooks after it was taken over and resumed", late.len());
+    let from_a = receiver.received().iter().filter(|r| r.path == "/hooks/a").count();
+    println!(
+        "fleet: a paused past its lease: {from_a} deliveries from a before the pause, none after; b took over {} hooks",
+        taken["imported"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_takeover_meets_a_bucket_leader_election_within_two_leases() {
+    let cluster = Cluster::start(3).await;
+    let receiver = Receiver::start(Reply::status(200).delay(Duration::from_millis(50))).await;
+    let fleet = Fleet::new();
+    let a = fleet.start(&cluster, "a", &receiver).await;
+    let b = fleet.start(&cluster, "b", &receiver).await;
+    let (acked, refused) = load(a.ingest, "electing", 200, 8).await;
+    assert!(refused.is_empty(), "{refused:?}");
+
+    // a dies, and the leases bucket's stream loses its leader as it does:
+    // b's lease loop meets an election while it watches a lapse.
+    let client = cluster.client().await.client();
+    a.kill();
+    let killed = Instant::now();
+    let stepdown = "$JS.API.STREAM.LEADER.STEPDOWN.KV_ANKUSA-fleet";
+    let answer = client.request(stepdown, "".into()).await.expect("the bucket's leader steps down");
+    let answer: Value = serde_json::from_slice(&answer.payload).expect("a JSON answer");
+    assert_eq!(answer["success"], true, "{answer}");
+    let taken = wait_taken(&b, "b", "a", Duration::from_secs(60)).await;
+    let took = killed.elapsed();
+    eventually("every acked hook delivered", Duration::from_secs(60), async || {
+        let got = deliveries(&receiver);
+        acked.keys().all(|id| got.contains_key(id))
+    })
+    .await;
+    check_delivered(&acked, &receiver);
+    println!(
+        "fleet: takeover done {:.2} s after the kill with a bucket leader election (lease {} ms), {} hooks taken",
+        took.as_secs_f64(),
+        LEASE_TTL_MS,
+        taken["imported"]
+    );
+    assert!(
+        took <= Duration::from_millis(2 * LEASE_TTL_MS),
+        "the takeover took {took:?}, over two leases ({} ms)",
+        2 * LEASE_TTL_MS
+    );
 }
 
 /// `ankusa run` to its end: exit status and what it wrote.

@@ -112,3 +112,38 @@ async fn inflight_rows_are_due_again_after_a_restart() {
     assert!(claimed.iter().all(|r| r.seq == seq));
     queue.close().await;
 }
+
+#[tokio::test]
+async fn claims_and_attempts_are_bound_to_a_proven_lease() {
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let queue = Queue::open(dir.path(), QueueConfig::default()).expect("open");
+    enqueue(&queue, "h1", 1).await;
+    assert!(!queue.leased(), "outside a fleet claims are bound to nothing");
+
+    // Proven for 200 ms: claims open, an attempt runs.
+    queue.prove_claims_until(Instant::now() + Duration::from_millis(200));
+    assert!(queue.leased() && queue.claims_open());
+    let lapsed = queue.lease_lapsed();
+    tokio::pin!(lapsed);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(50), &mut lapsed).await.is_err(),
+        "the lease holds for its proof"
+    );
+    // Proven again before it lapses: the attempt keeps running past the
+    // first proof's end.
+    queue.prove_claims_until(Instant::now() + Duration::from_millis(400));
+    let started = Instant::now();
+    tokio::time::timeout(Duration::from_secs(5), &mut lapsed).await.expect("the lease lapses");
+    assert!(started.elapsed() >= Duration::from_millis(300), "it waited for the later proof: {:?}", started.elapsed());
+    assert!(!queue.claims_open());
+    assert!(queue.claim_due(NOW, 10).expect("claim").is_empty(), "no claim once the lease lapsed");
+
+    // A proof already past resolves at once, before any timer could fire:
+    // a node resumed after a pause withdraws before it does anything else.
+    let lapsed = queue.lease_lapsed();
+    tokio::pin!(lapsed);
+    assert!(tokio::time::timeout(Duration::ZERO, &mut lapsed).await.is_ok(), "ready on its first poll");
+    queue.prove_claims_until(Instant::now() + Duration::from_secs(60));
+    assert_eq!(queue.claim_due(NOW, 10).expect("claim").len(), 1, "claims reopen with the proof");
+}

@@ -3,6 +3,9 @@
 //!   mode (the baseline), then split over two fleet nodes on a 3-server
 //!   JetStream cluster (R3); acks/s, p50/p99, and the hooks per JetStream
 //!   publish round the nodes report;
+//! - JetStream alone, the floor under fleet ingest: the same 3 servers
+//!   taking 1 KiB messages with message ids from 64 publishers (on two
+//!   connections, as two nodes), each awaiting its ack before the next;
 //! - takeover: a node holding a 10 000-hook backlog it does not deliver
 //!   (ingest only) is killed with SIGKILL; the time until a peer delivers
 //!   the first of those hooks, and until it has delivered them all.
@@ -93,6 +96,51 @@ async fn post(addr: SocketAddr, count: usize) -> usize {
     acked.load(Ordering::Relaxed)
 }
 
+/// Acks a second the cluster gives 64 publishers of 1 KiB messages with
+/// message ids on an R3 stream, each publisher awaiting its ack before
+/// its next message, on two connections: what the fleet's intake asks of
+/// JetStream, with no node in the way.
+async fn jetstream_alone(cluster: &Cluster) -> anyhow::Result<f64> {
+    use async_nats::jetstream::message::PublishMessage as Publish;
+    let setup = cluster.client().await;
+    setup
+        .create_stream(async_nats::jetstream::stream::Config {
+            name: "FLOOR".into(),
+            subjects: vec!["floor.>".into()],
+            num_replicas: 3,
+            duplicate_window: Duration::from_secs(3600),
+            ..Default::default()
+        })
+        .await?;
+    let acked = Arc::new(AtomicUsize::new(0));
+    let deadline = Instant::now() + Duration::from_secs(SECONDS);
+    let payload = bytes::Bytes::from(vec![b'x'; 1024]);
+    let mut tasks = Vec::new();
+    for connection in 0..2 {
+        let js = cluster.client().await;
+        for p in 0..CONNECTIONS / 2 {
+            let (js, acked, payload) = (js.clone(), acked.clone(), payload.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut n = 0u64;
+                while Instant::now() < deadline {
+                    n += 1;
+                    let publish = Publish::build().payload(payload.clone()).message_id(format!("{connection}.{p}.{n}"));
+                    if let Ok(ack) = js.send_publish(format!("floor.{connection}"), publish).await
+                        && ack.await.is_ok()
+                    {
+                        acked.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }));
+        }
+    }
+    for task in tasks {
+        let _ = task.await;
+    }
+    let _ = setup.delete_stream("FLOOR").await;
+    Ok(acked.load(Ordering::Relaxed) as f64 / SECONDS as f64)
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let bin = ankusa_bench::ankusa_bin(None)?;
@@ -129,6 +177,11 @@ async fn main() -> anyhow::Result<()> {
     report("fleet.publish_round_mean", round_us / rounds.max(1.0) / 1e3, "ms");
     a.kill();
     b.kill();
+
+    let floor = jetstream_alone(&cluster).await?;
+    report("fleet.jetstream_alone", floor, "acks/s");
+    ratio("fleet.jetstream_alone_vs_disk", floor, baseline.acks_per_sec());
+    ratio("fleet.ingest_vs_jetstream_alone", fleet.acks_per_sec(), floor);
 
     // Takeover: c takes hooks and delivers none; d delivers them once c dies.
     let c = start_node(&bin, dir.path(), "c", &yaml(&receiver, &fleet_wal(&cluster, "TAKEOVER", "c"), "ingest, admin"))

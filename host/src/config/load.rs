@@ -66,6 +66,7 @@ fn from_tree(mut tree: Value, origin: &str, env: &BTreeMap<String, String>) -> R
     }
     let mut problems = interpolate::resolve(&mut tree, env);
     problems.extend(interpolate::apply_overrides(&mut tree, env));
+    fleet_attempt_timeout(&mut tree);
     let mut removed = Vec::new();
     // Last first: taking a sequence item out moves the ones after it.
     for problem in problems.iter().rev() {
@@ -107,6 +108,28 @@ fn covered(removed: &[String], key: &str) -> bool {
     removed.iter().any(|r| {
         key == r || key.strip_prefix(r.as_str()).is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
     })
+}
+
+/// `wal.mode: fleet`: an attempt left without a timeout gets half the
+/// lease (at most the usual default). An attempt must end before a peer
+/// could take its hook over, even one whose guest never yields (only its
+/// timeout stops it); one set longer is refused by `validate`.
+fn fleet_attempt_timeout(tree: &mut Value) {
+    let at = |tree: &Value, section: &str, key: &str| tree.get(section).and_then(|s| s.get(key)).cloned();
+    if at(tree, "wal", "mode").and_then(|m| m.as_str().map(str::to_string)).as_deref() != Some("fleet")
+        || at(tree, "dispatch", "attempt_timeout_ms").is_some()
+    {
+        return;
+    }
+    let lease = at(tree, "fleet", "lease_ttl_ms")
+        .and_then(|v| v.as_u64())
+        .unwrap_or_else(|| super::FleetSection::default().lease_ttl_ms);
+    let timeout = super::DispatchSection::default().attempt_timeout_ms.min(lease / 2).max(1);
+    let Value::Mapping(root) = tree else { return };
+    let dispatch = root.entry("dispatch".into()).or_insert_with(|| Value::Mapping(Default::default()));
+    if let Value::Mapping(dispatch) = dispatch {
+        dispatch.insert("attempt_timeout_ms".into(), timeout.into());
+    }
 }
 
 /// Take the value at `path` (`a.b[2].c`) out of `tree`. `false` if there is
@@ -202,6 +225,21 @@ mod tests {
         // error or by the checks that run on its default.
         let keys = problems("dispatch:\n  concurrency: ${CONC}\n", &[]);
         assert_eq!(keys, ["dispatch.concurrency"]);
+    }
+
+    #[test]
+    fn a_fleet_attempt_ends_within_half_a_lease() {
+        let fleet = "wal: {mode: fleet}\nfleet: {nats: [\"nats://127.0.0.1:4222\"], node_id: a, lease_ttl_ms: 4000}\n";
+        let env = BTreeMap::new();
+        let unset = load_str(fleet, "test", &env).expect("a fleet config without an attempt timeout");
+        assert_eq!(unset.dispatch.attempt_timeout_ms, 2000, "half the lease");
+        let long = format!("{fleet}dispatch: {{attempt_timeout_ms: 2001}}\n");
+        assert_eq!(problems(&long, &[]), ["dispatch.attempt_timeout_ms"]);
+        let within = format!("{fleet}dispatch: {{attempt_timeout_ms: 2000}}\n");
+        assert!(problems(&within, &[]).is_empty());
+        // Outside a fleet the usual default stands.
+        let disk = load_str("wal: {mode: disk}\n", "test", &env).expect("disk");
+        assert_eq!(disk.dispatch.attempt_timeout_ms, 30_000);
     }
 
     #[test]

@@ -561,7 +561,7 @@ pub struct SourceSection {
 impl Default for SourceSection {
     fn default() -> Self {
         SourceSection {
-            tenant: "default".into(),
+            tenant: crate::tenant::DEFAULT_TENANT.into(),
             verify: None,
             on_verify_failure: OnVerifyFailureName::Reject,
             dedupe: None,

@@ -155,6 +155,17 @@ fn fleet_problems(config: &Config, p: &mut Problems) {
         Some(_) => {}
     }
     p.within("fleet.lease_ttl_ms", f.lease_ttl_ms, 500, 600_000);
+    let attempt = config.dispatch.attempt_timeout_ms;
+    if attempt.saturating_mul(2) > f.lease_ttl_ms {
+        p.add(
+            "dispatch.attempt_timeout_ms",
+            format!(
+                "{attempt} ms is over half of fleet.lease_ttl_ms ({} ms): an attempt must end before a peer can \
+                 take its hook over (leave it unset for half the lease, or lengthen the lease)",
+                f.lease_ttl_ms
+            ),
+        );
+    }
     p.within("fleet.publish_timeout_ms", f.publish_timeout_ms, 100, 120_000);
     p.within("fleet.connect_timeout_ms", f.connect_timeout_ms, 100, 120_000);
     p.at_least("fleet.retention_ms", f.retention_ms, config.dedupe.ttl_ms);

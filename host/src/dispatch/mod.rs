@@ -126,6 +126,9 @@ enum Verdict {
     /// The hook could not be read (damaged in the store): the sink was
     /// never called, so its breaker hears nothing.
     Unreadable,
+    /// Withdrawn because this fleet node's lease lapsed: not the sink's
+    /// doing, so its breaker hears nothing.
+    Withdrawn,
 }
 
 /// A running dispatcher; dropping it does not stop it, [`Dispatcher::stop`] does.
@@ -528,7 +531,7 @@ impl Scheduler {
                 state.breaker.succeeded()
             }
             Verdict::Failed(_) => state.breaker.failed(&self.config.breaker, now, probe),
-            Verdict::Unreadable => {
+            Verdict::Unreadable | Verdict::Withdrawn => {
                 if probe {
                     state.breaker.probe_lost(now);
                 }
@@ -637,20 +640,49 @@ async fn deliver(queue: Arc<Queue>, claimed: Vec<Claimed>, key: Key, config: Dis
         })
         .collect();
     let started = SystemTime::now();
-    let outcomes = match (rows.as_slice(), hooks.as_slice()) {
-        ([row], [hook]) => {
-            // The attempt's own span rides on the sink's HTTP requests.
-            let traceparent = spans[0].map(|(trace, span)| trace.traceparent(span));
-            let call = sink.deliver_within(hook, row.attempts + 1, config.attempt_timeout);
-            vec![traces::scope(traceparent, call).await]
-        }
-        ([], _) => Vec::new(),
-        (rows, hooks) => {
-            let attempts: Vec<u32> = rows.iter().map(|row| row.attempts + 1).collect();
-            crate::metrics::metrics().batch_hooks.observe(hooks.len() as f64);
-            sink.deliver_batch_within(hooks, &attempts, config.attempt_timeout).await
+    let call = async {
+        match (rows.as_slice(), hooks.as_slice()) {
+            ([row], [hook]) => {
+                // The attempt's own span rides on the sink's HTTP requests.
+                let traceparent = spans[0].map(|(trace, span)| trace.traceparent(span));
+                let call = sink.deliver_within(hook, row.attempts + 1, config.attempt_timeout);
+                vec![traces::scope(traceparent, call).await]
+            }
+            ([], _) => Vec::new(),
+            (rows, hooks) => {
+                let attempts: Vec<u32> = rows.iter().map(|row| row.attempts + 1).collect();
+                crate::metrics::metrics().batch_hooks.observe(hooks.len() as f64);
+                sink.deliver_batch_within(hooks, &attempts, config.attempt_timeout).await
+            }
         }
     };
+    // A fleet node delivers only while its lease is proven: rows claimed
+    // before it lapsed are not started, and an attempt in flight is
+    // dropped (its instance with it) the moment it lapses, before a peer
+    // can take these hooks over.
+    let outcomes = if !queue.leased() {
+        call.await
+    } else if !queue.claims_open() {
+        Vec::new()
+    } else {
+        tokio::select! {
+            biased;
+            () = queue.lease_lapsed() => Vec::new(),
+            outcomes = call => outcomes,
+        }
+    };
+    if outcomes.len() != rows.len() {
+        tracing::warn!(
+            rows = rows.len(),
+            sink = %sink_name,
+            "the lease lapsed: attempts withdrawn, their rows due again once it is proven"
+        );
+        for row in &rows {
+            rows_done.push(withdraw(row, &report));
+        }
+        let _ = report.done.send(Done { key, rows: rows_done });
+        return;
+    }
     let ended = SystemTime::now();
     for (((row, hook), span), outcome) in rows.iter().zip(&hooks).zip(&spans).zip(outcomes) {
         if let Some((trace, span)) = span {
@@ -676,6 +708,16 @@ async fn deliver(queue: Arc<Queue>, claimed: Vec<Claimed>, key: Key, config: Dis
         rows_done.push(settle_one(row, Some(&hook.id), outcome, &sink_name, &config, &report));
     }
     let _ = report.done.send(Done { key, rows: rows_done });
+}
+
+/// A row whose attempt was withdrawn (see `deliver`): due again now, its
+/// attempts unchanged.
+fn withdraw(row: &DeliveryRow, report: &Report) -> RowDone {
+    let due_at = now_ms();
+    if report.settler.send((row.seq, row.sink, Settlement::Park { due_at })).is_err() {
+        tracing::error!(seq = row.seq, sink = row.sink, "cannot record the outcome: the settler has stopped");
+    }
+    RowDone { row: (row.seq, row.sink), bytes: row.bytes, verdict: Verdict::Withdrawn, due_again: Some(due_at) }
 }
 
 /// One row's outcome: counted, turned into its settlement (done, due again

@@ -53,6 +53,10 @@ pub struct Taken {
     /// Positions of the node's hook subject taken: `from..=through`.
     pub from: u64,
     pub through: u64,
+    /// The stream those positions are of (`intake::stream_identity`;
+    /// empty in a record from before it was kept: the stream then).
+    #[serde(default)]
+    pub stream: String,
     pub state: TakenState,
     pub at_ms: u64,
     pub done_ms: Option<u64>,
@@ -65,6 +69,13 @@ pub struct Taken {
     /// Per store of the node (hex id): the highest seq taken, so a node
     /// that comes back with that store drops those hooks.
     pub through_seqs: std::collections::BTreeMap<String, u64>,
+}
+
+impl Taken {
+    /// Whether this record's positions are of the stream `identity`.
+    pub fn of_stream(&self, identity: &str) -> bool {
+        self.stream.is_empty() || self.stream == identity
+    }
 }
 
 /// A lease stamped this many leases ago by its own node's clock is gone,

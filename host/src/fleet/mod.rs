@@ -26,7 +26,8 @@
 //!   itself taken while running stops.
 //!
 //! Subjects: `<stream>.hook.<node>` and `<stream>.outcome.<node>` (the
-//! stream's name in lower case); bucket `<stream>-fleet`.
+//! stream's name in lower case); bucket `<stream>-fleet`; hooks over the
+//! servers' message limit in the object store `<stream>-bodies`.
 
 mod lease;
 mod outcomes;
@@ -41,7 +42,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-use crate::intake::{JetStreamLog, PublishStats};
+use crate::intake::{JetStreamLog, PublishStats, Streams};
 use crate::store::keys::meta;
 use crate::store::{Batch, Cf, Durability, Store};
 
@@ -102,6 +103,10 @@ impl Subjects {
     }
     pub fn bucket(&self) -> String {
         format!("{}-fleet", self.stream)
+    }
+    /// The object store bucket of hooks over the servers' message limit.
+    pub fn bodies(&self) -> String {
+        format!("{}-bodies", self.stream)
     }
 }
 
@@ -183,9 +188,13 @@ impl Fleet {
 
     /// The intake log the writer publishes through.
     pub fn intake_log(&self) -> JetStreamLog {
+        let streams = Streams {
+            context: self.connection.context.clone(),
+            stream: self.connection.stream.clone(),
+            bodies: self.connection.bodies.clone(),
+        };
         JetStreamLog::new(
-            self.connection.context.clone(),
-            self.connection.stream.clone(),
+            streams,
             tokio::runtime::Handle::current(),
             self.settings.subjects.hooks(&self.settings.node_id),
             self.store_id,

@@ -2,15 +2,18 @@
 //! absent, checked if present. A stream with other settings is refused,
 //! never changed: every node of the fleet must agree on it.
 
-use async_nats::jetstream::{self, kv, stream};
+use async_nats::jetstream::{self, kv, object_store, stream};
 
 use super::{FleetError, FleetSettings};
+use crate::intake::Bodies;
 
 pub struct Connected {
     pub client: async_nats::Client,
     pub context: jetstream::Context,
     pub stream: stream::Stream,
     pub bucket: kv::Store,
+    /// Hooks over the servers' message limit (`intake::Bodies`).
+    pub bodies: Bodies,
 }
 
 pub async fn connect(settings: &FleetSettings) -> Result<Connected, FleetError> {
@@ -51,7 +54,9 @@ pub async fn connect(settings: &FleetSettings) -> Result<Connected, FleetError> 
     context.set_timeout(settings.publish_timeout);
     let stream = ensure_stream(&context, settings).await?;
     let bucket = ensure_bucket(&context, settings).await?;
-    Ok(Connected { client, context, stream, bucket })
+    let bodies = ensure_bodies(&context, settings).await?;
+    let bodies = Bodies::new(bodies, client.server_info().max_payload, settings.publish_timeout);
+    Ok(Connected { client, context, stream, bucket, bodies })
 }
 
 /// The stream's settings as this node needs them.
@@ -152,4 +157,31 @@ async fn ensure_bucket(context: &jetstream::Context, settings: &FleetSettings) -
             reason: e.to_string(),
         })?;
     context.get_key_value(&name).await.map_err(|e| FleetError::Nats(format!("opening bucket {name}: {e}")))
+}
+
+/// The bucket of hooks too large for one message, kept as long as the
+/// stream keeps hooks.
+async fn ensure_bodies(
+    context: &jetstream::Context,
+    settings: &FleetSettings,
+) -> Result<object_store::ObjectStore, FleetError> {
+    let name = settings.subjects.bodies();
+    if let Ok(bucket) = context.get_object_store(&name).await {
+        return Ok(bucket);
+    }
+    context
+        .create_object_store(object_store::Config {
+            bucket: name.clone(),
+            description: Some("Ankusa fleet: hooks over the servers' message limit".into()),
+            max_age: settings.retention,
+            storage: stream::StorageType::File,
+            num_replicas: settings.replicas,
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| FleetError::CreateStream {
+            stream: format!("OBJ_{name}"),
+            replicas: settings.replicas,
+            reason: e.to_string(),
+        })
 }

@@ -17,13 +17,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_nats::jetstream::stream::LastRawMessageErrorKind;
-
 use super::lease::{Taken, TakenState, taken_key};
 use super::outcomes::{self, Outcomes};
 use super::{Fleet, FleetError};
-use crate::intake::logged_by;
-use crate::queue::{EntryOutcome, FinalOutcome, Imported, Queue, handoff, now_ms};
+use crate::error_class::ErrorClass;
+use crate::intake::{BodyError, SubjectReader, logged_by, stream_identity};
+use crate::queue::{DeliveryRow, EntryOutcome, Envelope, FinalOutcome, Imported, Queue, RowState, handoff, now_ms};
 use crate::store::Store;
 
 /// Hooks committed per import call.
@@ -41,11 +40,26 @@ struct Moved {
 impl Fleet {
     /// The last position of `subject` in the stream (0: none).
     async fn last_position(&self, subject: &str) -> Result<u64, FleetError> {
-        match self.connection.stream.get_last_raw_message_by_subject(subject).await {
-            Ok(message) => Ok(message.sequence),
-            Err(e) if matches!(e.kind(), LastRawMessageErrorKind::NoMessageFound) => Ok(0),
-            Err(e) => Err(FleetError::Nats(format!("last message of {subject}: {e}"))),
-        }
+        crate::intake::last_position(&self.connection.stream, subject).await.map_err(FleetError::Nats)
+    }
+
+    /// The stream's identity now (read afresh: it may have been deleted
+    /// and made again since this node connected).
+    async fn stream_now(&self) -> Result<String, FleetError> {
+        let stream = self
+            .connection
+            .context
+            .get_stream(&self.settings.stream)
+            .await
+            .map_err(|e| FleetError::Nats(format!("reading stream {}: {e}", self.settings.stream)))?;
+        Ok(stream_identity(stream.cached_info()))
+    }
+
+    /// Reads `subject` at `from..=through`, many messages a round trip.
+    async fn reader(&self, subject: &str, from: u64, through: u64) -> Result<SubjectReader, FleetError> {
+        SubjectReader::open(&self.connection.stream, subject, from, through, self.settings.publish_timeout)
+            .await
+            .map_err(FleetError::Nats)
     }
 
     /// Claim `node` if its hooks need taking: create the record, or swap
@@ -53,13 +67,17 @@ impl Fleet {
     /// holds the claim.
     async fn claim(&self, node: &str) -> Result<Option<(Taken, u64)>, FleetError> {
         let key = taken_key(node);
+        let stream = self.stream_now().await?;
         let last = self.last_position(&self.settings.subjects.hooks(node)).await?;
         let previous = self.read::<Taken>(&key).await?;
+        // Positions of another stream (this one deleted and made again
+        // since) say nothing here: the subject is read from its start.
+        let here = |taken: &Taken, position: u64| if taken.of_stream(&stream) { position } else { 1 };
         let from = match &previous {
             None => 1,
-            Some((taken, _)) if taken.state == TakenState::Done => taken.through + 1,
+            Some((taken, _)) if taken.state == TakenState::Done => here(taken, taken.through + 1),
             // A running takeover whose taker lapsed is run again, whole.
-            Some((taken, _)) if !self.seen_alive(&taken.by) || taken.by == self.node() => taken.from,
+            Some((taken, _)) if !self.seen_alive(&taken.by) || taken.by == self.node() => here(taken, taken.from),
             Some(_) => return Ok(None),
         };
         let settled = previous.as_ref().is_none_or(|(taken, _)| taken.state == TakenState::Done);
@@ -71,6 +89,7 @@ impl Fleet {
             by: self.node().to_string(),
             from,
             through: last,
+            stream,
             state: TakenState::Running,
             at_ms: now_ms(),
             done_ms: None,
@@ -131,30 +150,23 @@ impl Fleet {
         }
         let outcomes = self.read_outcomes(node).await?;
         let subject = self.settings.subjects.hooks(node);
-        let mut position = from;
+        let mut reader = self.reader(&subject, from, through).await?;
         let mut batch = Vec::new();
-        while position <= through {
-            let message = match self.connection.stream.get_first_raw_message_by_subject(&subject, position).await {
-                Ok(message) => message,
-                Err(e) if matches!(e.kind(), LastRawMessageErrorKind::NoMessageFound) => break,
-                Err(e) => return Err(FleetError::Nats(format!("reading {subject} at {position}: {e}"))),
-            };
-            if message.sequence > through {
-                break;
-            }
-            position = message.sequence + 1;
+        while let Some(message) = reader.next().await.map_err(FleetError::Nats)? {
+            let position = message.position;
             let (store, seq) = logged_by(&message.headers);
             let seq = seq.unwrap_or(0);
             let best = moved.through_seqs.entry(store.clone()).or_insert(0);
             *best = (*best).max(seq);
-            let mut hook = match handoff::decode(&message.payload) {
+            let decoded = match self.connection.bodies.payload(&message.headers, &message.payload).await {
+                Ok(payload) => handoff::decode(&payload).map_err(|e| (e.to_string(), payload)),
+                Err(BodyError::Missing(e)) => Err((e, Vec::new())),
+                Err(BodyError::Unavailable(e)) => return Err(FleetError::Nats(e)),
+            };
+            let mut hook = match decoded {
                 Ok(hook) => hook,
-                Err(e) => {
-                    tracing::error!(
-                        subject,
-                        position = message.sequence,
-                        "a logged hook does not decode; skipped: {e}"
-                    );
+                Err((reason, bytes)) => {
+                    batch.push(undecodable(node, position, bytes, &reason));
                     continue;
                 }
             };
@@ -172,7 +184,7 @@ impl Fleet {
                     final_of(*sink).filter(|f| matches!(f, FinalOutcome::Dead { .. })).map(|f| (*sink, f.clone()))
                 })
                 .collect();
-            let origin = format!("import.{node}.{}", message.sequence);
+            let origin = format!("import.{node}.{position}");
             batch.push((Imported { handoff: hook, origin }, dead));
             if batch.len() >= IMPORT_BATCH {
                 self.commit_imports(queue, std::mem::take(&mut batch), &mut moved).await?;
@@ -221,22 +233,18 @@ impl Fleet {
     ) -> Result<HashMap<(String, u64), HashMap<u16, FinalOutcome>>, FleetError> {
         let subject = self.settings.subjects.outcomes(node);
         let mut all: HashMap<(String, u64), HashMap<u16, FinalOutcome>> = HashMap::new();
-        let mut position = 1;
-        loop {
-            let message = match self.connection.stream.get_first_raw_message_by_subject(&subject, position).await {
-                Ok(message) => message,
-                Err(e) if matches!(e.kind(), LastRawMessageErrorKind::NoMessageFound) => break,
-                Err(e) => return Err(FleetError::Nats(format!("reading {subject} at {position}: {e}"))),
-            };
-            position = message.sequence + 1;
+        let through = self.last_position(&subject).await?;
+        let mut reader = self.reader(&subject, 1, through).await?;
+        while let Some(message) = reader.next().await.map_err(FleetError::Nats)? {
             match outcomes::decode(&message.payload) {
                 Ok(Outcomes { store, rows }) => {
                     for (seq, sink, outcome) in rows {
                         all.entry((store.clone(), seq)).or_default().insert(sink, outcome);
                     }
                 }
+                // Lost outcomes cost duplicate deliveries, never a hook.
                 Err(e) => {
-                    tracing::error!(subject, position = message.sequence, "published outcomes do not decode: {e}")
+                    tracing::error!(subject, position = message.position, "published outcomes do not decode: {e}")
                 }
             }
         }
@@ -329,8 +337,9 @@ impl Fleet {
     /// peer's, or this node's own takeback) took: its hooks there are
     /// another store's now, and a settle never reads them.
     pub async fn taken_through(&self) -> Result<u64, FleetError> {
+        let stream = self.stream_now().await?;
         Ok(match self.read::<Taken>(&taken_key(self.node())).await? {
-            Some((taken, _)) if taken.state == TakenState::Done => taken.through,
+            Some((taken, _)) if taken.state == TakenState::Done && taken.of_stream(&stream) => taken.through,
             _ => 0,
         })
     }
@@ -364,4 +373,41 @@ impl Fleet {
             tracing::warn!("the last delivery outcomes were not published ({e}); a takeover may repeat them");
         }
     }
+}
+
+/// A logged hook that does not decode (or whose body is gone from the
+/// bucket): never skipped, it is committed as a dead letter of class
+/// `fault` carrying the bytes that were there, and the operator hears of
+/// it at ERROR and in `ankusa_fleet_undecodable_total`.
+fn undecodable(node: &str, position: u64, bytes: Vec<u8>, reason: &str) -> (Imported, Vec<(u16, FinalOutcome)>) {
+    tracing::error!(
+        node,
+        position,
+        "a hook node {node} logged does not decode; it is dead-lettered as a fault with the bytes that were there: {reason}"
+    );
+    crate::metrics::metrics().fleet_undecodable.inc();
+    let source = format!("undecodable.{node}");
+    let tenant = crate::tenant::DEFAULT_TENANT.to_string();
+    let envelope =
+        Envelope::new(format!("undecodable.{node}.{position}"), source.clone(), tenant.clone(), now_ms(), bytes);
+    let row = DeliveryRow {
+        seq: 0,
+        sink: 0,
+        tenant,
+        source,
+        component: String::new(),
+        bytes: envelope.size() as u64,
+        attempts: 0,
+        replay_id: None,
+        state: RowState::Due { due_at: 0 },
+        rows_of_hook: 1,
+    };
+    let handoff = handoff::Handoff { encoded: envelope.encode(), envelope, rows: vec![(0, row.encode())] };
+    let dead = FinalOutcome::Dead {
+        dead_at: now_ms(),
+        reason: format!("logged by node {node} at position {position}, it does not decode: {reason}"),
+        class: ErrorClass::Fault,
+        attempts: 0,
+    };
+    (Imported { handoff, origin: format!("import.{node}.{position}") }, vec![(0, dead)])
 }

@@ -11,6 +11,8 @@
 //!
 //! The writer calls this from its own thread; the publishes of a group go
 //! out together on the node's client and their acks are awaited together.
+//! A hook over the servers' message limit goes through the bodies bucket
+//! first (`bodies`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,6 +25,8 @@ use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use async_nats::jetstream::{self, stream::Stream};
 use tokio::runtime::Handle;
 
+use super::bodies::{BODY_HEADER, Bodies, object_name};
+use super::reader::SubjectReader;
 use super::{Appended, Framing, HookRecord, IntakeError, IntakeLog, LoggedHook, Record};
 
 /// Header naming the store a hook was committed to (its incarnation).
@@ -54,19 +58,30 @@ pub struct JetStreamLog {
     store: String,
     timeout: Duration,
     stats: Arc<PublishStats>,
+    bodies: Bodies,
+}
+
+/// The JetStream a log writes to: the client, the stream, and the bucket
+/// of hooks too large for one message.
+#[derive(Clone)]
+pub struct Streams {
+    pub context: jetstream::Context,
+    pub stream: Stream,
+    pub bodies: Bodies,
 }
 
 impl JetStreamLog {
+    /// A log of `store`'s hooks on `subject`, publishing from `runtime`.
     pub fn new(
-        context: jetstream::Context,
-        stream: Stream,
+        streams: Streams,
         runtime: Handle,
         subject: String,
         store: u64,
         timeout: Duration,
         stats: Arc<PublishStats>,
     ) -> JetStreamLog {
-        JetStreamLog { context, stream, runtime, subject, store: format!("{store:016x}"), timeout, stats }
+        let Streams { context, stream, bodies } = streams;
+        JetStreamLog { context, stream, runtime, subject, store: format!("{store:016x}"), timeout, stats, bodies }
     }
 
     /// Publish every hook, then await every ack: one answer per hook. A
@@ -79,11 +94,24 @@ impl JetStreamLog {
             let mut headers = HeaderMap::new();
             headers.insert(STORE_HEADER, self.store.as_str());
             headers.insert(SEQ_HEADER, hook.seq.to_string().as_str());
-            let mut publish = PublishMessage::build().payload(hook.payload.clone().into()).headers(headers);
+            let mut payload = hook.payload.clone();
+            if self.bodies.too_large(payload.len()) {
+                // Too large for one message: the body first, then a
+                // message naming it. A body that did not go is this hook's
+                // answer; nothing of it is in the stream.
+                let name = object_name(&self.store, hook.seq);
+                if let Err(reason) = self.bodies.put(&name, &payload).await {
+                    pending.push(Err(reason));
+                    continue;
+                }
+                headers.insert(BODY_HEADER, name.as_str());
+                payload = Vec::new();
+            }
+            let mut publish = PublishMessage::build().payload(payload.into()).headers(headers);
             if let Some(id) = &hook.msg_id {
                 publish = publish.message_id(id.as_str());
             }
-            pending.push(self.context.send_publish(self.subject.clone(), publish).await);
+            pending.push(Ok(self.context.send_publish(self.subject.clone(), publish).await));
         }
         // One deadline for the round: after a lost connection every ack
         // fails by it, not one timeout after another.
@@ -91,8 +119,12 @@ impl JetStreamLog {
         let mut appended = Vec::with_capacity(pending.len());
         for sent in pending {
             let ack = match sent {
-                Ok(ack) => ack,
-                Err(e) => {
+                Err(reason) => {
+                    appended.push(Appended::Failed { reason, sent: false });
+                    continue;
+                }
+                Ok(Ok(ack)) => ack,
+                Ok(Err(e)) => {
                     // Refused before it left, but for a timeout handing it to
                     // the connection (it may still go out).
                     let sent = e.kind() == PublishErrorKind::TimedOut;
@@ -125,11 +157,15 @@ impl JetStreamLog {
     /// a failure that may have left something (`sent`): only a second
     /// append can tell what the log holds.
     async fn original(&self, position: u64) -> Appended {
-        match self.stream.get_raw_message(position).await {
-            Ok(original) => {
+        let original = match self.stream.get_raw_message(position).await {
+            Ok(original) => original,
+            Err(e) => return Appended::Failed { reason: format!("reading duplicate {position}: {e}"), sent: true },
+        };
+        match self.bodies.payload(&original.headers, &original.payload).await {
+            Ok(payload) => {
                 let (store, seq) = logged_by(&original.headers);
                 let logged_seq = seq.filter(|_| store == self.store);
-                Appended::Duplicate { original: original.payload.to_vec(), position, logged_seq }
+                Appended::Duplicate { original: payload, position, logged_seq }
             }
             Err(e) => Appended::Failed { reason: format!("reading duplicate {position}: {e}"), sent: true },
         }
@@ -138,30 +174,33 @@ impl JetStreamLog {
     /// This store's hooks on this node's subject past `position`, and the
     /// last position read.
     async fn read_own(&self, position: u64) -> Result<(Vec<LoggedHook>, u64), IntakeError> {
+        let unavailable = IntakeError::Unavailable;
+        let through = last_position(&self.stream, &self.subject).await.map_err(unavailable)?;
+        let mut reader = SubjectReader::open(&self.stream, &self.subject, position + 1, through, self.timeout)
+            .await
+            .map_err(unavailable)?;
         let mut hooks = Vec::new();
-        let mut next = position + 1;
         let mut last = position;
-        loop {
-            let message = match self.stream.get_first_raw_message_by_subject(&self.subject, next).await {
-                Ok(message) => message,
-                Err(e) if matches!(e.kind(), LastRawMessageErrorKind::NoMessageFound) => break,
-                Err(e) => return Err(IntakeError::Unavailable(format!("reading {} at {next}: {e}", self.subject))),
-            };
-            next = message.sequence + 1;
-            last = message.sequence;
+        while let Some(message) = reader.next().await.map_err(unavailable)? {
+            last = message.position;
             match logged_by(&message.headers) {
                 (store, _) if store != self.store => {}
                 (_, Some(seq)) => {
-                    hooks.push(LoggedHook { position: message.sequence, seq, payload: message.payload.to_vec() })
+                    let payload = self
+                        .bodies
+                        .payload(&message.headers, &message.payload)
+                        .await
+                        .map_err(|e| unavailable(e.to_string()))?;
+                    hooks.push(LoggedHook { position: message.position, seq, payload })
                 }
                 (_, None) => tracing::error!(
                     subject = self.subject,
-                    position = message.sequence,
+                    position = message.position,
                     "a logged hook has no seq; skipped"
                 ),
             }
         }
-        Ok((hooks, last))
+        Ok((hooks, last.max(through)))
     }
 }
 
@@ -222,11 +261,7 @@ impl IntakeLog for JetStreamLog {
     /// The stream's creation time: a stream deleted and made again starts
     /// its positions over.
     fn identity(&self) -> String {
-        format!(
-            "{}:{}",
-            self.stream.cached_info().config.name,
-            self.stream.cached_info().created.unix_timestamp_nanos()
-        )
+        stream_identity(self.stream.cached_info())
     }
 
     fn logged_since(&self, position: u64) -> Result<(Vec<LoggedHook>, u64), IntakeError> {
@@ -239,4 +274,20 @@ impl IntakeLog for JetStreamLog {
 pub fn logged_by(headers: &HeaderMap) -> (String, Option<u64>) {
     let header = |name: &str| headers.get(name).map(|v| v.as_str().to_string());
     (header(STORE_HEADER).unwrap_or_default(), header(SEQ_HEADER).and_then(|seq| seq.parse().ok()))
+}
+
+/// The last position of `subject` in `stream` (0: none).
+pub async fn last_position(stream: &Stream, subject: &str) -> Result<u64, String> {
+    match stream.get_last_raw_message_by_subject(subject).await {
+        Ok(message) => Ok(message.sequence),
+        Err(e) if matches!(e.kind(), LastRawMessageErrorKind::NoMessageFound) => Ok(0),
+        Err(e) => Err(format!("last message of {subject}: {e}")),
+    }
+}
+
+/// What names a stream itself: its name and creation time, since a stream
+/// deleted and made again starts its positions over. A position kept from
+/// a stream is read only against the same identity.
+pub fn stream_identity(info: &async_nats::jetstream::stream::Info) -> String {
+    format!("{}:{}", info.config.name, info.created.unix_timestamp_nanos())
 }

@@ -20,14 +20,20 @@
 //! the stream's message-id window absorbs a retry that reaches another
 //! node.
 
+mod bodies;
 mod jetstream;
+mod reader;
 mod segment;
 
 use std::io;
 
 use thiserror::Error;
 
-pub use jetstream::{JetStreamLog, PublishStats, SEQ_HEADER, STORE_HEADER, logged_by};
+pub use bodies::{BODY_HEADER, Bodies, BodyError};
+pub use jetstream::{
+    JetStreamLog, PublishStats, SEQ_HEADER, STORE_HEADER, Streams, last_position, logged_by, stream_identity,
+};
+pub use reader::{StoredMessage, SubjectReader};
 use segment::MAX_RECORD;
 pub use segment::{IntakeOptions, MAGIC, MAGIC_V1, MAGIC_V2, SEAL_LEN, SegmentLog, read_all};
 

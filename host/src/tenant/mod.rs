@@ -9,3 +9,6 @@ mod sources;
 pub use erase::{Erase, EraseCounts, ErasePhase, Erasures};
 pub use limits::{StoredRate, put_limit, stored_limits};
 pub use sources::{SourceRecords, delete_source, put_source, stored_sources};
+
+/// The tenant of a source that names none.
+pub const DEFAULT_TENANT: &str = "default";
