@@ -134,13 +134,15 @@ impl RunningNode {
     /// Its exit status, once it exits by itself within `within`.
     pub async fn exited_within(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
         let started = Instant::now();
-        while started.elapsed() < within {
+        loop {
             if let Ok(Some(status)) = self.child.try_wait() {
                 return Some(status);
             }
+            if started.elapsed() >= within {
+                return None;
+            }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        None
     }
 
     /// SIGKILL, and wait for the process to be gone.

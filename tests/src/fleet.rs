@@ -155,6 +155,16 @@ pub fn deliveries(receiver: &Receiver) -> HashMap<String, Vec<Vec<u8>>> {
     by_id
 }
 
+/// Until the receiver has had every hook of `acked` (or panics after
+/// `within`, naming `what`).
+pub async fn all_delivered(what: &str, acked: &Acked, receiver: &Receiver, within: Duration) {
+    eventually(what, within, async || {
+        let got = deliveries(receiver);
+        acked.keys().all(|id| got.contains_key(id))
+    })
+    .await;
+}
+
 /// Every acked hook delivered, with its exact bytes; the duplicate count.
 pub fn check_delivered(acked: &Acked, receiver: &Receiver) -> usize {
     let got = deliveries(receiver);

@@ -144,6 +144,11 @@ pub struct Verdict {
     pub bound: usize,
     /// Deliveries of hooks no one acked (answered 503, then settled).
     pub unowed: usize,
+    /// Times a node stopped itself on finding it was taken over.
+    pub fenced: usize,
+    /// Where a failed schedule's evidence was written (the provider's
+    /// answers, every node process's log, the NATS servers' log).
+    pub evidence: Option<PathBuf>,
     pub took: Duration,
 }
 
@@ -159,7 +164,7 @@ impl fmt::Display for Verdict {
         write!(
             f,
             "seed {}: {} acked, {} lost, {} wrong bytes, {} duplicates (bound {}), {} unacked, {} unowed deliveries, \
-             {:.1} s; {}",
+             {} fenced exits, {:.1} s; {}",
             self.schedule.seed,
             self.acked,
             self.lost.len(),
@@ -168,6 +173,7 @@ impl fmt::Display for Verdict {
             self.bound,
             self.unacked,
             self.unowed,
+            self.fenced,
             self.took.as_secs_f64(),
             faults.join(", ")
         )
@@ -179,6 +185,12 @@ impl fmt::Display for Verdict {
 struct Nodes {
     running: Vec<Option<RunningNode>>,
     ingest: Arc<Mutex<Vec<Option<SocketAddr>>>>,
+    /// Nodes that stopped themselves (status 75: taken over while cut
+    /// off or paused) and were started again.
+    fenced: usize,
+    /// What each process of a node logged, in order: the evidence of a
+    /// failed schedule.
+    logs: Vec<(usize, String)>,
 }
 
 impl Nodes {
@@ -202,7 +214,8 @@ pub async fn run(schedule: Schedule, bin: Option<PathBuf>) -> Verdict {
     for _ in NODES {
         proxies.push(FaultProxy::start(&cluster.addrs()).await);
     }
-    let mut nodes = Nodes { running: Vec::new(), ingest: Arc::new(Mutex::new(Vec::new())) };
+    let mut nodes =
+        Nodes { running: Vec::new(), ingest: Arc::new(Mutex::new(Vec::new())), fenced: 0, logs: Vec::new() };
     for (i, id) in NODES.iter().enumerate() {
         let node = fleet.start_via(&proxies[i].yaml_urls(), id, &receiver).await;
         nodes.ingest.lock().expect("ingest").push(Some(node.ingest));
@@ -228,7 +241,7 @@ pub async fn run(schedule: Schedule, bin: Option<PathBuf>) -> Verdict {
     for i in 0..NODES.len() {
         restart_if_stopped(i, &mut nodes, &fleet, &proxies, &receiver).await;
     }
-    let (acked, unacked) = provider.finish().await;
+    let (acked, unacked, answers) = provider.finish().await;
     let deadline = Instant::now() + Duration::from_secs(120);
     while Instant::now() < deadline {
         let got = deliveries(&receiver);
@@ -259,9 +272,18 @@ pub async fn run(schedule: Schedule, bin: Option<PathBuf>) -> Verdict {
     let per_lapse =
         CONCURRENCY + (OUTCOME_FLUSH.as_micros() * CONCURRENCY as u128 / RECEIVER_DELAY.as_micros()) as usize;
     let lapses = schedule.steps.iter().filter(|(_, fault)| fault.may_lapse()).count();
-    for node in nodes.running.iter_mut().filter_map(Option::take) {
-        node.kill();
+    for (i, slot) in nodes.running.iter_mut().enumerate() {
+        if let Some(node) = slot.take() {
+            nodes.logs.push((i, node.log()));
+            node.kill();
+        }
     }
+    let evidence = if lost.is_empty() && wrong_bytes.is_empty() {
+        None
+    } else {
+        let stream = stream_evidence(&cluster, &lost).await;
+        Some(write_evidence(schedule.seed, &lost, &acked, &answers, &nodes.logs, &cluster, &stream))
+    };
     Verdict {
         schedule,
         acked: acked.len(),
@@ -271,8 +293,90 @@ pub async fn run(schedule: Schedule, bin: Option<PathBuf>) -> Verdict {
         duplicates,
         bound: lapses * per_lapse,
         unowed,
+        fenced: nodes.fenced,
         took: started.elapsed(),
+        evidence,
     }
+}
+
+/// Where the stream holds each lost hook (its subject, position, store,
+/// seq and message id), the outcomes published for those, and the
+/// takeover records.
+async fn stream_evidence(cluster: &Cluster, lost: &[String]) -> String {
+    use async_nats::jetstream::consumer::pull::OrderedConfig;
+    use futures_util::StreamExt;
+    let mut out = Vec::new();
+    let js = cluster.client().await;
+    let Ok(mut stream) = js.get_stream("ANKUSA").await else { return "no stream".into() };
+    let last = stream.info().await.map(|info| info.state.last_sequence).unwrap_or(0);
+    let Ok(consumer) = stream.create_consumer(OrderedConfig::default()).await else { return "no consumer".into() };
+    let Ok(mut messages) = consumer.messages().await else { return "no messages".into() };
+    let mut of_lost: Vec<(String, u64)> = Vec::new();
+    let mut outcomes = Vec::new();
+    while let Ok(Some(Ok(message))) = tokio::time::timeout(Duration::from_secs(3), messages.next()).await {
+        let Ok(info) = message.info() else { break };
+        let position = info.stream_sequence;
+        let header = |name: &str| {
+            message.headers.as_ref().and_then(|h| h.get(name)).map(|v| v.as_str().to_string()).unwrap_or_default()
+        };
+        if message.subject.contains(".hook.") {
+            let id = ankusa::queue::handoff::decode(&message.payload).map(|h| h.envelope.id).unwrap_or_default();
+            if lost.contains(&id) || (id.is_empty() && !header("Ankusa-Body").is_empty()) {
+                out.push(format!(
+                    "{position} {} store={} seq={} msg-id={} body={} id={id}",
+                    message.subject,
+                    header("Ankusa-Store"),
+                    header("Ankusa-Seq"),
+                    header("Nats-Msg-Id"),
+                    header("Ankusa-Body")
+                ));
+                of_lost.push((header("Ankusa-Store"), header("Ankusa-Seq").parse().unwrap_or(0)));
+            }
+        } else if let Ok(decoded) = ankusa::fleet::outcomes::decode(&message.payload) {
+            outcomes.push((position, message.subject.to_string(), decoded));
+        }
+        if position >= last {
+            break;
+        }
+    }
+    for (position, subject, decoded) in outcomes {
+        for (seq, sink, outcome) in decoded.rows {
+            if of_lost.contains(&(decoded.store.clone(), seq)) {
+                out.push(format!("{position} {subject} store={} seq={seq} sink={sink} {outcome:?}", decoded.store));
+            }
+        }
+    }
+    if let Ok(bucket) = js.get_key_value("ANKUSA-fleet").await {
+        for node in NODES {
+            if let Ok(Some(value)) = bucket.get(format!("taken.{node}")).await {
+                out.push(format!("taken.{node}: {}", String::from_utf8_lossy(&value)));
+            }
+        }
+    }
+    out.join("\n")
+}
+
+fn write_evidence(
+    seed: u64,
+    lost: &[String],
+    acked: &Acked,
+    answers: &[String],
+    logs: &[(usize, String)],
+    cluster: &Cluster,
+    stream: &str,
+) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ankusa-nemesis-{seed}"));
+    let _ = std::fs::create_dir_all(&dir);
+    let lost: Vec<String> =
+        lost.iter().map(|id| format!("{id} {}", acked.get(id).map_or("", |b| &b[..b.len().min(80)]))).collect();
+    let _ = std::fs::write(dir.join("lost.txt"), lost.join("\n"));
+    let _ = std::fs::write(dir.join("answers.txt"), answers.join("\n"));
+    let _ = std::fs::write(dir.join("stream.txt"), stream);
+    for (n, (node, log)) in logs.iter().enumerate() {
+        let _ = std::fs::write(dir.join(format!("{n:02}-{}.log", NODES[*node])), log);
+    }
+    let _ = std::fs::write(dir.join("nats.log"), cluster.log.lock().map(|l| l.clone()).unwrap_or_default());
+    dir
 }
 
 async fn apply(
@@ -318,6 +422,7 @@ async fn apply(
         Fault::Kill { node, wipe, down_ms } => {
             if let Some(running) = nodes.running[*node].take() {
                 nodes.set(*node, None);
+                nodes.logs.push((*node, running.log()));
                 running.kill();
             }
             if *wipe {
@@ -347,12 +452,14 @@ async fn apply(
 /// Start node `i` again if it is not running (killed, or stopped itself
 /// after a takeover), on the same data directory.
 async fn restart_if_stopped(i: usize, nodes: &mut Nodes, fleet: &Fleet, proxies: &[FaultProxy], receiver: &Receiver) {
-    let alive = match nodes.running[i].as_mut() {
-        Some(node) => node.exited_within(Duration::ZERO).await.is_none(),
-        None => false,
-    };
-    if alive {
-        return;
+    if let Some(node) = nodes.running[i].as_mut() {
+        match node.exited_within(Duration::ZERO).await {
+            None => return,
+            Some(status) if status.code() == Some(75) => nodes.fenced += 1,
+            Some(status) => panic!("node {} exited with {status}:\n{}", NODES[i], node.log()),
+        }
+        let log = node.log();
+        nodes.logs.push((i, log));
     }
     nodes.set(i, None);
     let node = fleet.start_via(&proxies[i].yaml_urls(), NODES[i], receiver).await;
@@ -361,6 +468,8 @@ async fn restart_if_stopped(i: usize, nodes: &mut Nodes, fleet: &Fleet, proxies:
 
 /// Posts hooks and retries each until it is acked, as a provider does.
 struct Provider {
+    answers: Arc<Mutex<Vec<String>>>,
+    started: Instant,
     acked: Arc<Mutex<Acked>>,
     unacked: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
@@ -379,6 +488,8 @@ const RETRIES: usize = 240;
 impl Provider {
     fn start(seed: u64, ingest: Arc<Mutex<Vec<Option<SocketAddr>>>>) -> Provider {
         let provider = Provider {
+            answers: Arc::default(),
+            started: Instant::now(),
             acked: Arc::default(),
             unacked: Arc::default(),
             stop: Arc::default(),
@@ -404,7 +515,13 @@ impl Provider {
     }
 
     fn handle(&self) -> Posting {
-        Posting { acked: self.acked.clone(), unacked: self.unacked.clone(), ingest: self.ingest.clone() }
+        Posting {
+            acked: self.acked.clone(),
+            unacked: self.unacked.clone(),
+            ingest: self.ingest.clone(),
+            answers: self.answers.clone(),
+            started: self.started,
+        }
     }
 
     /// Post a hook over the servers' message limit, retried like any other.
@@ -422,14 +539,15 @@ impl Provider {
 
     /// Stop posting new hooks, let every started one be acked or given
     /// up; what was acked, and how many were given up.
-    async fn finish(self) -> (Acked, usize) {
+    async fn finish(self) -> (Acked, usize, Vec<String>) {
         self.stop.store(true, Ordering::SeqCst);
         let tasks = std::mem::take(&mut *self.tasks.lock().expect("tasks"));
         for task in tasks {
             let _ = task.await;
         }
         let acked = std::mem::take(&mut *self.acked.lock().expect("acked"));
-        (acked, self.unacked.load(Ordering::SeqCst))
+        let answers = std::mem::take(&mut *self.answers.lock().expect("answers"));
+        (acked, self.unacked.load(Ordering::SeqCst), answers)
     }
 }
 
@@ -438,6 +556,9 @@ struct Posting {
     acked: Arc<Mutex<Acked>>,
     unacked: Arc<AtomicUsize>,
     ingest: Arc<Mutex<Vec<Option<SocketAddr>>>>,
+    /// Every answer the provider got, for the evidence of a failure.
+    answers: Arc<Mutex<Vec<String>>>,
+    started: Instant,
 }
 
 impl Posting {
@@ -445,8 +566,18 @@ impl Posting {
     async fn deliver(&self, rng: &mut Rng, key: String, body: String) {
         for _ in 0..RETRIES {
             let up: Vec<SocketAddr> = self.ingest.lock().expect("ingest").iter().flatten().copied().collect();
-            if let Some(addr) = up.get(rng.below(up.len())).copied()
-                && let Some((201, answer, _)) = try_post(addr, &key, &body).await
+            let Some(addr) = up.get(rng.below(up.len())).copied() else {
+                tokio::time::sleep(RETRY_EVERY).await;
+                continue;
+            };
+            let answer = try_post(addr, &key, &body).await;
+            let at = self.started.elapsed().as_secs_f64();
+            let said = match &answer {
+                Some((status, answer, _)) => format!("{status} {answer}"),
+                None => "no answer".to_string(),
+            };
+            self.answers.lock().expect("answers").push(format!("{at:.3} {key} via {addr}: {said}"));
+            if let Some((201, answer, _)) = answer
                 && let Some(id) = answer["id"].as_str()
             {
                 self.acked.lock().expect("acked").insert(id.to_string(), body);

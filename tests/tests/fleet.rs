@@ -16,7 +16,8 @@ use ankusa_tests::ankusa_bin;
 use ankusa_tests::binary::{collect, eventually, write_config};
 use ankusa_tests::fault_proxy::{FaultProxy, Mode};
 use ankusa_tests::fleet::{
-    Acked, Fleet, LEASE_TTL_MS, check_delivered, deliveries, gated_receiver, load, node_yaml, try_post, wait_taken,
+    Acked, Fleet, LEASE_TTL_MS, all_delivered, check_delivered, deliveries, gated_receiver, load, node_yaml, try_post,
+    wait_taken,
 };
 use ankusa_tests::nats_cluster::Cluster;
 use ankusa_tests::receiver::{Receiver, Reply};
@@ -60,11 +61,7 @@ async fn an_acked_hook_survives_losing_its_node_and_its_disk() {
     let mut acked: Acked = acked_a.clone();
     acked.extend(acked_b);
     acked.insert(first["id"].as_str().expect("id").to_string(), "{\"retry\":1}".to_string());
-    eventually("every acked hook delivered", Duration::from_secs(120), async || {
-        let got = deliveries(&receiver);
-        acked.keys().all(|id| got.contains_key(id))
-    })
-    .await;
+    all_delivered("every acked hook delivered", &acked, &receiver, Duration::from_secs(120)).await;
     let first_delivery_after = killed.elapsed();
     let duplicates = check_delivered(&acked, &receiver);
     if std::env::var("FLEET_DEBUG").is_ok() {
@@ -144,11 +141,7 @@ async fn a_publish_round_cut_midway_leaves_no_ack_undelivered() {
         acked.insert(answer["id"].as_str().expect("an ack names its hook").to_string(), body(i));
     }
     assert!(duplicates > 0, "some retries met the hooks the cut round left in the stream");
-    eventually("every acked hook delivered", Duration::from_secs(60), async || {
-        let got = deliveries(&receiver);
-        acked.keys().all(|id| got.contains_key(id))
-    })
-    .await;
+    all_delivered("every acked hook delivered", &acked, &receiver, Duration::from_secs(60)).await;
     let repeated = check_delivered(&acked, &receiver);
     println!(
         "a round cut after 4 publishes: {refused} of 24 refused, {duplicates} retries acked as duplicates, all 24 delivered ({repeated} delivered twice)"
@@ -168,11 +161,7 @@ async fn a_node_back_after_its_takeover_delivers_nothing_twice() {
 
     let taken = wait_taken(&b, "b", "a", Duration::from_secs(60)).await;
     assert_eq!(taken["by"], "b");
-    eventually("b delivers what it took", Duration::from_secs(60), async || {
-        let got = deliveries(&receiver);
-        acked.keys().all(|id| got.contains_key(id))
-    })
-    .await;
+    all_delivered("b delivers what it took", &acked, &receiver, Duration::from_secs(60)).await;
     let before = receiver.received().len();
     let duplicates_before = check_delivered(&acked, &receiver);
 
@@ -275,11 +264,7 @@ async fn losing_nats_servers_costs_acks_never_a_false_one() {
     println!("fleet: ingest resumed {:.1} s after two of three NATS servers returned", started.elapsed().as_secs_f64());
     let mut all = acked;
     all.insert(resumed["id"].as_str().expect("id").to_string(), "{\"q\":1}".into());
-    eventually("every acked hook delivered", Duration::from_secs(30), async || {
-        let got = deliveries(&receiver);
-        all.keys().all(|id| got.contains_key(id))
-    })
-    .await;
+    all_delivered("every acked hook delivered", &all, &receiver, Duration::from_secs(30)).await;
     let repeated = check_delivered(&all, &receiver);
     assert_eq!(repeated, 0, "no hook delivered twice");
     // A hook answered 503 after the stream may have taken it is settled and
@@ -328,11 +313,7 @@ async fn a_hook_over_the_servers_message_limit_is_acked_and_survives_a_takeover(
     open.store(true, Ordering::SeqCst);
     let mut acked = acked_small;
     acked.insert(first["id"].as_str().expect("id").to_string(), big.clone());
-    eventually("every acked hook delivered", Duration::from_secs(60), async || {
-        let got = deliveries(&receiver);
-        acked.keys().all(|id| got.contains_key(id))
-    })
-    .await;
+    all_delivered("every acked hook delivered", &acked, &receiver, Duration::from_secs(60)).await;
     check_delivered(&acked, &receiver);
     println!(
         "fleet: a 2 MiB hook acked, answered as a duplicate on the other node and delivered after a takeover ({taken})"
@@ -354,11 +335,7 @@ async fn a_stream_made_again_under_a_kept_bucket_loses_nothing() {
     a.kill();
     let taken = wait_taken(&b, "b", "a", Duration::from_secs(60)).await;
     let old_through = taken["through"].as_u64().expect("through");
-    eventually("the first hooks delivered", Duration::from_secs(60), async || {
-        let got = deliveries(&receiver);
-        first.keys().all(|id| got.contains_key(id))
-    })
-    .await;
+    all_delivered("the first hooks delivered", &first, &receiver, Duration::from_secs(60)).await;
 
     // The stream is deleted and made again (an operator's reset); the
     // bucket, with its takeover record, stays.
@@ -379,11 +356,7 @@ async fn a_stream_made_again_under_a_kept_bucket_loses_nothing() {
     assert!(last < old_through, "the new stream's positions ({last}) stay below the old record's ({old_through})");
     a.kill();
     open.store(true, Ordering::SeqCst);
-    eventually("every hook of the new stream delivered", Duration::from_secs(60), async || {
-        let got = deliveries(&receiver);
-        second.keys().all(|id| got.contains_key(id))
-    })
-    .await;
+    all_delivered("every hook of the new stream delivered", &second, &receiver, Duration::from_secs(60)).await;
     check_delivered(&second, &receiver);
     drop(b);
 }
@@ -401,11 +374,7 @@ async fn a_node_paused_past_its_lease_delivers_nothing_after_its_takeover() {
 
     a.signal("STOP");
     let taken = wait_taken(&b, "b", "a", Duration::from_secs(60)).await;
-    eventually("b delivers what a held", Duration::from_secs(60), async || {
-        let got = deliveries(&receiver);
-        acked.keys().all(|id| got.contains_key(id))
-    })
-    .await;
+    all_delivered("b delivers what a held", &acked, &receiver, Duration::from_secs(60)).await;
 
     // a wakes with rows claimed and attempts in flight, its lease long
     // lapsed: it starts none and finishes none, and exits once it reads
@@ -445,11 +414,7 @@ async fn a_takeover_meets_a_bucket_leader_election_within_two_leases() {
     assert_eq!(answer["success"], true, "{answer}");
     let taken = wait_taken(&b, "b", "a", Duration::from_secs(60)).await;
     let took = killed.elapsed();
-    eventually("every acked hook delivered", Duration::from_secs(60), async || {
-        let got = deliveries(&receiver);
-        acked.keys().all(|id| got.contains_key(id))
-    })
-    .await;
+    all_delivered("every acked hook delivered", &acked, &receiver, Duration::from_secs(60)).await;
     check_delivered(&acked, &receiver);
     println!(
         "fleet: takeover done {:.2} s after the kill with a bucket leader election (lease {} ms), {} hooks taken",
@@ -462,6 +427,49 @@ async fn a_takeover_meets_a_bucket_leader_election_within_two_leases() {
         "the takeover took {took:?}, over two leases ({} ms)",
         2 * LEASE_TTL_MS
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_undecodable_logged_hook_is_dead_lettered_as_a_fault_not_skipped() {
+    let cluster = Cluster::start(3).await;
+    let (receiver, open) = gated_receiver().await;
+    let fleet = Fleet::new();
+    let a = fleet.start(&cluster, "a", &receiver).await;
+    let b = fleet.start(&cluster, "b", &receiver).await;
+    let (before, refused) = load(a.ingest, "before-damage", 10, 2).await;
+    assert!(refused.is_empty(), "{refused:?}");
+    // A message on a's subject that is no hook: damage, or a writer that
+    // is not a node of this fleet.
+    let js = cluster.client().await;
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert("Ankusa-Store", "00000000000000ff");
+    headers.insert("Ankusa-Seq", "999999");
+    js.publish_with_headers("ankusa.hook.a", headers, "not a hook".into())
+        .await
+        .expect("publish")
+        .await
+        .expect("the stream takes it");
+    let (after, refused) = load(a.ingest, "after-damage", 10, 2).await;
+    assert!(refused.is_empty(), "{refused:?}");
+    a.kill();
+
+    let taken = wait_taken(&b, "b", "a", Duration::from_secs(60)).await;
+    assert_eq!(taken["dead_letters"], 1, "{taken}");
+    open.store(true, Ordering::SeqCst);
+    let mut acked = before;
+    acked.extend(after);
+    all_delivered("the hooks on both sides of the damage delivered", &acked, &receiver, Duration::from_secs(60)).await;
+    check_delivered(&acked, &receiver);
+    let (status, page) = b.admin("GET", "/v1/dlq", None, None).await;
+    assert_eq!(status, 200, "{page}");
+    let entries = page["entries"].as_array().expect("entries");
+    let fault = entries.iter().find(|e| e["error_class"] == "fault").unwrap_or_else(|| panic!("{page}"));
+    assert!(fault["reason"].as_str().is_some_and(|r| r.contains("does not decode")), "{fault}");
+    assert_eq!(fault["size"], "not a hook".len(), "the dead letter keeps the bytes that were there: {fault}");
+    let (_, metrics) = b.admin("GET", "/metrics", None, None).await;
+    let metrics = metrics.as_str().expect("metrics text").to_string();
+    assert!(metrics.contains("ankusa_fleet_undecodable_total 1"), "{metrics}");
+    assert!(b.log().contains("does not decode"), "logged at ERROR");
 }
 
 /// `ankusa run` to its end: exit status and what it wrote.

@@ -35,9 +35,10 @@ async fn seeded_fault_schedules_lose_no_acked_hook() {
     }
     for verdict in &failed {
         eprintln!(
-            "FAILED {verdict}\n  lost: {:?}\n  wrong bytes: {:?}",
+            "FAILED {verdict}\n  lost: {:?}\n  wrong bytes: {:?}\n  evidence: {:?}",
             verdict.lost.iter().take(10).collect::<Vec<_>>(),
-            verdict.wrong_bytes.iter().take(10).collect::<Vec<_>>()
+            verdict.wrong_bytes.iter().take(10).collect::<Vec<_>>(),
+            verdict.evidence
         );
     }
     assert!(failed.is_empty(), "{} schedule(s) failed; replay with ANKUSA_FLEET_SEEDS", failed.len());

@@ -22,6 +22,9 @@ async fn main() -> anyhow::Result<()> {
     for seed in first..first + seeds {
         let verdict = run(Schedule::from_seed(seed, faults as usize), Some(bin.clone())).await;
         println!("{verdict}");
+        if let Some(evidence) = &verdict.evidence {
+            println!("  evidence: {}", evidence.display());
+        }
         acked += verdict.acked;
         lost += verdict.lost.len();
         wrong += verdict.wrong_bytes.len();

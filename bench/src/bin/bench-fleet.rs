@@ -8,7 +8,8 @@
 //!   connections, as two nodes), each awaiting its ack before the next;
 //! - takeover: a node holding a 10 000-hook backlog it does not deliver
 //!   (ingest only) is killed with SIGKILL; the time until a peer delivers
-//!   the first of those hooks, and until it has delivered them all.
+//!   the first of those hooks, and until it has delivered them all; then
+//!   the same with a NATS server killed at the same moment.
 //!
 //! `cargo build --release --workspace --bins && cargo run --release -p ankusa-bench --bin bench-fleet`
 
@@ -96,6 +97,67 @@ async fn post(addr: SocketAddr, count: usize) -> usize {
     acked.load(Ordering::Relaxed)
 }
 
+/// A node holding a backlog it does not deliver (ingest only) is killed,
+/// with NATS server `kill_server` at the same moment when given (started
+/// again once the backlog is delivered); the time until its peer delivers
+/// the first of those hooks and all of them, under `name`.
+async fn takeover(
+    bin: &std::path::Path,
+    dir: &std::path::Path,
+    receiver: &Receiver,
+    cluster: &mut Cluster,
+    name: &str,
+    kill_server: Option<usize>,
+) -> anyhow::Result<()> {
+    let stream = name.replace(['.', '_'], "-").to_uppercase();
+    let (holder, taker) = (format!("{stream}-c"), format!("{stream}-d"));
+    let roles = "ingest, dispatch, admin";
+    let c =
+        start_node(bin, dir, &holder, &yaml(receiver, &fleet_wal(cluster, &stream, &holder), "ingest, admin")).await;
+    let d = start_node(bin, dir, &taker, &yaml(receiver, &fleet_wal(cluster, &stream, &taker), roles)).await;
+    let acked = post(c.ingest, BACKLOG).await;
+    anyhow::ensure!(acked == BACKLOG, "only {acked} of {BACKLOG} backlog hooks acked");
+    let before = receiver.received.load(Ordering::Relaxed) as usize;
+    let killed = Instant::now();
+    c.kill();
+    if let Some(server) = kill_server {
+        cluster.kill_server(server);
+    }
+    let mut first = None;
+    let all = loop {
+        let delivered = receiver.received.load(Ordering::Relaxed) as usize - before;
+        if delivered > 0 && first.is_none() {
+            first = Some(killed.elapsed());
+        }
+        if delivered >= BACKLOG {
+            break killed.elapsed();
+        }
+        anyhow::ensure!(killed.elapsed() < Duration::from_secs(300), "the backlog was not delivered: {delivered}");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    };
+    let first = first.unwrap_or(all);
+    report(&format!("{name}.lease_ttl"), LEASE_TTL_MS as f64, "ms");
+    report(&format!("{name}.first_delivery"), first.as_secs_f64() * 1e3, "ms");
+    report(&format!("{name}.backlog_delivered"), all.as_secs_f64() * 1e3, "ms");
+    report(&format!("{name}.backlog_rate"), BACKLOG as f64 / (all - first).as_secs_f64().max(1e-3), "hooks/s");
+    ratio(&format!("{name}.first_delivery_vs_lease_ttl"), first.as_secs_f64() * 1e3, LEASE_TTL_MS as f64);
+    let (_, status) = d.admin("GET", "/v1/fleet", None, None).await;
+    if let Some(taken) = status["nodes"].as_array().into_iter().flatten().find(|n| n["node"] == holder.as_str()) {
+        let t = &taken["taken"];
+        report(&format!("{name}.imported"), t["imported"].as_f64().unwrap_or(0.0), "hooks");
+        let import_ms = t["done_ms"].as_f64().unwrap_or(0.0) - t["at_ms"].as_f64().unwrap_or(0.0);
+        report(&format!("{name}.import"), import_ms, "ms");
+    }
+    let duplicates = receiver.received.load(Ordering::Relaxed) as usize - before - BACKLOG;
+    report(&format!("{name}.extra_deliveries"), duplicates as f64, "deliveries");
+    d.kill();
+    if let Some(server) = kill_server {
+        cluster.start_server(server);
+        cluster.wait_ready(3).await;
+    }
+    Ok(())
+}
+
 /// Acks a second the cluster gives 64 publishers of 1 KiB messages with
 /// message ids on an R3 stream, each publisher awaiting its ack before
 /// its next message, on two connections: what the fleet's intake asks of
@@ -154,7 +216,7 @@ async fn main() -> anyhow::Result<()> {
     baseline.print("fleet.baseline_disk");
     disk.kill();
 
-    let cluster = Cluster::start(3).await;
+    let mut cluster = Cluster::start(3).await;
     let roles = "ingest, dispatch, admin";
     let a = start_node(&bin, dir.path(), "a", &yaml(&receiver, &fleet_wal(&cluster, "INGEST", "a"), roles)).await;
     let b = start_node(&bin, dir.path(), "b", &yaml(&receiver, &fleet_wal(&cluster, "INGEST", "b"), roles)).await;
@@ -183,42 +245,9 @@ async fn main() -> anyhow::Result<()> {
     ratio("fleet.jetstream_alone_vs_disk", floor, baseline.acks_per_sec());
     ratio("fleet.ingest_vs_jetstream_alone", fleet.acks_per_sec(), floor);
 
-    // Takeover: c takes hooks and delivers none; d delivers them once c dies.
-    let c = start_node(&bin, dir.path(), "c", &yaml(&receiver, &fleet_wal(&cluster, "TAKEOVER", "c"), "ingest, admin"))
-        .await;
-    let d = start_node(&bin, dir.path(), "d", &yaml(&receiver, &fleet_wal(&cluster, "TAKEOVER", "d"), roles)).await;
-    let acked = post(c.ingest, BACKLOG).await;
-    anyhow::ensure!(acked == BACKLOG, "only {acked} of {BACKLOG} backlog hooks acked");
-    let before = receiver.received.load(Ordering::Relaxed) as usize;
-    let killed = Instant::now();
-    c.kill();
-    let mut first = None;
-    let all = loop {
-        let delivered = receiver.received.load(Ordering::Relaxed) as usize - before;
-        if delivered > 0 && first.is_none() {
-            first = Some(killed.elapsed());
-        }
-        if delivered >= BACKLOG {
-            break killed.elapsed();
-        }
-        anyhow::ensure!(killed.elapsed() < Duration::from_secs(300), "the backlog was not delivered: {delivered}");
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    };
-    let first = first.unwrap_or(all);
-    report("fleet.takeover.lease_ttl", LEASE_TTL_MS as f64, "ms");
-    report("fleet.takeover.first_delivery", first.as_secs_f64() * 1e3, "ms");
-    report("fleet.takeover.backlog_delivered", all.as_secs_f64() * 1e3, "ms");
-    report("fleet.takeover.backlog_rate", BACKLOG as f64 / (all - first).as_secs_f64().max(1e-3), "hooks/s");
-    ratio("fleet.takeover.first_delivery_vs_lease_ttl", first.as_secs_f64() * 1e3, LEASE_TTL_MS as f64);
-    let (_, status) = d.admin("GET", "/v1/fleet", None, None).await;
-    if let Some(taken) = status["nodes"].as_array().into_iter().flatten().find(|n| n["node"] == "c") {
-        let t = &taken["taken"];
-        report("fleet.takeover.imported", t["imported"].as_f64().unwrap_or(0.0), "hooks");
-        let import_ms = t["done_ms"].as_f64().unwrap_or(0.0) - t["at_ms"].as_f64().unwrap_or(0.0);
-        report("fleet.takeover.import", import_ms, "ms");
-    }
-    let duplicates = receiver.received.load(Ordering::Relaxed) as usize - before - BACKLOG;
-    report("fleet.takeover.extra_deliveries", duplicates as f64, "deliveries");
-    d.kill();
+    takeover(&bin, dir.path(), &receiver, &mut cluster, "fleet.takeover", None).await?;
+    // The same with a NATS server killed at the moment of the node's
+    // kill: the stream and the bucket may lose their leader as well.
+    takeover(&bin, dir.path(), &receiver, &mut cluster, "fleet.takeover_server_killed", Some(0)).await?;
     Ok(())
 }

@@ -30,7 +30,7 @@
 //! servers' message limit in the object store `<stream>-bodies`.
 
 mod lease;
-mod outcomes;
+pub mod outcomes;
 mod setup;
 mod status;
 mod takeover;

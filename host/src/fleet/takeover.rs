@@ -21,7 +21,7 @@ use super::lease::{Taken, TakenState, taken_key};
 use super::outcomes::{self, Outcomes};
 use super::{Fleet, FleetError};
 use crate::error_class::ErrorClass;
-use crate::intake::{BodyError, SubjectReader, logged_by, stream_identity};
+use crate::intake::{BodyError, Read, SubjectReader, logged_by, stream_identity};
 use crate::queue::{DeliveryRow, EntryOutcome, Envelope, FinalOutcome, Imported, Queue, RowState, handoff, now_ms};
 use crate::store::Store;
 
@@ -55,9 +55,9 @@ impl Fleet {
         Ok(stream_identity(stream.cached_info()))
     }
 
-    /// Reads `subject` at `from..=through`, many messages a round trip.
-    async fn reader(&self, subject: &str, from: u64, through: u64) -> Result<SubjectReader, FleetError> {
-        SubjectReader::open(&self.connection.stream, subject, from, through, self.settings.publish_timeout)
+    /// Reads `subject` at `from..=through` (see `intake::Read`).
+    async fn reader(&self, read: Read, subject: &str, from: u64, through: u64) -> Result<SubjectReader, FleetError> {
+        SubjectReader::open(read, &self.connection.stream, subject, from, through, self.settings.publish_timeout)
             .await
             .map_err(FleetError::Nats)
     }
@@ -150,7 +150,7 @@ impl Fleet {
         }
         let outcomes = self.read_outcomes(node).await?;
         let subject = self.settings.subjects.hooks(node);
-        let mut reader = self.reader(&subject, from, through).await?;
+        let mut reader = self.reader(Read::Exact, &subject, from, through).await?;
         let mut batch = Vec::new();
         while let Some(message) = reader.next().await.map_err(FleetError::Nats)? {
             let position = message.position;
@@ -234,7 +234,7 @@ impl Fleet {
         let subject = self.settings.subjects.outcomes(node);
         let mut all: HashMap<(String, u64), HashMap<u16, FinalOutcome>> = HashMap::new();
         let through = self.last_position(&subject).await?;
-        let mut reader = self.reader(&subject, 1, through).await?;
+        let mut reader = self.reader(Read::Batched, &subject, 1, through).await?;
         while let Some(message) = reader.next().await.map_err(FleetError::Nats)? {
             match outcomes::decode(&message.payload) {
                 Ok(Outcomes { store, rows }) => {
@@ -277,7 +277,10 @@ impl Fleet {
                 {
                     let own = format!("{:016x}", self.store_id);
                     let dropped = match taken.through_seqs.get(&own) {
-                        Some(&through) => queue.purge_through(through)?,
+                        Some(&through) => {
+                            let keep = self.logged_past(&taken).await?;
+                            queue.purge_through(through, &keep)?
+                        }
                         None => 0,
                     };
                     tracing::warn!(
@@ -331,6 +334,27 @@ impl Fleet {
             taken_back = true;
         }
         Err(FleetError::Nats("gave up waiting for a peer's takeover of this node".into()))
+    }
+
+    /// Seqs of this store's hooks logged past what `taken` took: a seq at
+    /// or below its highest may still be this store's alone (a hook
+    /// published again after a failed round, landing after the claim), so
+    /// dropping what the peer took keeps these.
+    async fn logged_past(&self, taken: &Taken) -> Result<std::collections::HashSet<u64>, FleetError> {
+        let subject = self.settings.subjects.hooks(self.node());
+        let from = if taken.of_stream(&self.stream_now().await?) { taken.through + 1 } else { 1 };
+        let last = self.last_position(&subject).await?;
+        let own = format!("{:016x}", self.store_id);
+        let mut reader = self.reader(Read::Exact, &subject, from, last).await?;
+        let mut seqs = std::collections::HashSet::new();
+        while let Some(message) = reader.next().await.map_err(FleetError::Nats)? {
+            if let (store, Some(seq)) = logged_by(&message.headers)
+                && store == own
+            {
+                seqs.insert(seq);
+            }
+        }
+        Ok(seqs)
     }
 
     /// The last position of this node's subject a finished takeover (a

@@ -26,7 +26,7 @@ use async_nats::jetstream::{self, stream::Stream};
 use tokio::runtime::Handle;
 
 use super::bodies::{BODY_HEADER, Bodies, object_name};
-use super::reader::SubjectReader;
+use super::reader::{Read, SubjectReader};
 use super::{Appended, Framing, HookRecord, IntakeError, IntakeLog, LoggedHook, Record};
 
 /// Header naming the store a hook was committed to (its incarnation).
@@ -176,9 +176,10 @@ impl JetStreamLog {
     async fn read_own(&self, position: u64) -> Result<(Vec<LoggedHook>, u64), IntakeError> {
         let unavailable = IntakeError::Unavailable;
         let through = last_position(&self.stream, &self.subject).await.map_err(unavailable)?;
-        let mut reader = SubjectReader::open(&self.stream, &self.subject, position + 1, through, self.timeout)
-            .await
-            .map_err(unavailable)?;
+        let mut reader =
+            SubjectReader::open(Read::Exact, &self.stream, &self.subject, position + 1, through, self.timeout)
+                .await
+                .map_err(unavailable)?;
         let mut hooks = Vec::new();
         let mut last = position;
         while let Some(message) = reader.next().await.map_err(unavailable)? {

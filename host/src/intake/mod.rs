@@ -33,7 +33,7 @@ pub use bodies::{BODY_HEADER, Bodies, BodyError};
 pub use jetstream::{
     JetStreamLog, PublishStats, SEQ_HEADER, STORE_HEADER, Streams, last_position, logged_by, stream_identity,
 };
-pub use reader::{StoredMessage, SubjectReader};
+pub use reader::{Read, StoredMessage, SubjectReader};
 use segment::MAX_RECORD;
 pub use segment::{IntakeOptions, MAGIC, MAGIC_V1, MAGIC_V2, SEAL_LEN, SegmentLog, read_all};
 

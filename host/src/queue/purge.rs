@@ -93,14 +93,14 @@ impl Queue {
     }
 
     /// Remove every row (of every tenant) of a hook with seq at or below
-    /// `through`, in synced chunks: what a peer took over while this node
-    /// was away (`fleet`). Returns the rows removed.
-    pub fn purge_through(&self, through: u64) -> Result<u64, QueueError> {
+    /// `through`, but those of `keep`, in synced chunks: what a peer took
+    /// over while this node was away (`fleet`). Returns the rows removed.
+    pub fn purge_through(&self, through: u64, keep: &HashSet<u64>) -> Result<u64, QueueError> {
         let mut removed = 0;
         for tenant in self.tenants.holding_list() {
             let mut after = None;
             loop {
-                let step = self.purge_chunk(&tenant, PurgeKinds::all(), after, Some(through))?;
+                let step = self.purge_chunk(&tenant, PurgeKinds::all(), after, Some((through, keep)))?;
                 removed += step.removed.pending + step.removed.inflight.unwrap_or(0) + step.removed.dead;
                 match step.next {
                     Some(next) => after = Some(next),
@@ -112,13 +112,13 @@ impl Queue {
     }
 
     /// One chunk of a purge walk over the tenant's owner index, up to the
-    /// rows of seq `through` if given.
+    /// rows of seq `through` if given, passing over the seqs kept with it.
     fn purge_chunk(
         &self,
         tenant: &str,
         kinds: PurgeKinds,
         after: Option<(u64, u16)>,
-        through: Option<u64>,
+        through: Option<(u64, &HashSet<u64>)>,
     ) -> Result<PurgeStep, QueueError> {
         let _serial = self.transitions.lock().unwrap_or_else(|e| e.into_inner());
         let prefix = index::owner_prefix(tenant);
@@ -130,7 +130,7 @@ impl Queue {
             cf: Cf::Index,
             from,
             to: match through {
-                Some(seq) => Some(index::owner(tenant, seq.saturating_add(1), 0)),
+                Some((seq, _)) => Some(index::owner(tenant, seq.saturating_add(1), 0)),
                 None => prefix_end(&prefix),
             },
             reverse: false,
@@ -154,7 +154,8 @@ impl Queue {
             };
             let row = DeliveryRow::decode(seq, sink, &bytes)
                 .map_err(|e| QueueError::Corrupt(format!("row {seq}/{sink}: {e}")))?;
-            if !kinds.wants(&row.state) {
+            let kept = through.is_some_and(|(_, keep)| keep.contains(&seq));
+            if kept || !kinds.wants(&row.state) {
                 continue;
             }
             match row.state {

@@ -529,13 +529,19 @@ impl Writer {
         };
         let Some(intake) = self.intake.clone().filter(|_| self.logs_hooks) else { return Ok(call) };
         let mark = Settled::load(self.store.as_ref())?;
-        let from = mark.read_from(&self.log_identity, floor);
+        // Read from the mark, not from the floor: a hook this store logged
+        // and a peer then took still holds a seq this store must never hand
+        // out again (a taker would read that seq's outcome as its own).
+        let from = mark.read_from(&self.log_identity, 0);
         let (logged, last) = lock(&intake).logged_since(from).map_err(|e| QueueError::Intake(e.to_string()))?;
         let durable_next = super::recover_next_seq(self.store.as_ref())?;
         if let Some(past) = logged.iter().map(|hook| hook.seq + 1).max() {
             self.next_seq = self.next_seq.max(past);
             self.stats.next_seq.store(self.next_seq, Ordering::Relaxed);
         }
+        // What a peer took is its to deliver.
+        let logged = logged.into_iter().filter(|hook| hook.position > floor).collect();
+        let from = from.max(floor);
         let in_memory = self.unsettled.iter().filter_map(resend_seq).collect();
         for hook in settle::candidates(self.store.as_ref(), logged, &mark, durable_next, &in_memory)? {
             let handoff = match super::handoff::decode(&hook.payload) {

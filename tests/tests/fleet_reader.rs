@@ -1,0 +1,65 @@
+//! Reading a subject of a JetStream stream back (`intake::SubjectReader`,
+//! what a takeover and a settle read) against the machine's NATS server:
+//! every message of the subject in `from..=through` arrives, in order,
+//! the last one included, whatever other subjects interleave.
+
+use std::time::Duration;
+
+use ankusa::intake::{Read, SubjectReader};
+use async_nats::jetstream;
+
+async fn stream(name: &str) -> (jetstream::Context, jetstream::stream::Stream) {
+    let client = async_nats::connect(ankusa_tests::nats::ADDR).await.expect("NATS on 127.0.0.1:4222");
+    let js = jetstream::new(client);
+    let _ = js.delete_stream(name).await;
+    let stream = js
+        .create_stream(jetstream::stream::Config {
+            name: name.to_string(),
+            subjects: vec![format!("{}.>", name.to_lowercase())],
+            ..Default::default()
+        })
+        .await
+        .expect("a stream");
+    (js, stream)
+}
+
+/// What each way of reading returns, which must agree.
+async fn read(stream: &jetstream::stream::Stream, subject: &str, from: u64, through: u64) -> Vec<u64> {
+    let mut both = Vec::new();
+    for way in [Read::Exact, Read::Batched] {
+        let wait = Duration::from_secs(2);
+        let mut reader = SubjectReader::open(way, stream, subject, from, through, wait).await.expect("open");
+        let mut positions = Vec::new();
+        while let Some(message) = reader.next().await.expect("read") {
+            positions.push(message.position);
+        }
+        both.push(positions);
+    }
+    assert_eq!(both[0], both[1], "exact and batched reads agree");
+    both.swap_remove(0)
+}
+
+#[tokio::test]
+async fn a_subject_is_read_whole_through_its_last_message() {
+    let name = ankusa_tests::unique_name("READER", "_", "t").to_uppercase();
+    let (js, stream) = stream(&name).await;
+    let prefix = name.to_lowercase();
+    // Two subjects interleaved in bursts, as a node's hooks and outcomes.
+    let mut mine = Vec::new();
+    for i in 0..300u64 {
+        let subject = if i % 7 < 3 { format!("{prefix}.hook.a") } else { format!("{prefix}.outcome.a") };
+        let ack = js.publish(subject.clone(), format!("{i}").into()).await.expect("publish").await.expect("ack");
+        if subject.ends_with("hook.a") {
+            mine.push(ack.sequence);
+        }
+    }
+    let subject = format!("{prefix}.hook.a");
+    let last = *mine.last().expect("messages");
+    assert_eq!(read(&stream, &subject, 1, last).await, mine, "everything through the last");
+    for (from, through) in [(mine[10], mine[40]), (mine[10] + 1, last), (last, last), (1, mine[0])] {
+        let expected: Vec<u64> = mine.iter().copied().filter(|p| (from..=through).contains(p)).collect();
+        assert_eq!(read(&stream, &subject, from, through).await, expected, "{from}..={through}");
+    }
+    assert!(read(&stream, &subject, last + 1, last + 50).await.is_empty(), "nothing past the end");
+    let _ = js.delete_stream(&name).await;
+}
