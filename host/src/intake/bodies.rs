@@ -56,11 +56,6 @@ impl Bodies {
         len > self.inline_limit
     }
 
-    /// The largest logged form a message carries inline.
-    pub fn inline_limit(&self) -> usize {
-        self.inline_limit
-    }
-
     /// Put `payload` under `name`; durable on a quorum once `Ok`.
     pub async fn put(&self, name: &str, payload: &[u8]) -> Result<(), String> {
         let mut reader = payload;

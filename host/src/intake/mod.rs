@@ -29,7 +29,7 @@ use std::io;
 
 use thiserror::Error;
 
-pub use bodies::{BODY_HEADER, Bodies, BodyError};
+pub use bodies::{Bodies, BodyError};
 pub use jetstream::{
     JetStreamLog, PublishStats, SEQ_HEADER, STORE_HEADER, Streams, last_position, logged_by, stream_identity,
 };
