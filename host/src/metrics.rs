@@ -45,6 +45,12 @@ pub struct BreakerLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FamilyLabels {
+    /// A store column family: a fixed set.
+    pub family: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StateLabels {
     pub state: &'static str,
 }
@@ -76,7 +82,7 @@ pub struct Metrics {
     pub sink_traps: Family<SinkLabels, Gauge>,
     pub sink_timeouts: Family<SinkLabels, Gauge>,
     pub sink_memory_faults: Family<SinkLabels, Gauge>,
-    pub store_corruption: Counter,
+    pub store_corruption: Family<FamilyLabels, Counter>,
     pub sink_egress_connects: Family<SinkLabels, Gauge>,
     pub sink_egress_denied: Family<SinkLabels, Gauge>,
     registry: Registry,
@@ -169,10 +175,10 @@ impl Metrics {
             "Instances of a sink that hit their memory cap, since it loaded",
             sink_memory_faults.clone(),
         );
-        let store_corruption = Counter::default();
+        let store_corruption = Family::<FamilyLabels, Counter>::default();
         registry.register(
             "store_corruption",
-            "Hooks dispatch found unreadable in the store (a checksum mismatch), each dead-lettered",
+            "Damaged blocks found in the store (a checksum mismatch), each once, by column family",
             store_corruption.clone(),
         );
         let sink_egress_connects = Family::<SinkLabels, Gauge>::default();
@@ -238,6 +244,11 @@ pub fn metrics() -> &'static Metrics {
 /// Count one answered ingest request.
 pub fn ingest(outcome: &'static str) {
     metrics().ingest_requests.get_or_create(&OutcomeLabels { outcome }).inc();
+}
+
+/// A damaged block found in a store family.
+pub fn store_damage(family: &'static str) {
+    metrics().store_corruption.get_or_create(&FamilyLabels { family }).inc();
 }
 
 /// The content type of [`Metrics::encode`]'s text.

@@ -23,6 +23,7 @@ pub mod relay;
 pub mod server;
 pub mod standard_webhooks;
 pub mod tls;
+pub mod tmpfs;
 
 use std::path::PathBuf;
 

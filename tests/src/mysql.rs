@@ -90,20 +90,27 @@ impl LocalMariaDb {
         // Two bootstraps at once trip over each other's temporary tables.
         static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
         let _one_at_a_time = INSTALLING.lock().unwrap_or_else(|e| e.into_inner());
+        // Its own directory for the bootstrap's temporary tables: in the
+        // shared /tmp a name can meet another server's (the machine's own).
+        let tmpdir = data.path().join("tmp");
+        std::fs::create_dir(&tmpdir).expect("tmp dir");
         let install = Command::new("mariadb-install-db")
             .args(["--no-defaults", "--user=root", "--skip-test-db", "--auth-root-authentication-method=socket"])
             .arg(format!("--datadir={}", datadir.display()))
+            .arg(format!("--tmpdir={}", tmpdir.display()))
             .output()
             .expect("mariadb-install-db runs");
         assert!(install.status.success(), "mariadb-install-db: {}", String::from_utf8_lossy(&install.stderr));
         let tls = tls.map(|pki| (pki.server_cert.clone(), pki.server_key.clone(), pki.ca.clone()));
         let sock = socket.clone();
+        let server_tmp = tmpdir.clone();
         let server = LocalServer::start(move |port| {
             let mut command = Command::new("/usr/sbin/mariadbd");
             command.args(["--no-defaults", "--user=root", "--bind-address=127.0.0.1", "--skip-log-bin"]);
             command.args(["--innodb-buffer-pool-size=16M", "--skip-name-resolve"]);
             command.arg(format!("--datadir={}", datadir.display()));
             command.arg(format!("--socket={}", sock.display()));
+            command.arg(format!("--tmpdir={}", server_tmp.display()));
             command.arg(format!("--port={port}"));
             if let Some((cert, key, ca)) = &tls {
                 command.arg(format!("--ssl-cert={}", cert.display()));

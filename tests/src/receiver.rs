@@ -114,6 +114,16 @@ impl Receiver {
         format!("http://{}", self.addr)
     }
 
+    /// A `sinks:` entry of an `ankusa.yml`: the shipped http sink named
+    /// `name`, posting to `path` here (indented under `sinks:`).
+    pub fn http_sink(&self, name: &str, path: &str) -> String {
+        format!(
+            "  {name}:\n    component: http\n    options: {{url: \"{}\"}}\n    allow: [\"{}\"]\n",
+            self.url(path),
+            self.origin()
+        )
+    }
+
     pub fn received(&self) -> Vec<Received> {
         self.received.lock().expect("receiver lock").clone()
     }

@@ -121,6 +121,26 @@ async fn probes_and_status(node: &RunningNode) {
     assert_eq!((status, body["error"].as_str()), (404, Some("not_found")), "never erased");
     let (status, body) = node.admin("GET", "/v1/tenants/bad!id/usage", None, None).await;
     assert_eq!((status, body["error"].as_str()), (400, Some("invalid_tenant")));
+    // A path segment that does not decode is refused like any other input.
+    let (status, body) = node.admin("GET", "/v1/tenants/%FF%FE/usage", None, None).await;
+    assert_eq!((status, body["error"].as_str()), (400, Some("invalid_path")), "{body}");
+    assert!(body["message"].is_string(), "{body}");
+    // A request line over the limit gets the typed problem too (hyper
+    // alone answers 414 with no body).
+    let answer = raw(node.admin, &format!("GET /v1/{} HTTP/1.1\r\nhost: x\r\n\r\n", "a".repeat(100_000))).await;
+    assert!(answer.starts_with("HTTP/1.1 414"), "{answer}");
+    assert!(answer.contains("\"error\":\"uri_too_long\"") && answer.contains("application/json"), "{answer}");
+}
+
+/// Send raw bytes and read the answer until the server closes.
+async fn raw(addr: std::net::SocketAddr, request: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    stream.write_all(request.as_bytes()).await.expect("send");
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer)).await;
+    assert!(read.is_ok(), "the connection closes after a refusal");
+    String::from_utf8_lossy(&answer).into_owned()
 }
 
 async fn dead_count(node: &RunningNode, tenant: &str) -> i64 {
@@ -349,6 +369,26 @@ async fn sources(node: &RunningNode) {
     let keys: Vec<&str> =
         bad["details"]["problems"].as_array().expect("problems").iter().filter_map(|p| p["key"].as_str()).collect();
     assert!(keys.contains(&"sources.bad.sinks[0]") && keys.contains(&"sources.bad.verify.preset"), "{keys:?}");
+    // Lists over their limits: 422 naming the list and the limit.
+    let many_headers: Vec<String> = (0..100_000).map(|i| format!("x-{i}")).collect();
+    let many_secrets: Vec<String> = (0..9).map(|i| format!("secret-{i}")).collect();
+    for (body, key, limit) in [
+        (json!({"name": "wide", "sinks": ["log"], "forward_headers": many_headers}), "forward_headers", 128),
+        (json!({"name": "wide", "sinks": vec!["log"; 300]}), "sinks", 256),
+        (
+            json!({"name": "wide", "sinks": ["log"], "verify": {"preset": "github", "secret": many_secrets}}),
+            "verify.secret",
+            8,
+        ),
+    ] {
+        let (status, refused) = node.admin("POST", "/v1/tenants/beta/sources", Some(body), None).await;
+        assert_eq!((status, refused["error"].as_str()), (422, Some("over_limit")), "{refused}");
+        assert_eq!(
+            (refused["details"]["key"].as_str(), refused["details"]["limit"].as_u64()),
+            (Some(key), Some(limit))
+        );
+    }
+    assert_eq!(node.admin("GET", "/v1/tenants/beta/sources/wide", None, None).await.0, 404, "nothing was written");
     for body in [json!({"name": "x", "sinks": ["log"], "colour": "red"}), json!({"sinks": ["log"]}), json!([1, 2])] {
         let (status, answer) = node.admin("POST", "/v1/tenants/beta/sources", Some(body.clone()), None).await;
         assert_eq!(status, 400, "{body}: {answer}");

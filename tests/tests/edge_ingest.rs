@@ -1,6 +1,7 @@
 //! The edge over real sockets: refusals before the body is read, chunked
-//! bodies over the limit, bad header bytes, provider retries absorbed as
-//! duplicates, load shedding while the writer is stalled, and direct mode.
+//! bodies over the limit, bad header bytes, oversized heads, requests
+//! framed two ways, provider retries absorbed as duplicates, load
+//! shedding while the writer is stalled, and direct mode.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -257,4 +258,98 @@ async fn direct_mode_answers_201_only_when_every_sink_confirms() {
     let err = validate_config(WalMode::None, &sources).expect_err("refused");
     assert!(err.to_string().contains("`github`"), "{err}");
     assert!(validate_config(WalMode::Disk, &sources).is_ok());
+}
+
+/// Send `request` while reading the answer: a server that refuses before
+/// reading everything may close while the client still writes.
+async fn raw_while_sending(addr: std::net::SocketAddr, request: Vec<u8>, wait: Duration) -> String {
+    let stream = TcpStream::connect(addr).await.expect("connect");
+    let (mut read, mut write) = stream.into_split();
+    let sending = tokio::spawn(async move {
+        let _ = write.write_all(&request).await;
+        write
+    });
+    let mut answer = Vec::new();
+    let mut buf = vec![0u8; 4096];
+    let deadline = tokio::time::Instant::now() + wait;
+    while !String::from_utf8_lossy(&answer).contains("\r\n\r\n") {
+        match tokio::time::timeout_at(deadline, read.read(&mut buf)).await.expect("an answer in time") {
+            Ok(0) | Err(_) => break,
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+        }
+    }
+    sending.abort();
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_head_is_refused_431_a_long_line_414_and_a_large_head_within_the_limit_is_kept() {
+    let rt = runtime().await;
+    let node =
+        start(EdgeConfig::default(), vec![source("github", vec![log_sink(&rt).await])], Some(QueueConfig::default()))
+            .await;
+    let wait = Duration::from_secs(5);
+    let mut huge = b"POST /webhooks/github HTTP/1.1\r\nhost: x\r\nx-padding: ".to_vec();
+    huge.extend(std::iter::repeat_n(b'a', 400_000));
+    huge.extend_from_slice(b"\r\ncontent-length: 2\r\n\r\n{}");
+    let answer = raw_while_sending(node.addr, huge, wait).await;
+    assert!(answer.starts_with("HTTP/1.1 431"), "{answer}");
+    let queue = node.queue.as_ref().expect("queue");
+    assert!(queue.hooks(0, 10).expect("hooks").is_empty(), "nothing was stored");
+    // A request line over 8 KiB: 414, typed like every refusal.
+    let long = format!("POST /webhooks/{} HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n{{}}", "g".repeat(70_000));
+    let answer = raw_while_sending(node.addr, long.into_bytes(), wait).await;
+    assert!(answer.starts_with("HTTP/1.1 414"), "{answer}");
+    assert!(queue.hooks(0, 10).expect("hooks").is_empty(), "nothing was stored");
+
+    // 60 KiB of headers fits the 64 KiB default and is stored with the hook.
+    let mut large = b"POST /webhooks/github HTTP/1.1\r\nhost: x\r\n".to_vec();
+    for i in 0..60 {
+        large.extend_from_slice(format!("x-pad-{i}: ").as_bytes());
+        large.extend(std::iter::repeat_n(b'b', 1000));
+        large.extend_from_slice(b"\r\n");
+    }
+    large.extend_from_slice(b"content-length: 2\r\n\r\n{}");
+    let answer = raw_while_sending(node.addr, large, wait).await;
+    assert!(answer.starts_with("HTTP/1.1 201"), "{answer}");
+    let stored = queue.hooks(0, 10).expect("hooks");
+    assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0].headers.iter().filter(|(name, _)| name.starts_with("x-pad-")).count(), 60);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_framed_two_ways_is_refused_and_its_connection_closed() {
+    let rt = runtime().await;
+    let node =
+        start(EdgeConfig::default(), vec![source("github", vec![log_sink(&rt).await])], Some(QueueConfig::default()))
+            .await;
+    let queue = node.queue.clone().expect("queue");
+    for both in
+        ["content-length: 6\r\ntransfer-encoding: chunked\r\n", "Transfer-Encoding: chunked\r\nContent-Length: 6\r\n"]
+    {
+        // A good request first on the same connection, each framing once,
+        // so the refusal is found past bodies of both kinds.
+        let mut stream = TcpStream::connect(node.addr).await.expect("connect");
+        let mut bytes = b"POST /webhooks/github HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n{}".to_vec();
+        bytes.extend_from_slice(b"POST /webhooks/github HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n");
+        bytes.extend_from_slice(b"2\r\n[]\r\n0\r\n\r\n");
+        bytes.extend_from_slice(format!("POST /webhooks/github HTTP/1.1\r\nhost: x\r\n{both}\r\n").as_bytes());
+        bytes.extend_from_slice(b"1\r\n1\r\n0\r\n\r\n");
+        stream.write_all(&bytes).await.expect("send");
+        let mut answers = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answers)).await;
+        let answers = String::from_utf8_lossy(&answers).into_owned();
+        assert!(read.is_ok(), "the connection is closed after the refusal: {answers}");
+        assert_eq!(answers.matches("HTTP/1.1 ").count(), 3, "{answers}");
+        let refusal = answers.rfind("HTTP/1.1 ").map(|at| &answers[at..]).expect("a third answer");
+        assert!(refusal.starts_with("HTTP/1.1 400"), "{answers}");
+        assert!(refusal.contains("ambiguous_framing"), "{answers}");
+        assert!(refusal.to_ascii_lowercase().contains("connection: close"), "{answers}");
+    }
+    let bodies: Vec<Vec<u8>> = queue.hooks(0, 10).expect("hooks").into_iter().map(|h| h.body).collect();
+    assert_eq!(
+        bodies,
+        vec![b"{}".to_vec(), b"[]".to_vec(), b"{}".to_vec(), b"[]".to_vec()],
+        "the refused hooks were not stored"
+    );
 }

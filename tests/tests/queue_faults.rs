@@ -5,14 +5,14 @@
 //!
 //! The disk tests mount a small tmpfs (they need root, as CI has).
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use ankusa::queue::{Entry, EntryOutcome, Envelope, Queue, QueueConfig, Refusal};
 use ankusa::store::Faults;
+use ankusa_tests::tmpfs::Tmpfs;
 
 fn entry(n: usize, body_bytes: usize) -> Entry {
     let mut body = format!("{{\"n\":{n}}}").into_bytes();
@@ -113,39 +113,6 @@ async fn a_failed_wal_sync_acks_nothing_until_the_store_recovers_by_itself() {
     assert_present(dir.path(), &[acked, resumed].concat()).await;
 }
 
-/// A tmpfs of `size`, unmounted on drop (before its mount point goes).
-struct Tmpfs(PathBuf, #[allow(dead_code)] tempfile::TempDir);
-
-impl Tmpfs {
-    fn mount(size: &str) -> Tmpfs {
-        let dir = tempfile::tempdir().expect("dir");
-        let path = dir.path().join("disk");
-        std::fs::create_dir(&path).expect("mount point");
-        mount(&["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"], &path);
-        Tmpfs(path, dir)
-    }
-
-    fn remount(&self, options: &str) {
-        mount(&["-o", &format!("remount,{options}")], &self.0);
-    }
-}
-
-fn mount(args: &[&str], at: &Path) {
-    let out = Command::new("mount").args(args).arg(at).output().expect("run mount");
-    assert!(
-        out.status.success(),
-        "mount {args:?} {} failed (these tests need root): {}",
-        at.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-    }
-}
-
 /// A disk that turned read-only (the kernel does that to a file system
 /// after I/O errors) while the node was down: the store is refused with a
 /// message, never opened as something else, and is whole once writable.
@@ -155,7 +122,7 @@ impl Drop for Tmpfs {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_only_disk_is_refused_and_loses_nothing() {
     let disk = Tmpfs::mount("64m");
-    let store = disk.0.join("store");
+    let store = disk.path.join("store");
     let queue = Queue::open(&store, QueueConfig::default()).expect("open");
     let (acked, _) = enqueue_until(&queue, 0, 30, 200).await;
     assert_eq!(acked.len(), 30);
@@ -174,7 +141,7 @@ async fn a_read_only_disk_is_refused_and_loses_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_disk_is_store_unavailable_until_space_returns() {
     let disk = Tmpfs::mount("6m");
-    let store = disk.0.join("store");
+    let store = disk.path.join("store");
     let queue = Queue::open(&store, QueueConfig::default()).expect("open");
     let (mut acked, refused) = enqueue_until(&queue, 0, 400, 64 << 10).await;
     assert!(refused > 0, "a 6 MiB disk cannot hold 400 hooks of 64 KiB: {} acked", acked.len());

@@ -2,7 +2,7 @@
 //! `{"error": code, "message": text, "details": ...}`, and extractors that
 //! answer bad input the same way instead of with plain text.
 
-use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
@@ -137,4 +137,27 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Params<T> {
 
 fn query_rejection(rejection: QueryRejection) -> ApiError {
     ApiError::bad_request("invalid_query", rejection.body_text())
+}
+
+/// `Path<T>` whose rejections are [`ApiError`]s (`invalid_path`): a path
+/// segment that does not decode (bad percent-encoding, not UTF-8) is
+/// answered like every other refusal.
+pub struct Segments<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for Segments<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(value)) => Ok(Segments(value)),
+            Err(rejection) => Err(path_rejection(rejection)),
+        }
+    }
+}
+
+fn path_rejection(rejection: PathRejection) -> ApiError {
+    if rejection.status().is_server_error() {
+        return ApiError::new(rejection.status(), "internal", rejection.body_text());
+    }
+    ApiError::bad_request("invalid_path", rejection.body_text())
 }

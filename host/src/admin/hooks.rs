@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
+
+use super::error::Segments;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde::Serialize;
@@ -111,7 +113,7 @@ fn view(envelope: Envelope, deliveries: Vec<DeliveryView>) -> HookView {
         (status = 400, description = "Not a seq", body = super::ErrorBody),
         (status = 404, description = "Not stored (delivered, or never)", body = super::ErrorBody),
     ))]
-pub async fn get(State(node): State<Arc<Node>>, Path(seq): Path<String>) -> Result<Json<HookView>, ApiError> {
+pub async fn get(State(node): State<Arc<Node>>, Segments(seq): Segments<String>) -> Result<Json<HookView>, ApiError> {
     let seq: u64 = seq.parse().map_err(|_| ApiError::bad_request("invalid_seq", "seq: a hook's number, 1 or more"))?;
     let queue = queue_of(&node)?;
     let Some(envelope) = queue.hook(seq)? else {

@@ -107,12 +107,31 @@ pub fn router(node: Arc<Node>) -> Router {
         .with_state(node)
 }
 
-/// Serve the admin API until `shutdown` completes.
+/// Serve the admin API until `shutdown` completes, with the edge's limits
+/// on request heads; a request refused before its handler (a too-long
+/// request line, framing two ways) gets the typed problem like any other.
 pub async fn serve(listener: TcpListener, node: Arc<Node>, shutdown: impl Future<Output = ()> + Send + 'static) {
-    let app = router(node);
-    if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(shutdown).await {
-        tracing::error!("admin API stopped: {e}");
+    let limits = crate::edge::Limits {
+        header_timeout: std::time::Duration::from_secs(10),
+        max_head: crate::edge::DEFAULT_MAX_HEADER_BYTES,
+        max_line: crate::edge::DEFAULT_MAX_LINE,
+    };
+    crate::edge::serve_router(listener, router(node), limits, refused, shutdown).await;
+}
+
+fn refused(refusal: crate::edge::Refusal) -> Response {
+    match refusal {
+        crate::edge::Refusal::UriTooLong => ApiError::new(
+            StatusCode::URI_TOO_LONG,
+            "uri_too_long",
+            format!("the request line is over {} bytes", crate::edge::DEFAULT_MAX_LINE),
+        ),
+        crate::edge::Refusal::FramedTwoWays => ApiError::bad_request(
+            "ambiguous_framing",
+            "both Content-Length and Transfer-Encoding: the request is framed two ways",
+        ),
     }
+    .into_response()
 }
 
 async fn no_route() -> ApiError {

@@ -3,7 +3,9 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
+
+use super::error::Segments;
 use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::Value;
@@ -206,7 +208,7 @@ fn spec_of(node: &Node, new: NewReplay) -> Result<JobSpec, ApiError> {
 /// One replay job.
 #[utoipa::path(get, path = "/v1/replays/{id}", tag = "replays", params(("id" = String, Path, description = "The job's id")),
     responses((status = 200, description = "The job", body = Object), (status = 404, description = "No such job", body = super::ErrorBody)))]
-pub async fn get(State(node): State<Arc<Node>>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+pub async fn get(State(node): State<Arc<Node>>, Segments(id): Segments<String>) -> Result<Json<Value>, ApiError> {
     match replays_of(&node)?.get(&id)? {
         Some(job) => Ok(Json(job_json(&job))),
         None => Err(ApiError::not_found(format!("no replay job `{id}`"))),
@@ -223,7 +225,7 @@ pub async fn get(State(node): State<Arc<Node>>, Path(id): Path<String>) -> Resul
     ))]
 pub async fn update(
     State(node): State<Arc<Node>>,
-    Path(id): Path<String>,
+    Segments(id): Segments<String>,
     Body(update): Body<ReplayUpdate>,
 ) -> Result<Json<Value>, ApiError> {
     let wanted = match update.state {

@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::State;
+
+use super::error::Segments;
 use axum::http::StatusCode;
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -113,7 +115,7 @@ pub const MAX_UPLOAD_BYTES: usize = 128 * 1024 * 1024;
         (status = 422, description = "The component does not load; the running one stays", body = ErrorBody)))]
 pub async fn upload(
     State(node): State<Arc<Node>>,
-    Path(name): Path<String>,
+    Segments(name): Segments<String>,
     body: Body,
 ) -> Result<Json<ReloadReport>, ApiError> {
     // Read here, not by an extractor: those stop at axum's 2 MiB default.

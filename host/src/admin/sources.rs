@@ -5,7 +5,9 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
+
+use super::error::Segments;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -130,7 +132,7 @@ pub async fn list_all(State(node): State<Arc<Node>>) -> Json<Vec<SourceView>> {
     responses((status = 200, description = "Its sources", body = Vec<SourceView>), (status = 400, description = "A bad tenant id", body = super::ErrorBody)))]
 pub async fn list(
     State(node): State<Arc<Node>>,
-    Path(tenant): Path<String>,
+    Segments(tenant): Segments<String>,
 ) -> Result<Json<Vec<SourceView>>, ApiError> {
     tenant_checked(&tenant)?;
     Ok(Json(node.sources.all().iter().filter(|(s, _)| s.tenant == tenant).map(|(s, o)| view(s, *o)).collect()))
@@ -142,11 +144,12 @@ pub async fn list(
     responses(
         (status = 201, description = "Created and live", body = SourceView),
         (status = 400, description = "Invalid: `details` lists every problem by key", body = super::ErrorBody),
+        (status = 422, description = "A list over its limit (`details`: key, limit, given)", body = super::ErrorBody),
         (status = 409, description = "The name is taken, or the tenant is being erased", body = super::ErrorBody),
     ))]
 pub async fn create(
     State(node): State<Arc<Node>>,
-    Path(tenant): Path<String>,
+    Segments(tenant): Segments<String>,
     Body(body): Body<SourceBody>,
 ) -> Result<(StatusCode, Json<SourceView>), ApiError> {
     tenant_checked(&tenant)?;
@@ -167,7 +170,7 @@ pub async fn create(
     responses((status = 200, description = "The source", body = SourceView), (status = 404, description = "No such source", body = super::ErrorBody)))]
 pub async fn get(
     State(node): State<Arc<Node>>,
-    Path((tenant, name)): Path<(String, String)>,
+    Segments((tenant, name)): Segments<(String, String)>,
 ) -> Result<Json<SourceView>, ApiError> {
     tenant_checked(&tenant)?;
     let (source, origin) = owned(&node, &tenant, &name)?;
@@ -181,12 +184,13 @@ pub async fn get(
     responses(
         (status = 200, description = "Replaced", body = SourceView),
         (status = 400, description = "Invalid: `details` lists every problem by key", body = super::ErrorBody),
+        (status = 422, description = "A list over its limit (`details`: key, limit, given)", body = super::ErrorBody),
         (status = 404, description = "No such source", body = super::ErrorBody),
         (status = 409, description = "A config source (edit the file instead)", body = super::ErrorBody),
     ))]
 pub async fn replace(
     State(node): State<Arc<Node>>,
-    Path((tenant, name)): Path<(String, String)>,
+    Segments((tenant, name)): Segments<(String, String)>,
     Body(body): Body<SourceBody>,
 ) -> Result<Json<SourceView>, ApiError> {
     tenant_checked(&tenant)?;
@@ -212,7 +216,7 @@ pub async fn replace(
     ))]
 pub async fn delete(
     State(node): State<Arc<Node>>,
-    Path((tenant, name)): Path<(String, String)>,
+    Segments((tenant, name)): Segments<(String, String)>,
     Params(params): Params<DeleteParams>,
 ) -> Result<Json<Value>, ApiError> {
     tenant_checked(&tenant)?;
@@ -247,6 +251,7 @@ fn from_config(name: &str) -> ApiError {
 
 /// Check, load, store and publish a runtime source.
 async fn write(node: &Node, tenant: &str, name: &str, body: SourceBody) -> Result<Arc<Source>, ApiError> {
+    within_limits(&body)?;
     if node.queue.as_ref().is_some_and(|q| q.erasing_tenants().iter().any(|t| t == tenant)) {
         return Err(ApiError::conflict("tenant_erasing", format!("tenant `{tenant}` is being erased")));
     }
@@ -271,4 +276,23 @@ async fn write(node: &Node, tenant: &str, name: &str, body: SourceBody) -> Resul
     node.sources.insert(source, Origin::Runtime);
     tracing::info!(%tenant, source = %name, "source written");
     node.sources.get(name).map(|(s, _)| s).ok_or_else(|| ApiError::not_found(name.to_string()))
+}
+
+/// A source's lists within their limits, checked before anything else of
+/// it: `422 over_limit` naming the first list over.
+fn within_limits(body: &SourceBody) -> Result<(), ApiError> {
+    let lists = [
+        ("sinks", body.sinks.len(), crate::source::MAX_SINKS),
+        ("forward_headers", body.forward_headers.as_ref().map_or(0, Vec::len), crate::source::MAX_FORWARD_HEADERS),
+        ("verify.secret", body.verify.as_ref().map_or(0, |v| v.secret.0.len()), crate::source::verify::MAX_SECRETS),
+    ];
+    match lists.into_iter().find(|(_, given, limit)| given > limit) {
+        None => Ok(()),
+        Some((key, given, limit)) => Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "over_limit",
+            format!("{key}: {given} entries, at most {limit}"),
+        )
+        .with_details(json!({ "key": key, "limit": limit, "given": given }))),
+    }
 }

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -22,24 +22,14 @@ pub async fn health() -> Json<Value> {
     Json(json!({ "status": "ok" }))
 }
 
-/// Ready: the store took a synced write recently and none failed in the
-/// last 5 s.
+/// Ready: the store takes writes (none failed since the last that
+/// succeeded), has its reserve of free space and is not known damaged.
 #[utoipa::path(get, path = "/ready", tag = "status", security(()),
-    responses((status = 200, description = "Ready", body = Object), (status = 503, description = "The store is failing writes", body = super::ErrorBody)))]
+    responses((status = 200, description = "Ready", body = Object),
+        (status = 503, description = "Not ready: `details.reasons` gives every reason (`store_write_failed`, \
+            `store_sync_failed`, `low_disk_space`, `store_damaged`)", body = super::ErrorBody)))]
 pub async fn ready(State(node): State<Arc<Node>>) -> Response {
-    let failing = node
-        .queue
-        .as_ref()
-        .and_then(|q| q.last_commit_failure_ms())
-        .is_some_and(|at| now_ms().saturating_sub(at) < 5_000);
-    if failing {
-        let mut response =
-            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", "a store write failed in the last 5 s")
-                .into_response();
-        response.headers_mut().insert(header::RETRY_AFTER, 1.into());
-        return response;
-    }
-    Json(json!({ "status": "ready" })).into_response()
+    crate::edge::readiness(node.queue.as_deref())
 }
 
 /// Prometheus metrics (OpenMetrics text).

@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
+
+use super::error::Segments;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -36,7 +38,7 @@ pub struct Usage {
 #[utoipa::path(get, path = "/v1/tenants/{tenant}/usage", tag = "tenants",
     params(("tenant" = String, Path, description = "The tenant id")),
     responses((status = 200, description = "Its usage", body = Usage), (status = 400, description = "A bad tenant id", body = super::ErrorBody)))]
-pub async fn usage(State(node): State<Arc<Node>>, Path(tenant): Path<String>) -> Result<Json<Usage>, ApiError> {
+pub async fn usage(State(node): State<Arc<Node>>, Segments(tenant): Segments<String>) -> Result<Json<Usage>, ApiError> {
     tenant_checked(&tenant)?;
     Ok(Json(usage_of(&node, tenant)?))
 }
@@ -97,7 +99,7 @@ fn edge_of(node: &Node) -> Result<&crate::edge::Edge, ApiError> {
     responses((status = 200, description = "Its limit", body = RateLimitView)))]
 pub async fn get_rate_limit(
     State(node): State<Arc<Node>>,
-    Path(tenant): Path<String>,
+    Segments(tenant): Segments<String>,
 ) -> Result<Json<RateLimitView>, ApiError> {
     tenant_checked(&tenant)?;
     let (rate, own) = edge_of(&node)?.tenant_limits.rate_of(&tenant);
@@ -110,7 +112,7 @@ pub async fn get_rate_limit(
     responses((status = 200, description = "The new limit", body = RateLimitView), (status = 400, description = "A bad body", body = super::ErrorBody)))]
 pub async fn put_rate_limit(
     State(node): State<Arc<Node>>,
-    Path(tenant): Path<String>,
+    Segments(tenant): Segments<String>,
     Body(limit): Body<RateLimit>,
 ) -> Result<Json<RateLimitView>, ApiError> {
     tenant_checked(&tenant)?;
@@ -130,7 +132,10 @@ pub async fn put_rate_limit(
 #[utoipa::path(get, path = "/v1/tenants/{tenant}", tag = "tenants",
     params(("tenant" = String, Path, description = "The tenant id")),
     responses((status = 200, description = "The erase's progress", body = Object), (status = 404, description = "Never erased", body = super::ErrorBody)))]
-pub async fn status(State(node): State<Arc<Node>>, Path(tenant): Path<String>) -> Result<Json<Value>, ApiError> {
+pub async fn status(
+    State(node): State<Arc<Node>>,
+    Segments(tenant): Segments<String>,
+) -> Result<Json<Value>, ApiError> {
     tenant_checked(&tenant)?;
     let erasures = node.erasures.as_ref().ok_or_else(ApiError::no_store)?;
     match erasures.status(&tenant)? {
@@ -147,7 +152,7 @@ pub async fn status(State(node): State<Arc<Node>>, Path(tenant): Path<String>) -
     responses((status = 202, description = "Erasing; follow with GET", body = Object)))]
 pub async fn erase(
     State(node): State<Arc<Node>>,
-    Path(tenant): Path<String>,
+    Segments(tenant): Segments<String>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     tenant_checked(&tenant)?;
     let erasures = node.erasures.as_ref().ok_or_else(ApiError::no_store)?;

@@ -32,6 +32,11 @@ enum StoreCommand {
         /// The store's directory.
         #[arg(long, default_value = "data/store")]
         store: PathBuf,
+        /// Make each damaged family again from what can be read of it,
+        /// rebuild the index and the counters from the rows, and say what
+        /// was lost.
+        #[arg(long)]
+        repair: bool,
     },
     /// Build a new store from the intake log (`wal.mode: dual`).
     Rebuild {
@@ -56,7 +61,7 @@ enum StoreCommand {
 pub async fn execute(args: StoreArgs) -> anyhow::Result<ExitCode> {
     match args.command {
         StoreCommand::Stats { store, json } => stats(&store, json).await,
-        StoreCommand::Verify { store } => verify(&store).await,
+        StoreCommand::Verify { store, repair } => verify(&store, repair).await,
         StoreCommand::Rebuild { intake, store } => {
             let bar = super::client::spinner(&format!(
                 "rebuilding {} from the intake log at {}",
@@ -100,25 +105,35 @@ fn open(store: &std::path::Path) -> anyhow::Result<Queue> {
         .with_context(|| format!("cannot open the store at {} (is its node still running?)", store.display()))
 }
 
-/// A full checksum scan of a stopped store, file by file, with progress.
-async fn verify(store: &std::path::Path) -> anyhow::Result<ExitCode> {
+/// A full checksum scan of a stopped store, file by file, with progress;
+/// with `repair`, the damage found (now or by the node) repaired.
+async fn verify(store: &std::path::Path, repair: bool) -> anyhow::Result<ExitCode> {
     if !store.join("CURRENT").exists() {
         anyhow::bail!("no store at {}", store.display());
     }
     let path = store.to_path_buf();
     let bar = super::client::spinner(&format!("verifying {}", store.display()));
     let shown = bar.clone();
-    let report = tokio::task::spawn_blocking(move || {
+    let (report, repaired) = tokio::task::spawn_blocking(move || {
         let opened = crate::store::RocksStore::open(&crate::store::StoreOptions::new(&path))
             .with_context(|| format!("cannot open the store at {} (is its node still running?)", path.display()))?;
         let mut progress = |(family, done, total): crate::store::VerifyProgress<'_>| {
             shown.set_message(format!("verifying {}: {family}, file {done} of {total}", path.display()));
         };
-        opened.verify(&mut progress).map_err(anyhow::Error::from)
+        let report = opened.verify(&mut progress)?;
+        if !repair {
+            return Ok::<_, anyhow::Error>((report, None));
+        }
+        let repaired = repair_store(&opened, &report)?;
+        let after = opened.verify(&mut progress)?;
+        Ok((after, Some(repaired)))
     })
     .await
     .context("the scan stopped")??;
     bar.finish_and_clear();
+    if let Some(repaired) = &repaired {
+        print_repair(repaired);
+    }
     println!(
         "{}: {} files, {} keys, {} bytes read with checksums verified",
         store.display(),
@@ -134,10 +149,81 @@ async fn verify(store: &std::path::Path) -> anyhow::Result<ExitCode> {
         println!("damaged: {} ({} family): {}", damage.file, damage.family, damage.reason);
     }
     eprintln!(
-        "error: {} damaged file(s); the hooks in them cannot be read (see the README, \"A damaged store\")",
+        "error: {} damaged file(s); what they hold cannot be read: `ankusa store verify --repair` makes the \
+         families again from what can be read (see the README, \"A damaged store\")",
         report.damaged.len()
     );
     Ok(ExitCode::FAILURE)
+}
+
+/// What a repair did.
+struct Repaired {
+    salvaged: Vec<crate::store::Salvaged>,
+    rows: u64,
+    counted: crate::queue::Recount,
+}
+
+/// Make every damaged family again (found by `report`, or by the node and
+/// recorded), then the index and the counters from the rows.
+fn repair_store(store: &crate::store::RocksStore, report: &crate::store::VerifyReport) -> anyhow::Result<Repaired> {
+    use crate::store::{Cf, Store};
+    let mut damaged: Vec<Cf> = report.damaged.iter().filter_map(|d| Cf::named(d.family)).collect();
+    damaged.extend(store.health().damaged_families().into_iter().filter_map(Cf::named));
+    damaged.sort_by_key(|cf| cf.id());
+    damaged.dedup();
+    let mut salvaged = Vec::new();
+    // The index and the counters are made from the rows below.
+    for cf in damaged.into_iter().filter(|cf| !matches!(cf, Cf::Index | Cf::Counters)) {
+        let named =
+            crate::queue::named_keys(store, cf).with_context(|| format!("reading what names the {cf} family"))?;
+        salvaged.push(store.salvage(cf, &named).with_context(|| format!("repairing the {cf} family"))?);
+    }
+    let rows = crate::queue::rebuild_index(store).context("rebuilding the index")?;
+    let counted = crate::queue::rebuild_counters(store).context("counting again")?;
+    // Written back with the meta family, records of damage now repaired go.
+    let mut batch = crate::store::Batch::new();
+    for cf in Cf::ALL {
+        batch.delete(Cf::Meta, crate::store::keys::meta::damage(cf.name()));
+        store.health().repaired(cf.name());
+    }
+    store.write(&batch, crate::store::Durability::Synced)?;
+    Ok(Repaired { salvaged, rows, counted })
+}
+
+fn print_repair(repaired: &Repaired) {
+    for family in &repaired.salvaged {
+        println!("repaired: the {} family, {} keys kept", family.family, family.kept);
+        for lost in &family.lost {
+            println!("  lost: {}", lost_range(family.family, lost));
+        }
+    }
+    println!(
+        "rebuilt: the index from {} delivery rows; the counters from {} rows and {} dedupe keys",
+        repaired.rows, repaired.counted.rows, repaired.counted.dedupe_keys
+    );
+}
+
+/// A passed-over range, in seqs where the family is keyed by seq (its
+/// keys begin with one): the range the lost keys lie in, bounds included.
+fn lost_range(family: &str, lost: &crate::store::Skipped) -> String {
+    let seq = |key: &[u8]| {
+        let mut padded = [0u8; 8];
+        let n = key.len().min(8);
+        padded[..n].copy_from_slice(&key[..n]);
+        u64::from_be_bytes(padded)
+    };
+    match family {
+        "hooks" | "deliveries" => format!(
+            "seqs {} to {}",
+            seq(&lost.after),
+            lost.resumed.as_deref().map_or("the last".to_string(), |key| seq(key).to_string())
+        ),
+        _ => format!(
+            "keys after {} and before {}",
+            if lost.after.is_empty() { "the first".to_string() } else { hex::encode(&lost.after) },
+            lost.resumed.as_deref().map_or("the end".to_string(), hex::encode)
+        ),
+    }
 }
 
 async fn stats(store: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {

@@ -86,6 +86,7 @@ impl Config {
             tenants_max: self.tenants.max,
             archive_retention_ms: self.archive.enabled.then_some(self.archive.retention_ms),
             store_wal_max_bytes: self.wal.store_wal_max_bytes,
+            disk_reserve_bytes: self.node.disk_reserve_bytes,
             store_faults: None,
             clock: crate::queue::Clock::System,
         }
@@ -95,6 +96,7 @@ impl Config {
         let rate = |r: &super::RateSection| Rate { per_second: r.rate, burst: r.burst };
         EdgeConfig {
             max_body_bytes: self.http.max_body_bytes,
+            max_header_bytes: self.http.max_header_bytes as usize,
             header_timeout: Duration::from_millis(self.http.header_timeout_ms),
             body_timeout: Duration::from_millis(self.http.body_timeout_ms),
             tenant_routing: self.http.tenant_routing,

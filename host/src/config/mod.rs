@@ -93,11 +93,18 @@ pub struct NodeSection {
     /// elsewhere) live here.
     pub data_dir: PathBuf,
     pub roles: Vec<Role>,
+    /// `/ready` answers `503` while the store's filesystem has fewer free
+    /// bytes (0: never on free space alone).
+    pub disk_reserve_bytes: u64,
 }
 
 impl Default for NodeSection {
     fn default() -> Self {
-        NodeSection { data_dir: PathBuf::from("./data"), roles: vec![Role::Ingest, Role::Dispatch, Role::Admin] }
+        NodeSection {
+            data_dir: PathBuf::from("./data"),
+            roles: vec![Role::Ingest, Role::Dispatch, Role::Admin],
+            disk_reserve_bytes: crate::queue::DEFAULT_DISK_RESERVE_BYTES,
+        }
     }
 }
 
@@ -107,6 +114,9 @@ pub struct HttpSection {
     /// Where providers POST hooks.
     pub listen: SocketAddr,
     pub max_body_bytes: u64,
+    /// A request head (request line and headers) over this is refused
+    /// `431`.
+    pub max_header_bytes: u64,
     /// A client must send its request head within this...
     pub header_timeout_ms: u64,
     /// ... and its body within this.
@@ -120,6 +130,7 @@ impl Default for HttpSection {
         HttpSection {
             listen: SocketAddr::from(([0, 0, 0, 0], 4000)),
             max_body_bytes: 8 << 20,
+            max_header_bytes: crate::edge::DEFAULT_MAX_HEADER_BYTES as u64,
             header_timeout_ms: 10_000,
             body_timeout_ms: 30_000,
             tenant_routing: false,

@@ -14,6 +14,7 @@ pub fn check(config: &Config) -> Vec<Problem> {
         p.add("node.roles", "at least one of ingest, dispatch, admin");
     }
     p.at_least("http.max_body_bytes", config.http.max_body_bytes, 1);
+    p.within("http.max_header_bytes", config.http.max_header_bytes, crate::edge::MIN_MAX_HEADER_BYTES as u64, 16 << 20);
     p.at_least("http.header_timeout_ms", config.http.header_timeout_ms, 1);
     p.at_least("http.body_timeout_ms", config.http.body_timeout_ms, 1);
     if config.admin.token.as_ref().is_some_and(|t| t.0.is_empty()) {
@@ -244,8 +245,12 @@ pub fn source_problems(
     if source.sinks.is_empty() {
         p.add(format!("{key}.sinks"), "at least one sink");
     }
-    if source.sinks.len() > usize::from(u16::MAX) {
-        p.add(format!("{key}.sinks"), "at most 65535 sinks");
+    if source.sinks.len() > crate::source::MAX_SINKS {
+        p.add(format!("{key}.sinks"), format!("at most {} sinks", crate::source::MAX_SINKS));
+    }
+    let forward = source.forward_headers.as_ref().map_or(0, Vec::len);
+    if forward > crate::source::MAX_FORWARD_HEADERS {
+        p.add(format!("{key}.forward_headers"), format!("at most {} names", crate::source::MAX_FORWARD_HEADERS));
     }
     for (i, sink) in source.sinks.iter().enumerate() {
         if !sinks.contains_key(sink) {

@@ -17,6 +17,7 @@
 mod breaker;
 mod policy;
 mod settle;
+mod stalled;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -158,6 +159,7 @@ impl Dispatcher {
             breakers: breakers.clone(),
             saturated: None,
             starved_since: None,
+            stalled: stalled::Stalled::default(),
             next_due: NextDue::Unknown,
             batch_wake: None,
             queue,
@@ -223,6 +225,8 @@ struct Scheduler {
     /// [`DEEP_SCAN_AFTER`], a claim looks much further down the due index,
     /// so rows of other keys behind a stuck key's backlog are reached.
     starved_since: Option<std::time::Instant>,
+    /// Claims failing (a damaged or full store): waits between tries.
+    stalled: stalled::Stalled,
 }
 
 /// What the scheduler knows of the next due time.
@@ -259,12 +263,17 @@ impl Scheduler {
     async fn run(mut self, mut done_rx: mpsc::UnboundedReceiver<Done>, stop: Arc<Notify>) {
         let commits = self.queue.commits();
         loop {
-            if let Err(e) = self.claim() {
-                tracing::error!("dispatch cannot claim rows: {e}");
+            match self.claim() {
+                Ok(()) => self.stalled.worked("dispatch claims rows"),
+                Err(e) => {
+                    self.stalled.failed("dispatch cannot claim rows", &e);
+                }
             }
             self.start_ready();
             let now = tokio::time::Instant::now();
-            let wake_at = if self.saturated.is_some() {
+            let wake_at = if let Some(wait) = self.stalled.wait() {
+                now + wait
+            } else if self.saturated.is_some() {
                 now + Duration::from_millis(250)
             } else if !self.has_room() {
                 // Finished deliveries make room, and wake this loop.
@@ -795,17 +804,15 @@ fn settle_one(
 
 /// A hook the store holds damaged will never be readable: no retry can
 /// deliver it. Its row is dead-lettered at once as a `fault`, naming the
-/// damage; the operator hears of it at ERROR (with the file, where the
-/// store names one) and in `ankusa_store_corruption_total`.
+/// damage. The store told the operator of the damaged block (ERROR with
+/// the file, `ankusa_store_corruption_total{family="hooks"}`) when it met it.
 fn bury_unreadable(queue: &Queue, row: &DeliveryRow, sink: &str, error: &QueueError) -> Verdict {
-    tracing::error!(
+    tracing::warn!(
         seq = row.seq,
         source = %row.source,
         sink,
-        "a hook is unreadable, damaged in the store; its delivery is dead-lettered (check the store with \
-         `ankusa store verify`): {error}"
+        "a hook is unreadable, damaged in the store; its delivery is dead-lettered: {error}"
     );
-    crate::metrics::metrics().store_corruption.inc();
     let reason = format!("the hook is unreadable, damaged in the store: {error}");
     if let Err(e) = queue.bury(row.seq, row.sink, now_ms(), &reason, ErrorClass::Fault) {
         tracing::error!(seq = row.seq, sink = row.sink, "cannot record the outcome: {e}");

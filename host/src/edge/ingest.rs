@@ -84,17 +84,23 @@ pub async fn health() -> Response {
     (StatusCode::OK, axum::Json(json!({ "status": "ok" }))).into_response()
 }
 
-/// Ready unless the store refused a commit in the last five seconds.
 pub async fn ready(State(edge): State<Arc<Edge>>) -> Response {
-    let failed_recently = edge
-        .queue()
-        .and_then(|q| q.last_commit_failure_ms())
-        .is_some_and(|at| crate::queue::now_ms().saturating_sub(at) < 5_000);
-    if failed_recently {
-        unavailable("store_unavailable").response
-    } else {
-        (StatusCode::OK, axum::Json(json!({ "status": "ready" }))).into_response()
-    }
+    readiness(edge.queue().map(|q| q.as_ref()))
+}
+
+/// `/ready` of the edge and of the admin API: `200` when the store takes
+/// writes, has room and is undamaged (or there is no store); else `503`
+/// with `Retry-After` and every reason (`details.reasons`: code, message).
+pub fn readiness(queue: Option<&crate::queue::Queue>) -> Response {
+    let reasons = queue.map(crate::queue::Queue::readiness).unwrap_or_default();
+    let Some(first) = reasons.first() else {
+        return (StatusCode::OK, axum::Json(json!({ "status": "ready" }))).into_response();
+    };
+    let listed: Vec<_> = reasons.iter().map(|r| json!({ "code": r.code, "message": r.message })).collect();
+    let body = json!({ "error": first.code, "message": first.message, "details": { "reasons": listed } });
+    let mut response = (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response();
+    response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(1));
+    response
 }
 
 pub async fn ingest(State(edge): State<Arc<Edge>>, Path(source): Path<String>, request: Request) -> Response {

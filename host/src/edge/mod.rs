@@ -6,8 +6,14 @@
 
 pub mod batcher;
 pub mod direct;
+mod framing;
 mod ingest;
 pub mod rate;
 pub mod server;
 
-pub use server::{Edge, EdgeConfig, Mode, router, serve};
+pub use framing::DEFAULT_MAX_LINE;
+pub use ingest::readiness;
+pub use server::{
+    DEFAULT_MAX_HEADER_BYTES, Edge, EdgeConfig, Limits, MIN_MAX_HEADER_BYTES, Mode, Refusal, router, serve,
+    serve_router,
+};

@@ -1,6 +1,8 @@
 //! The edge's HTTP server: the routes, the shared state, and a hyper
 //! connection loop with a header read timeout (slow clients are cut off
-//! before they hold a connection for long).
+//! before they hold a connection for long), a limit on a request head's
+//! size (`431`), and a refusal of requests framed two ways (`400`, see
+//! `framing`).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -8,21 +10,33 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use hyper::service::Service;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 
 use super::batcher::{Batcher, BatcherConfig};
+pub use super::framing::Refusal;
+use super::framing::{Followed, Framing, Watch};
 use super::rate::{Gcra, Rate};
 use crate::queue::{DEFAULT_PEN_BYTES, Queue};
 use crate::source::Directory;
+
+/// The default limit on a request head.
+pub const DEFAULT_MAX_HEADER_BYTES: usize = 64 << 10;
+/// The smallest head limit: hyper's read buffer cannot be smaller.
+pub const MIN_MAX_HEADER_BYTES: usize = 8 << 10;
 
 #[derive(Clone, Debug)]
 pub struct EdgeConfig {
     /// Bodies larger than this are refused (`413`), before reading when
     /// `Content-Length` says so.
     pub max_body_bytes: u64,
+    /// A request head (request line and headers) larger than this is
+    /// refused `431` before it is parsed; at least 8 KiB.
+    pub max_header_bytes: usize,
     /// A client must send its request head within this.
     pub header_timeout: Duration,
     /// ... and its body within this.
@@ -44,6 +58,7 @@ impl Default for EdgeConfig {
     fn default() -> Self {
         EdgeConfig {
             max_body_bytes: 8 << 20,
+            max_header_bytes: DEFAULT_MAX_HEADER_BYTES,
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
             tenant_routing: false,
@@ -110,8 +125,36 @@ pub fn router(edge: Arc<Edge>) -> Router {
 
 /// Serve `edge` on `listener` until `shutdown` resolves.
 pub async fn serve(listener: TcpListener, edge: Arc<Edge>, shutdown: impl Future<Output = ()>) {
-    let header_timeout = edge.config.header_timeout;
-    let app = router(edge);
+    let limits = Limits {
+        header_timeout: edge.config.header_timeout,
+        max_head: edge.config.max_header_bytes,
+        max_line: super::framing::DEFAULT_MAX_LINE,
+    };
+    serve_router(listener, router(edge), limits, refused, shutdown).await;
+}
+
+/// What a connection's requests must keep within.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// A client must send its request head within this.
+    pub header_timeout: Duration,
+    /// A request head larger than this is refused `431` (at least 8 KiB).
+    pub max_head: usize,
+    /// A request line longer than this is refused `414`.
+    pub max_line: usize,
+}
+
+/// Serve `app` over HTTP/1 on `listener` until `shutdown` resolves: each
+/// connection's bytes followed (see `framing`), a request framed two ways
+/// or with a too-long line answered by `refuse` and its connection closed.
+pub async fn serve_router(
+    listener: TcpListener,
+    app: Router,
+    limits: Limits,
+    refuse: fn(Refusal) -> Response,
+    shutdown: impl Future<Output = ()>,
+) {
+    let max_head = limits.max_head.max(MIN_MAX_HEADER_BYTES);
     tokio::pin!(shutdown);
     loop {
         let (stream, _) = tokio::select! {
@@ -126,15 +169,45 @@ pub async fn serve(listener: TcpListener, edge: Arc<Edge>, shutdown: impl Future
             () = &mut shutdown => return,
         };
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(app.clone());
+        let watch = Arc::new(Watch::default());
+        let stream = Followed::new(stream, Framing::new(max_head, limits.max_line, watch.clone()));
+        let app = TowerToHyperService::new(app.clone());
+        let service = hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+            let refusal = watch.next();
+            let call = refusal.is_none().then(|| app.call(request));
+            async move {
+                match (call, refusal) {
+                    (Some(call), _) => call.await,
+                    (None, refusal) => Ok(closing(refuse(refusal.unwrap_or(Refusal::FramedTwoWays)))),
+                }
+            }
+        });
         tokio::spawn(async move {
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
-                .header_read_timeout(header_timeout)
+                .header_read_timeout(limits.header_timeout)
+                .max_buf_size(max_head)
                 .serve_connection(TokioIo::new(stream), service);
             if let Err(e) = connection.await {
                 tracing::debug!("connection ended: {e}");
             }
         });
     }
+}
+
+/// A refusal closes its connection: what follows it on the wire cannot be
+/// trusted to start where this server thinks.
+fn closing(mut response: Response) -> Response {
+    response.headers_mut().insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));
+    response
+}
+
+/// The edge's answer to a request refused before its handler.
+fn refused(refusal: Refusal) -> Response {
+    let (status, code) = match refusal {
+        Refusal::FramedTwoWays => (axum::http::StatusCode::BAD_REQUEST, "ambiguous_framing"),
+        Refusal::UriTooLong => (axum::http::StatusCode::URI_TOO_LONG, "uri_too_long"),
+    };
+    crate::metrics::ingest(code);
+    (status, axum::Json(serde_json::json!({ "error": code }))).into_response()
 }

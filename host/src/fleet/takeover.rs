@@ -22,7 +22,9 @@ use super::outcomes::{self, Outcomes};
 use super::{Fleet, FleetError};
 use crate::error_class::ErrorClass;
 use crate::intake::{BodyError, Read, SubjectReader, logged_by, stream_identity};
-use crate::queue::{DeliveryRow, EntryOutcome, Envelope, FinalOutcome, Imported, Queue, RowState, handoff, now_ms};
+use crate::queue::{
+    DeliveryRow, EntryOutcome, Envelope, FinalOutcome, Imported, Queue, QueueError, RowState, handoff, now_ms,
+};
 use crate::store::Store;
 
 /// Hooks committed per import call.
@@ -177,13 +179,15 @@ impl Fleet {
                 moved.delivered += 1;
                 continue;
             }
-            let dead: Vec<(u16, FinalOutcome)> = hook
-                .rows
-                .iter()
-                .filter_map(|(sink, _)| {
-                    final_of(*sink).filter(|f| matches!(f, FinalOutcome::Dead { .. })).map(|f| (*sink, f.clone()))
-                })
-                .collect();
+            // Its dead letters are imported dead, in the same write as
+            // its live rows.
+            let mut dead = 0;
+            for (sink, row) in &mut hook.rows {
+                if let Some(FinalOutcome::Dead { dead_at, reason, class, attempts }) = final_of(*sink) {
+                    *row = buried(row, *dead_at, reason, *class, *attempts)?;
+                    dead += 1;
+                }
+            }
             let origin = format!("import.{node}.{position}");
             batch.push((Imported { handoff: hook, origin }, dead));
             if batch.len() >= IMPORT_BATCH {
@@ -197,7 +201,7 @@ impl Fleet {
     async fn commit_imports(
         &self,
         queue: &Queue,
-        batch: Vec<(Imported, Vec<(u16, FinalOutcome)>)>,
+        batch: Vec<(Imported, u64)>,
         moved: &mut Moved,
     ) -> Result<(), FleetError> {
         if batch.is_empty() {
@@ -207,14 +211,9 @@ impl Fleet {
         let outcomes = queue.import(hooks).await?;
         for (outcome, dead) in outcomes.into_iter().zip(dead) {
             match outcome {
-                EntryOutcome::Committed(envelope) => {
+                EntryOutcome::Committed(_) => {
                     moved.imported += 1;
-                    for (sink, outcome) in dead {
-                        if let FinalOutcome::Dead { dead_at, reason, class, .. } = outcome {
-                            queue.bury(envelope.seq, sink, dead_at, &reason, class)?;
-                            moved.dead_letters += 1;
-                        }
-                    }
+                    moved.dead_letters += dead;
                 }
                 // Committed by an earlier run of this takeover.
                 EntryOutcome::Duplicate(_) => {}
@@ -403,7 +402,7 @@ impl Fleet {
 /// bucket): never skipped, it is committed as a dead letter of class
 /// `fault` carrying the bytes that were there, and the operator hears of
 /// it at ERROR and in `ankusa_fleet_undecodable_total`.
-fn undecodable(node: &str, position: u64, bytes: Vec<u8>, reason: &str) -> (Imported, Vec<(u16, FinalOutcome)>) {
+fn undecodable(node: &str, position: u64, bytes: Vec<u8>, reason: &str) -> (Imported, u64) {
     tracing::error!(
         node,
         position,
@@ -412,8 +411,8 @@ fn undecodable(node: &str, position: u64, bytes: Vec<u8>, reason: &str) -> (Impo
     crate::metrics::metrics().fleet_undecodable.inc();
     let source = format!("undecodable.{node}");
     let tenant = crate::tenant::DEFAULT_TENANT.to_string();
-    let envelope =
-        Envelope::new(format!("undecodable.{node}.{position}"), source.clone(), tenant.clone(), now_ms(), bytes);
+    let now = now_ms();
+    let envelope = Envelope::new(format!("undecodable.{node}.{position}"), source.clone(), tenant.clone(), now, bytes);
     let row = DeliveryRow {
         seq: 0,
         sink: 0,
@@ -423,15 +422,20 @@ fn undecodable(node: &str, position: u64, bytes: Vec<u8>, reason: &str) -> (Impo
         bytes: envelope.size() as u64,
         attempts: 0,
         replay_id: None,
-        state: RowState::Due { due_at: 0 },
+        state: RowState::Dead {
+            dead_at: now,
+            reason: format!("logged by node {node} at position {position}, it does not decode: {reason}"),
+            class: Some(ErrorClass::Fault),
+        },
         rows_of_hook: 1,
     };
     let handoff = handoff::Handoff { encoded: envelope.encode(), envelope, rows: vec![(0, row.encode())] };
-    let dead = FinalOutcome::Dead {
-        dead_at: now_ms(),
-        reason: format!("logged by node {node} at position {position}, it does not decode: {reason}"),
-        class: ErrorClass::Fault,
-        attempts: 0,
-    };
-    (Imported { handoff, origin: format!("import.{node}.{position}") }, vec![(0, dead)])
+    (Imported { handoff, origin: format!("import.{node}.{position}") }, 1)
+}
+
+/// A handed-over row as its node's published outcome left it: given up on.
+fn buried(row: &[u8], dead_at: u64, reason: &str, class: ErrorClass, attempts: u32) -> Result<Vec<u8>, FleetError> {
+    let row = DeliveryRow::decode(0, 0, row).map_err(|e| QueueError::Corrupt(format!("a taken-over row: {e}")))?;
+    let state = RowState::Dead { dead_at, reason: reason.to_string(), class: Some(class) };
+    Ok(DeliveryRow { attempts, state, ..row }.encode())
 }

@@ -326,21 +326,19 @@ impl Queue {
     }
 
     /// The hook of a dead row, and whether it is unreadable (damaged in the
-    /// store: listed with what its row knows, so the operator sees it).
+    /// store, or lost to a repair of it: listed with what its row knows,
+    /// so the operator sees it; the store told the damage once already).
     fn hook_for_dlq(&self, row: &DeliveryRow) -> Result<Option<(Envelope, bool)>, QueueError> {
         let seq = row.seq;
         let damaged = |e: &dyn std::fmt::Display| {
-            tracing::warn!(seq, "the hook of a dead row is unreadable: {e}");
+            tracing::debug!(seq, "the hook of a dead row is unreadable: {e}");
             let mut stub = Envelope::new(String::new(), row.source.clone(), row.tenant.clone(), 0, Vec::new());
             stub.seq = seq;
             Ok(Some((stub, true)))
         };
         let bytes = match self.store.get(Cf::Hooks, &hooks::hook(seq)) {
             Ok(Some(bytes)) => bytes,
-            Ok(None) => {
-                tracing::warn!(seq, "dead row without its hook; skipped");
-                return Ok(None);
-            }
+            Ok(None) => return damaged(&"it is not in the store"),
             Err(e @ StoreError::Corruption { .. }) => return damaged(&e),
             Err(e) => return Err(e.into()),
         };

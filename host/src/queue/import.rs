@@ -24,7 +24,7 @@ impl Queue {
         let now_ms = self.config.clock.now_ms();
         let mut entries = Vec::with_capacity(hooks.len());
         for Imported { handoff, origin } in hooks {
-            let rows = due_at(&handoff.rows, now_ms)?;
+            let rows = rows_anew(&handoff.rows, now_ms)?;
             entries.push(Prepared {
                 envelope: handoff.envelope,
                 encoded: handoff.encoded,
@@ -67,14 +67,19 @@ impl Queue {
     }
 }
 
-/// Encoded delivery rows made due at `now_ms`: a hook committed again gets
-/// its due index entries at the commit's time, and a row must agree with
-/// its index entry.
-pub(super) fn due_at(rows: &[(u16, Vec<u8>)], now_ms: u64) -> Result<Vec<(u16, Vec<u8>)>, QueueError> {
+/// Encoded delivery rows of a hook committed again: each live row due at
+/// `now_ms` (its due index entry is written at the commit's time, and a
+/// row must agree with its index entry), and a row already given up on
+/// dead as it was. A takeover imports a dead letter dead in the same
+/// write, so dispatch never sees it due in between.
+pub(super) fn rows_anew(rows: &[(u16, Vec<u8>)], now_ms: u64) -> Result<Vec<(u16, Vec<u8>)>, QueueError> {
     rows.iter()
         .map(|(sink, value)| {
             let row = DeliveryRow::decode(0, *sink, value)
                 .map_err(|e| QueueError::Corrupt(format!("a handed-over row: {e}")))?;
+            if matches!(row.state, RowState::Dead { .. }) {
+                return Ok((*sink, value.clone()));
+            }
             Ok((*sink, DeliveryRow { state: RowState::Due { due_at: now_ms }, ..row }.encode()))
         })
         .collect()

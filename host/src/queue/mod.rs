@@ -15,6 +15,7 @@
 
 mod archive;
 pub mod codec;
+mod damage;
 pub mod dedupe;
 mod dlq;
 mod durability;
@@ -23,6 +24,7 @@ pub mod handoff;
 mod import;
 mod purge;
 mod quarantine;
+mod readiness;
 mod records;
 mod recount;
 mod recovery;
@@ -43,14 +45,16 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 pub use archive::{Archived, archive_key_tenant};
+pub use damage::{named_keys, rebuild_index};
 pub use dlq::{DeadEntry, DeadPage, DeadQuery, MAX_EXAMINED, SinkSelector};
 pub use durability::{DurabilityError, SinkDurability, SourceDurability, WalMode, check_durable, validate_config};
 pub use envelope::{Envelope, Verification, VerifyStatus};
 pub use import::Imported;
 pub use purge::{PURGE_CHUNK, PurgeCounts, PurgeKinds, PurgeStep};
 pub use quarantine::{DEFAULT_PEN_BYTES, PenEntry, is_pen_key};
+pub use readiness::NotReady;
 pub use records::record_write;
-pub use recount::{CounterDrift, Recount};
+pub use recount::{CounterDrift, Recount, rebuild_counters};
 pub use reply::EntryReply;
 pub use rows::{DeliveryRow, RowState};
 pub use transitions::{ClaimDecision, FinalOutcome, OutcomeLog, Settlement, SourcePending, TenantPending};
@@ -222,6 +226,9 @@ pub struct QueueConfig {
     pub archive_retention_ms: Option<u64>,
     /// The store's live WAL at most (see [`StoreOptions::wal_max_bytes`]).
     pub store_wal_max_bytes: u64,
+    /// Readiness fails while the store's filesystem has fewer free bytes
+    /// (0: never on free space alone).
+    pub disk_reserve_bytes: u64,
     /// Failures to inject into the store (fault tests only).
     pub store_faults: Option<Arc<crate::store::Faults>>,
     /// Where commits read the time (dedupe expiry, due times).
@@ -271,11 +278,15 @@ impl Default for QueueConfig {
             tenants_max: None,
             archive_retention_ms: None,
             store_wal_max_bytes: crate::store::DEFAULT_WAL_MAX_BYTES,
+            disk_reserve_bytes: DEFAULT_DISK_RESERVE_BYTES,
             store_faults: None,
             clock: Clock::System,
         }
     }
 }
+
+/// The free space under the store below which a node is not ready.
+pub const DEFAULT_DISK_RESERVE_BYTES: u64 = 128 << 20;
 
 /// The kinds of counters kept per tenant and per node.
 pub const COUNTER_KINDS: [&str; 6] = ["pending", "scheduled", "inflight", "dead", "bytes", "dedupe_keys"];
@@ -367,6 +378,7 @@ impl Queue {
             Some((log, replay)) => Some(complete_from_intake(store.as_ref(), log, &replay)?),
             None => None,
         };
+        recount::repair_counters_if_damaged(store.as_ref())?;
         let next_seq = recover_next_seq(store.as_ref())?;
         let tenants = Arc::new(tenants::TenantBook::load(store.as_ref())?);
         let limits = writer::Limits {
@@ -386,7 +398,7 @@ impl Queue {
             tenants: tenants.clone(),
             intake,
         })?;
-        let recovery = recovery::Recovery::spawn(spawned.messages.downgrade(), spawned.stats.clone())
+        let recovery = recovery::Recovery::spawn(spawned.messages.downgrade(), spawned.stats.clone(), store.clone())
             .map_err(|e| QueueError::Os(format!("cannot start the recovery thread: {e}")))?;
         Ok(Queue {
             store,
@@ -460,7 +472,12 @@ impl Queue {
                 s.as_ref().map(|s| keys::dedupe::entry(&e.envelope.tenant_id, &e.envelope.source_id, s))
             })
             .collect();
-        let mut found = if keys.is_empty() { Vec::new() } else { self.store.multi_get(Cf::Dedupe, &keys)? }.into_iter();
+        let mut found = if keys.is_empty() {
+            Vec::new()
+        } else {
+            damage::absent_if_damaged(self.store.multi_get_each(Cf::Dedupe, &keys)?)?
+        }
+        .into_iter();
         let entries = entries
             .into_iter()
             .zip(stored)

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use super::rows::{DeliveryRow, RowState};
 use super::{COUNTER_KINDS, Queue, QueueError, counter_key};
 use crate::store::keys::{self, counters, dedupe, deliveries, prefix_end};
-use crate::store::{Batch, Cf, Durability, Scan};
+use crate::store::{Batch, Cf, Durability, Scan, Store};
 
 const CHUNK: usize = 4096;
 
@@ -46,33 +46,9 @@ impl Queue {
     /// Walk every row and dedupe key, compare with the counters, and with
     /// `repair` set each drifting counter right.
     pub fn recount(&self, repair: bool) -> Result<Recount, QueueError> {
-        let mut tally = Tally::new();
-        let mut report = Recount::default();
-        self.walk(Cf::Deliveries, &[], |key, value| {
-            let (seq, sink) = deliveries::parse(key).ok_or_else(|| QueueError::Corrupt("row key".into()))?;
-            let row = DeliveryRow::decode(seq, sink, value)
-                .map_err(|e| QueueError::Corrupt(format!("row {seq}/{sink}: {e}")))?;
-            let kinds: &[&'static str] = match row.state {
-                RowState::Due { .. } if row.attempts > 0 => &["pending", "scheduled"],
-                RowState::Due { .. } => &["pending"],
-                RowState::Inflight { .. } => &["inflight"],
-                RowState::Dead { .. } => &["dead"],
-            };
-            for kind in kinds {
-                bump(&mut tally, &row.tenant, kind, 1);
-            }
-            bump(&mut tally, &row.tenant, "bytes", row.bytes as i64);
-            report.rows += 1;
-            Ok(())
-        })?;
-        self.walk(Cf::Dedupe, &dedupe::entries(), |key, _| {
-            let tenant = dedupe::entry_tenant(key).ok_or_else(|| QueueError::Corrupt("dedupe key".into()))?;
-            bump(&mut tally, tenant, "dedupe_keys", 1);
-            report.dedupe_keys += 1;
-            Ok(())
-        })?;
+        let (mut tally, mut report) = tally(self.store.as_ref())?;
         // Tenants with stored counters but no rows must read zero too.
-        self.walk(Cf::Counters, &counters::tenant_counters(), |key, _| {
+        walk(self.store.as_ref(), Cf::Counters, &counters::tenant_counters(), |key, _| {
             if let Some(tenant) = counters::counter_tenant(key) {
                 for kind in COUNTER_KINDS {
                     tally.entry((Some(tenant.to_string()), kind)).or_default();
@@ -80,10 +56,6 @@ impl Queue {
             }
             Ok(())
         })?;
-        for kind in COUNTER_KINDS {
-            tally.entry((None, kind)).or_default();
-        }
-
         let mut batch = Batch::new();
         for ((tenant, kind), actual) in tally {
             let stored = self.counter(tenant.as_deref(), kind)?;
@@ -98,26 +70,83 @@ impl Queue {
         }
         Ok(report)
     }
+}
 
-    /// Visit every key under `prefix` of a family, in chunks.
-    fn walk(
-        &self,
-        cf: Cf,
-        prefix: &[u8],
-        mut visit: impl FnMut(&[u8], &[u8]) -> Result<(), QueueError>,
-    ) -> Result<(), QueueError> {
-        let to = if prefix.is_empty() { None } else { prefix_end(prefix) };
-        let mut from = prefix.to_vec();
-        loop {
-            let rows =
-                self.store.scan(&Scan { cf, from: from.clone(), to: to.clone(), reverse: false, limit: CHUNK })?;
-            for (key, value) in &rows {
-                visit(key, value)?;
-            }
-            match rows.last() {
-                Some((last, _)) if rows.len() == CHUNK => from = keys::after(last),
-                _ => return Ok(()),
-            }
+/// What the rows and dedupe keys say every counter should read.
+fn tally(store: &dyn Store) -> Result<(Tally, Recount), QueueError> {
+    let mut tally = Tally::new();
+    let mut report = Recount::default();
+    walk(store, Cf::Deliveries, &[], |key, value| {
+        let (seq, sink) = deliveries::parse(key).ok_or_else(|| QueueError::Corrupt("row key".into()))?;
+        let row =
+            DeliveryRow::decode(seq, sink, value).map_err(|e| QueueError::Corrupt(format!("row {seq}/{sink}: {e}")))?;
+        let kinds: &[&'static str] = match row.state {
+            RowState::Due { .. } if row.attempts > 0 => &["pending", "scheduled"],
+            RowState::Due { .. } => &["pending"],
+            RowState::Inflight { .. } => &["inflight"],
+            RowState::Dead { .. } => &["dead"],
+        };
+        for kind in kinds {
+            bump(&mut tally, &row.tenant, kind, 1);
+        }
+        bump(&mut tally, &row.tenant, "bytes", row.bytes as i64);
+        report.rows += 1;
+        Ok(())
+    })?;
+    walk(store, Cf::Dedupe, &dedupe::entries(), |key, _| {
+        let tenant = dedupe::entry_tenant(key).ok_or_else(|| QueueError::Corrupt("dedupe key".into()))?;
+        bump(&mut tally, tenant, "dedupe_keys", 1);
+        report.dedupe_keys += 1;
+        Ok(())
+    })?;
+    for kind in COUNTER_KINDS {
+        tally.entry((None, kind)).or_default();
+    }
+    Ok((tally, report))
+}
+
+/// Before the writer starts: a counters family found damaged is made
+/// again from the rows (it is derived from them), so no count is read
+/// from a damaged block. The family is small, so it is read whole.
+pub(super) fn repair_counters_if_damaged(store: &dyn Store) -> Result<(), QueueError> {
+    walk(store, Cf::Counters, &[], |_, _| Ok(()))?;
+    if store.health().damaged_families().contains(&Cf::Counters.name()) {
+        rebuild_counters(store)?;
+    }
+    Ok(())
+}
+
+/// Make the counters family again from the rows and dedupe keys.
+pub fn rebuild_counters(store: &dyn Store) -> Result<Recount, QueueError> {
+    let (tally, report) = tally(store)?;
+    store.reset(Cf::Counters)?;
+    let mut batch = Batch::new();
+    for ((tenant, kind), actual) in tally {
+        batch.add_counter(counter_key(tenant.as_deref(), kind), actual);
+    }
+    store.write(&batch, Durability::Synced)?;
+    tracing::warn!(rows = report.rows, dedupe_keys = report.dedupe_keys, "the counters family was counted again");
+    Ok(report)
+}
+
+/// Visit every key under `prefix` of a family, in chunks (a damaged block
+/// is read around, see `store::Store::scan`).
+pub(super) fn walk(
+    store: &dyn Store,
+    cf: Cf,
+    prefix: &[u8],
+    mut visit: impl FnMut(&[u8], &[u8]) -> Result<(), QueueError>,
+) -> Result<(), QueueError> {
+    let to = if prefix.is_empty() { None } else { prefix_end(prefix) };
+    let mut from = prefix.to_vec();
+    loop {
+        let rows = store.scan(&Scan { cf, from: from.clone(), to: to.clone(), reverse: false, limit: CHUNK })?;
+        for (key, value) in &rows {
+            visit(key, value)?;
+        }
+        match rows.last() {
+            Some((last, _)) if rows.len() == CHUNK => from = keys::after(last),
+            _ => return Ok(()),
         }
     }
 }

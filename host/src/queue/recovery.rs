@@ -1,5 +1,6 @@
 //! The store heals itself: after a failed write or WAL sync (a full disk,
-//! a device that failed for a moment), a thread asks the writer every
+//! a device that failed for a moment), by the writer's commits or anyone
+//! else's writes (claims, outcomes), a thread asks the writer every
 //! [`RECOVERY_EVERY`] to recover the store. The writer reopens it from its
 //! files once a probe write shows the disk takes writes again, and commits
 //! resume with no restart. Until then every commit is refused, never acked.
@@ -13,6 +14,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
 use super::writer::{Message, WriterStats};
+use crate::store::Store;
 
 /// How often a failed store is tried again.
 pub const RECOVERY_EVERY: Duration = Duration::from_secs(1);
@@ -24,7 +26,11 @@ pub struct Recovery {
 }
 
 impl Recovery {
-    pub fn spawn(writer: mpsc::WeakSender<Message>, stats: Arc<WriterStats>) -> std::io::Result<Recovery> {
+    pub fn spawn(
+        writer: mpsc::WeakSender<Message>,
+        stats: Arc<WriterStats>,
+        store: Arc<dyn Store>,
+    ) -> std::io::Result<Recovery> {
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = stop.clone();
         let thread = std::thread::Builder::new().name("ankusa-recovery".into()).spawn(move || {
@@ -38,7 +44,7 @@ impl Recovery {
                     continue;
                 }
                 waited = Duration::ZERO;
-                let failed = stats.sync_failed.load(Ordering::Acquire) || stats.write_failed.load(Ordering::Acquire);
+                let failed = stats.failed() || store.health().failing();
                 if failed && !ask(&writer) {
                     return;
                 }

@@ -21,7 +21,7 @@ use super::rows::{DeliveryRow, RowState};
 use super::{Queue, QueueError, counter_key};
 use crate::error_class::ErrorClass;
 use crate::store::keys::{self, counters, deliveries, hooks, index, prefix_end};
-use crate::store::{Batch, Cf, Durability, Scan, WriteOp};
+use crate::store::{Batch, Cf, Durability, Scan, StoreError, WriteOp};
 
 /// Reads (seq, sink) from an index key.
 type PositionOf = fn(&[u8]) -> Option<(u64, u16)>;
@@ -273,15 +273,24 @@ impl Queue {
             return Ok(Vec::new());
         }
         let _serial = self.transitions.lock().unwrap_or_else(|e| e.into_inner());
-        let start = self.due_floor.start();
-        let to = index::due_from(now_ms.saturating_add(1));
-        let due = self.store.scan(&Scan {
-            cf: Cf::Index,
-            from: index::due_from(start),
-            to: Some(to),
-            reverse: false,
-            limit: examine.max(limit),
-        })?;
+        self.repair_index_if_damaged()?;
+        let scan_due = |start: u64| {
+            self.store.scan(&Scan {
+                cf: Cf::Index,
+                from: index::due_from(start),
+                to: Some(index::due_from(now_ms.saturating_add(1))),
+                reverse: false,
+                limit: examine.max(limit),
+            })
+        };
+        let mut start = self.due_floor.start();
+        let mut due = scan_due(start)?;
+        // Damage met by this very scan: the entries it passed over are
+        // back once the index is rebuilt.
+        if self.repair_index_if_damaged()? {
+            start = self.due_floor.start();
+            due = scan_due(start)?;
+        }
         let examined_all = due.len() < examine.max(limit);
         // (due_at, seq, sink) of each entry, read once.
         let entries: Vec<(u64, u64, u16)> = due
@@ -289,9 +298,10 @@ impl Queue {
             .map(|(key, _)| index::parse_due(key).ok_or_else(|| QueueError::Corrupt("due index key".into())))
             .collect::<Result<_, _>>()?;
         let keys: Vec<Vec<u8>> = entries.iter().map(|(_, seq, sink)| deliveries::row(*seq, *sink)).collect();
-        let rows = self.store.multi_get(Cf::Deliveries, &keys)?;
+        let rows = self.store.multi_get_each(Cf::Deliveries, &keys)?;
         let mut batch = Batch::new();
         let mut claimed = Vec::new();
+        let mut unreadable = 0;
         // The due time of the first entry this claim leaves in the index.
         let mut first_left: Option<u64> = None;
         let last_examined = entries.last().map(|(due_at, _, _)| *due_at);
@@ -300,6 +310,15 @@ impl Queue {
                 first_left.get_or_insert(due_at);
                 break;
             }
+            let value = match value {
+                Ok(value) => value,
+                Err(StoreError::Corruption { reason, .. }) => {
+                    self.bury_unreadable_row(&mut batch, seq, sink, index_key, &reason);
+                    unreadable += 1;
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
             let Some(bytes) = value else {
                 tracing::warn!(seq, sink, "due index entry without a row; dropping it");
                 batch.delete(Cf::Index, index_key);
@@ -330,6 +349,9 @@ impl Queue {
         }
         if !batch.is_empty() {
             self.write_rows(&batch, Durability::Buffered)?;
+        }
+        if unreadable > 0 {
+            tracing::warn!(rows = unreadable, "delivery rows damaged in the store were dead-lettered as faults");
         }
         // Entries past what this claim examined may be due too: the floor
         // moves only as far as the claim saw.
@@ -364,6 +386,11 @@ impl Queue {
         let from = index::due_from(self.due_floor.peek());
         let to = prefix_end(&[index::DUE]);
         let first = self.store.scan(&Scan { cf: Cf::Index, from, to, reverse: false, limit: 1 })?;
+        if self.index_damaged() {
+            // Rows the scan could not read may be due: the next claim
+            // rebuilds the index.
+            return Ok(Some(0));
+        }
         Ok(first.first().and_then(|(key, _)| index::due_time(key)))
     }
 

@@ -28,7 +28,7 @@ use super::reply::Reply;
 use super::settle::{self, Settled};
 use super::syncer::{Syncer, Unsynced};
 use super::tenants::{TenantBook, TenantRefusal};
-use super::{COUNTER_KINDS, EntryOutcome, QueueError, Refusal, counter_key};
+use super::{COUNTER_KINDS, DeliveryRow, EntryOutcome, QueueError, Refusal, RowState, counter_key};
 use crate::intake::{Appended, Framing, HookRecord, IntakeLog};
 use crate::store::keys::{archive, dedupe, deliveries, hooks, index, meta};
 use crate::store::{Batch, Cf, Durability, Scan, Store};
@@ -222,6 +222,11 @@ pub struct WriterParts {
 }
 
 impl WriterStats {
+    /// A commit's write or WAL sync failed and the store has not recovered.
+    pub(super) fn failed(&self) -> bool {
+        self.sync_failed.load(Ordering::Acquire) || self.write_failed.load(Ordering::Acquire)
+    }
+
     /// `hooks` are durable: count them and wake dispatch.
     pub(super) fn count_durable(&self, hooks: u64) {
         self.hooks.fetch_add(hooks, Ordering::Relaxed);
@@ -378,6 +383,7 @@ struct NewKey {
 #[derive(Clone, Copy, Debug, Default)]
 struct Deltas {
     pending: i64,
+    dead: i64,
     bytes: i64,
     dedupe_keys: i64,
 }
@@ -424,11 +430,18 @@ impl Group {
             self.batch.add_counter(counter_key(Some(&tenant), "pending"), d.pending);
             self.batch.add_counter(counter_key(Some(&tenant), "bytes"), d.bytes);
             self.batch.add_counter(counter_key(Some(&tenant), "dedupe_keys"), d.dedupe_keys);
+            if d.dead != 0 {
+                self.batch.add_counter(counter_key(Some(&tenant), "dead"), d.dead);
+            }
             node.pending += d.pending;
+            node.dead += d.dead;
             node.bytes += d.bytes;
             node.dedupe_keys += d.dedupe_keys;
         }
         self.batch.add_counter(counter_key(None, "pending"), node.pending);
+        if node.dead != 0 {
+            self.batch.add_counter(counter_key(None, "dead"), node.dead);
+        }
         self.batch.add_counter(counter_key(None, "bytes"), node.bytes);
         self.batch.add_counter(counter_key(None, "dedupe_keys"), node.dedupe_keys);
     }
@@ -558,7 +571,7 @@ impl Writer {
             call.entries.push(Prepared {
                 envelope: handoff.envelope,
                 encoded: handoff.encoded,
-                rows: super::import::due_at(&handoff.rows, now_ms)?,
+                rows: super::import::rows_anew(&handoff.rows, now_ms)?,
                 dedupe: None,
                 prefetched: None,
                 msg_id: None,
@@ -636,7 +649,7 @@ impl Writer {
     fn settle_call(&mut self, now_ms: u64) -> Call {
         let mut entries = std::mem::take(&mut self.unsettled);
         for entry in &mut entries {
-            match super::import::due_at(&entry.rows, now_ms) {
+            match super::import::rows_anew(&entry.rows, now_ms) {
                 Ok(rows) => entry.rows = rows,
                 Err(e) => tracing::error!("an unsettled hook's rows do not decode: {e}"),
             }
@@ -669,7 +682,7 @@ impl Writer {
         if keys.is_empty() {
             return Ok(HashMap::new());
         }
-        let values = self.store.multi_get(Cf::Dedupe, &keys)?;
+        let values = super::damage::absent_if_damaged(self.store.multi_get_each(Cf::Dedupe, &keys)?)?;
         Ok(keys.into_iter().zip(values).map(|(k, v)| (k, v.and_then(|v| Original::decode(&v).ok()))).collect())
     }
 
@@ -973,18 +986,31 @@ impl Writer {
             batch.put(Cf::Archive, archive::archived(&env.tenant_id, env.received_at, &env.id), entry.encoded.clone());
         }
         batch.put(Cf::Hooks, hooks::hook(seq), std::mem::take(&mut entry.encoded));
-        // Each row is due now, with its owner entry (see `rows`).
+        // Each row is due now, with its owner entry (see `rows`), except
+        // a row of a hook acked before that was already given up on.
         let rows = entry.rows.len() as i64;
+        let mut dead = 0;
         for (sink, value) in std::mem::take(&mut entry.rows) {
+            match given_up(call.kind, seq, sink, &value) {
+                Some(row) => {
+                    dead += 1;
+                    for (key, value) in row.index_entries() {
+                        batch.put(Cf::Index, key, value);
+                    }
+                }
+                None => {
+                    batch.put(Cf::Index, index::due(call.now_ms, seq, sink), Vec::new());
+                }
+            }
             batch.put(Cf::Deliveries, deliveries::row(seq, sink), value);
             batch.put(Cf::Index, index::owner(&env.tenant_id, seq, sink), Vec::new());
-            batch.put(Cf::Index, index::due(call.now_ms, seq, sink), Vec::new());
         }
         let deltas = match group.counters.get_mut(&env.tenant_id) {
             Some(deltas) => deltas,
             None => group.counters.entry(env.tenant_id.clone()).or_default(),
         };
-        deltas.pending += rows;
+        deltas.pending += rows - dead;
+        deltas.dead += dead;
         deltas.bytes += rows * env.size() as i64;
         let batch = &mut group.batch;
         if let (Some(key), Some(stored)) = (dedupe_key, &entry.dedupe) {
@@ -1141,7 +1167,7 @@ impl Writer {
         let expired = self.store.scan(&Scan { cf: Cf::Dedupe, from, to: Some(to), reverse: false, limit })?;
         let parsed: Vec<_> = expired.iter().filter_map(|(k, _)| dedupe::parse_expiry(k).map(|p| (k, p))).collect();
         let keys: Vec<Vec<u8>> = parsed.iter().map(|(_, expiry)| expiry.entry()).collect();
-        let values = self.store.multi_get(Cf::Dedupe, &keys)?;
+        let values = super::damage::absent_if_damaged(self.store.multi_get_each(Cf::Dedupe, &keys)?)?;
         let mut batch = Batch::new();
         let mut removed = 0;
         for (((key_of_expiry, expiry), key), value) in parsed.iter().zip(keys).zip(values) {
@@ -1181,8 +1207,7 @@ impl Writer {
     /// covers it); what the reopened store holds is flushed to disk before
     /// any commit is acked again. `Ok(false)`: nothing to recover.
     fn recover(&mut self) -> Result<bool, QueueError> {
-        let failed = self.stats.sync_failed.load(Ordering::Acquire) || self.stats.write_failed.load(Ordering::Acquire);
-        if !failed {
+        if !self.stats.failed() && !self.store.health().failing() {
             return Ok(false);
         }
         if let Some(syncer) = &self.syncer {
@@ -1345,4 +1370,14 @@ fn original_envelope(store: &dyn Store, original: &Original, incoming: &Envelope
     let remembered =
         Envelope::new(original.id.clone(), incoming.source_id.clone(), incoming.tenant_id.clone(), 0, Vec::new());
     Ok(Envelope { seq: original.seq, ..remembered })
+}
+
+/// A row of a hook acked before (imported, settled, redriven) that was
+/// already given up on, decoded under its seq for its dead index entries.
+/// A hook taken the first time has only due rows, and is not decoded.
+fn given_up(kind: Kind, seq: u64, sink: u16, value: &[u8]) -> Option<DeliveryRow> {
+    if !kind.acked_before() {
+        return None;
+    }
+    DeliveryRow::decode(seq, sink, value).ok().filter(|row| matches!(row.state, RowState::Dead { .. }))
 }

@@ -32,6 +32,12 @@ pub use load::{SinkSettings, SourceSettings, load, load_all, load_error_key};
 pub use reload::{ReloadFailure, ReloadReport, Swapped, reload_sinks};
 pub use verify::Verifier;
 
+/// The most sinks one source may be bound to.
+pub const MAX_SINKS: usize = 256;
+/// The most header names a source's `forward_headers` may list (a request
+/// carries at most 100 headers).
+pub const MAX_FORWARD_HEADERS: usize = 128;
+
 use crate::runtime::Sink;
 
 /// What to do with a request whose signature fails.

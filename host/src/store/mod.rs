@@ -15,8 +15,11 @@
 //! Callers: the queue (all row kinds and job records).
 
 mod batch;
+mod health;
 pub mod keys;
 mod rocks;
+mod salvage;
+mod skip;
 
 use std::fmt;
 use std::sync::Arc;
@@ -24,7 +27,11 @@ use std::sync::Arc;
 use thiserror::Error;
 
 pub use batch::{Batch, BatchDecodeError, WriteOp};
-pub use rocks::{DEFAULT_WAL_MAX_BYTES, Damage, Faults, RocksStore, StoreOptions, VerifyProgress, VerifyReport};
+pub use health::{Health, free_bytes};
+pub use rocks::{
+    DEFAULT_WAL_MAX_BYTES, Damage, Faults, RocksStore, Skipped, StoreOptions, VerifyProgress, VerifyReport,
+};
+pub use salvage::Salvaged;
 
 /// The column families, one per kind of row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -70,6 +77,11 @@ impl Cf {
 
     pub fn from_id(id: u8) -> Option<Cf> {
         Cf::ALL.get(usize::from(id)).copied()
+    }
+
+    /// The family of that name.
+    pub fn named(name: &str) -> Option<Cf> {
+        Cf::ALL.into_iter().find(|cf| cf.name() == name)
     }
 
     pub fn name(self) -> &'static str {
@@ -151,15 +163,27 @@ pub struct StoreStats {
     pub disk_bytes: u64,
 }
 
+/// One key's read: its value if any, or why it could not be read.
+pub type KeyRead = Result<Option<Vec<u8>>, StoreError>;
+
 /// A key and its value, as a scan returns them.
 pub type KeyValue = (Vec<u8>, Vec<u8>);
 
 /// What the queue needs from a storage engine.
 pub trait Store: Send + Sync + 'static {
     fn write(&self, batch: &Batch, durability: Durability) -> Result<(), StoreError>;
+    /// What the store's writes and reads found of its state.
+    fn health(&self) -> &Health;
+    /// Empty a family, its files (damaged ones too) dropped; the caller
+    /// writes back what belongs there.
+    fn reset(&self, cf: Cf) -> Result<(), StoreError>;
     fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError>;
     /// One read of many keys, results in the order asked.
     fn multi_get(&self, cf: Cf, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, StoreError>;
+    /// The same, each key's read failing on its own (a damaged block fails
+    /// the keys in it, not the others).
+    fn multi_get_each(&self, cf: Cf, keys: &[Vec<u8>]) -> Result<Vec<KeyRead>, StoreError>;
+    /// Scans read around damaged blocks (noting each, see `Health`).
     fn scan(&self, scan: &Scan) -> Result<Vec<KeyValue>, StoreError>;
     /// The greatest key of a family, if any.
     fn last_key(&self, cf: Cf) -> Result<Option<Vec<u8>>, StoreError>;

@@ -22,7 +22,12 @@ use rocksdb::{
     ReadOptions, WriteBatch, WriteOptions,
 };
 
-use super::{Batch, Cf, Durability, KeyValue, Scan, Store, StoreError, StoreStats, WriteOp};
+use super::keys::meta;
+use super::{Batch, Cf, Durability, Health, KeyRead, KeyValue, Scan, Store, StoreError, StoreStats, WriteOp};
+
+/// Damaged blocks one scan reads around before it fails: more means the
+/// family is damaged throughout.
+const MAX_DAMAGE_PER_SCAN: usize = 64;
 
 /// Live WAL at most, by default, before the oldest file's families are
 /// flushed.
@@ -67,6 +72,7 @@ pub struct RocksStore {
     path: PathBuf,
     /// This open created the store (its directory was missing or empty).
     created: bool,
+    health: Health,
 }
 
 /// Merge operands a counter may pile up in the memtable before RocksDB
@@ -156,17 +162,220 @@ impl RocksStore {
     pub fn open(config: &StoreOptions) -> Result<Self, StoreError> {
         let existing = has_contents(&config.path)?;
         let db = open_db(config, existing)?;
-        Ok(RocksStore {
+        let store = RocksStore {
             db: RwLock::new(Some(db)),
             config: config.clone(),
             faults: config.faults.clone(),
             path: config.path.clone(),
             created: !existing,
-        })
+            health: Health::default(),
+        };
+        if let Err(e) = store.recall_damage() {
+            tracing::warn!("cannot read the damage recorded in the store: {e}");
+        }
+        Ok(store)
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// One batch into the engine (see [`Store::write`]).
+    fn write_batch(&self, batch: &Batch, durability: Durability) -> Result<(), StoreError> {
+        while self.faults.as_ref().is_some_and(|f| f.stall_writes.load(Ordering::Relaxed)) {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        if self.faults.as_ref().is_some_and(|f| f.fail_writes.load(Ordering::Relaxed)) {
+            return Err(StoreError::Io { what: "write", reason: "injected I/O error".into() });
+        }
+        self.with_db(|db| {
+            // Each family's handle is looked up by name once per write, not
+            // once per op: a group commit carries several ops for every hook.
+            let mut handles = Vec::with_capacity(Cf::ALL.len());
+            for cf in Cf::ALL {
+                handles.push(handle(db, cf)?);
+            }
+            let handle = |cf: Cf| handles.get(usize::from(cf.id())).copied().ok_or(StoreError::MissingCf(cf.name()));
+            // In key order within each family: a memtable remembers where its
+            // last insert landed, so a key beside the previous one is placed
+            // in a few steps instead of a search from the top, and a group
+            // interleaves distant ranges (each row's owner and due entries).
+            // The sort is stable: ops on one key keep their order.
+            let mut ops: Vec<(u8, &[u8], &WriteOp)> = batch
+                .ops()
+                .iter()
+                .map(|op| {
+                    let (cf, key) = op.target();
+                    (cf.id(), key, op)
+                })
+                .collect();
+            ops.sort_by_key(|&(cf, key, _)| (cf, key));
+            // Sized once: grown op by op, a group's batch is copied several times.
+            let mut wb = WriteBatch::with_capacity_bytes(batch.encoded_len());
+            for (_, _, op) in ops {
+                match op {
+                    WriteOp::Put { cf, key, value } => wb.put_cf(handle(*cf)?, key, value),
+                    WriteOp::Delete { cf, key } => wb.delete_cf(handle(*cf)?, key),
+                    WriteOp::AddCounter { key, delta } => wb.merge_cf(handle(Cf::Counters)?, key, delta.to_be_bytes()),
+                }
+            }
+            let mut opts = WriteOptions::default();
+            opts.set_sync(durability == Durability::Synced);
+            db.write_opt(wb, &opts).map_err(io("write"))
+        })
+    }
+
+    /// A scan that reads around damage: the rows it could read, and each
+    /// range it passed over (each damaged block noted, see `damaged`).
+    pub(super) fn scan_around(&self, scan: &Scan) -> Result<(Vec<KeyValue>, Vec<Skipped>), StoreError> {
+        let (rows, damage) = self.with_db(|db| {
+            let family = handle(db, scan.cf)?;
+            let open = || {
+                let mut read = ReadOptions::default();
+                read.set_iterate_lower_bound(scan.from.clone());
+                if let Some(to) = &scan.to {
+                    read.set_iterate_upper_bound(to.clone());
+                }
+                db.raw_iterator_cf_opt(family, read)
+            };
+            let mut iter = open();
+            if scan.reverse {
+                iter.seek_to_last();
+            } else {
+                iter.seek_to_first();
+            }
+            let mut rows: Vec<KeyValue> = Vec::new();
+            let mut damage = Vec::new();
+            loop {
+                while iter.valid() && rows.len() < scan.limit {
+                    if let (Some(k), Some(v)) = (iter.key(), iter.value()) {
+                        rows.push((k.to_vec(), v.to_vec()));
+                    }
+                    if scan.reverse {
+                        iter.prev();
+                    } else {
+                        iter.next();
+                    }
+                }
+                if rows.len() >= scan.limit {
+                    break;
+                }
+                // An iterator that stopped on an error must not look like
+                // the end: damage is read around, any other error fails.
+                let reason = match iter.status().map_err(io("scan")) {
+                    Ok(()) => break,
+                    Err(StoreError::Corruption { reason, .. }) if damage.len() < MAX_DAMAGE_PER_SCAN => reason,
+                    Err(e) => return Err(e),
+                };
+                let last = match (rows.last(), scan.reverse) {
+                    (Some((key, _)), _) => key.clone(),
+                    (None, false) => scan.from.clone(),
+                    (None, true) => scan.to.clone().unwrap_or_else(|| vec![u8::MAX; 32]),
+                };
+                let reads = |key: &[u8]| {
+                    let mut probe = open();
+                    if scan.reverse {
+                        probe.seek_for_prev(key)
+                    } else {
+                        probe.seek(key)
+                    }
+                    probe.status().is_ok()
+                };
+                let resumed = match scan.reverse {
+                    false => super::skip::resume_after(&last, reads),
+                    true => super::skip::resume_before(&last, reads),
+                };
+                damage.push(Skipped { after: last, resumed: resumed.clone(), reason });
+                let Some(at) = resumed else { break };
+                iter = open();
+                if scan.reverse {
+                    iter.seek_for_prev(&at);
+                } else {
+                    iter.seek(&at);
+                }
+            }
+            Ok((rows, damage))
+        })?;
+        for skipped in &damage {
+            self.damaged(scan.cf, &skipped.reason);
+        }
+        Ok((rows, damage))
+    }
+
+    /// A read's result, with the damage it met noted.
+    fn noted<T>(&self, cf: Cf, read: Result<T, StoreError>) -> Result<T, StoreError> {
+        if let Err(StoreError::Corruption { reason, .. }) = &read {
+            self.damaged(cf, reason);
+        }
+        read
+    }
+
+    /// Damage met in `cf`: the first time for its block, told at ERROR
+    /// with the file, counted in `ankusa_store_corruption_total{family}`,
+    /// remembered across restarts until repaired, and the family's
+    /// compactions stopped (compacting the damaged file would fail and
+    /// stop every write of the store).
+    fn damaged(&self, cf: Cf, reason: &str) {
+        if !self.health.note_damage(cf.name(), reason) {
+            return;
+        }
+        let file = damaged_file(reason).unwrap_or_else(|| "a file the engine did not name".to_string());
+        tracing::error!(
+            family = cf.name(),
+            file = %file,
+            "the store's {} family holds damaged data ({reason}); what can be read around it is, and the node \
+             reports not ready until `ankusa store verify --repair` (node stopped) rebuilds the family",
+            cf.name()
+        );
+        crate::metrics::store_damage(cf.name());
+        let stopped = self.with_db(|db| {
+            db.set_options_cf(handle(db, cf)?, &[("disable_auto_compactions", "true")]).map_err(io("set options"))
+        });
+        if let Err(e) = stopped {
+            tracing::warn!(family = cf.name(), "cannot stop the damaged family's compactions: {e}");
+        }
+        let mut batch = Batch::new();
+        batch.put(Cf::Meta, meta::damage(cf.name()), reason.as_bytes().to_vec());
+        if let Err(e) = self.write(&batch, Durability::Synced) {
+            tracing::warn!(family = cf.name(), "cannot record the damage in the store: {e}");
+        }
+    }
+
+    /// Damage recorded by an earlier run and not repaired: noted again,
+    /// and the damaged families' compactions stopped.
+    fn recall_damage(&self) -> Result<(), StoreError> {
+        for (key, reason) in self.scan(&Scan::prefix(Cf::Meta, &meta::all_damage(), 64))? {
+            let Some(family) = meta::damaged_family(&key).as_deref().and_then(Cf::named) else { continue };
+            let reason = String::from_utf8_lossy(&reason).into_owned();
+            if self.health.note_damage(family.name(), &reason) {
+                tracing::error!(
+                    family = family.name(),
+                    "the store's {} family was found damaged before and is not repaired ({reason}); run \
+                     `ankusa store verify --repair` with the node stopped",
+                    family.name()
+                );
+                self.with_db(|db| {
+                    db.set_options_cf(handle(db, family)?, &[("disable_auto_compactions", "true")])
+                        .map_err(io("set options"))
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Empty `cf` (drop the family and make it again): its damaged files
+    /// go with it. The caller writes back what belongs there.
+    pub(super) fn reset_family(&self, cf: Cf) -> Result<(), StoreError> {
+        {
+            let mut slot = self.db.write().unwrap_or_else(|e| e.into_inner());
+            let db = slot.as_mut().ok_or(StoreError::Io { what: "reset", reason: "the store is closed".into() })?;
+            db.drop_cf(cf.name()).map_err(io("dropping a family"))?;
+            db.create_cf(cf.name(), &family_options(cf, &self.config)).map_err(io("making a family"))?;
+        }
+        self.health.repaired(cf.name());
+        let mut batch = Batch::new();
+        batch.delete(Cf::Meta, meta::damage(cf.name()));
+        self.write(&batch, Durability::Synced)
     }
 
     /// Run `f` on the open database.
@@ -228,6 +437,15 @@ fn probe_space(dir: &Path) -> Result<(), StoreError> {
     written.map_err(|e| StoreError::Io { what: "space probe", reason: e.to_string() })
 }
 
+/// A range a scan passed over: from past `after` (the last key read, or
+/// the scan's bound) to `resumed` (`None`: to the end of the scan).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Skipped {
+    pub after: Vec<u8>,
+    pub resumed: Option<Vec<u8>>,
+    pub reason: String,
+}
+
 /// What `verify` found in one file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Damage {
@@ -254,6 +472,21 @@ pub struct VerifyReport {
 pub type VerifyProgress<'a> = (&'static str, usize, usize);
 
 impl RocksStore {
+    /// Every live table file, with the family it belongs to (for checks
+    /// and tests that look at one family's files).
+    pub fn table_files(&self) -> Result<Vec<(&'static str, PathBuf)>, StoreError> {
+        self.with_db(|db| {
+            let files = db.live_files().map_err(io("listing the table files"))?;
+            Ok(files
+                .into_iter()
+                .filter_map(|file| {
+                    let family = Cf::named(&file.column_family_name)?.name();
+                    Some((family, self.path.join(file.name.trim_start_matches('/'))))
+                })
+                .collect())
+        })
+    }
+
     /// Read every key and value of every family, file by file, with
     /// checksums verified and the block cache bypassed. A damaged block
     /// stops the scan of that file's key range only; every damaged file the
@@ -312,100 +545,48 @@ fn damaged_file(message: &str) -> Option<String> {
 
 impl Store for RocksStore {
     fn write(&self, batch: &Batch, durability: Durability) -> Result<(), StoreError> {
-        while self.faults.as_ref().is_some_and(|f| f.stall_writes.load(Ordering::Relaxed)) {
-            std::thread::sleep(std::time::Duration::from_millis(2));
-        }
-        if self.faults.as_ref().is_some_and(|f| f.fail_writes.load(Ordering::Relaxed)) {
-            return Err(StoreError::Io { what: "write", reason: "injected I/O error".into() });
-        }
-        self.with_db(|db| {
-            // Each family's handle is looked up by name once per write, not
-            // once per op: a group commit carries several ops for every hook.
-            let mut handles = Vec::with_capacity(Cf::ALL.len());
-            for cf in Cf::ALL {
-                handles.push(handle(db, cf)?);
-            }
-            let handle = |cf: Cf| handles.get(usize::from(cf.id())).copied().ok_or(StoreError::MissingCf(cf.name()));
-            // In key order within each family: a memtable remembers where its
-            // last insert landed, so a key beside the previous one is placed
-            // in a few steps instead of a search from the top, and a group
-            // interleaves distant ranges (each row's owner and due entries).
-            // The sort is stable: ops on one key keep their order.
-            let mut ops: Vec<(u8, &[u8], &WriteOp)> = batch
-                .ops()
-                .iter()
-                .map(|op| {
-                    let (cf, key) = op.target();
-                    (cf.id(), key, op)
-                })
-                .collect();
-            ops.sort_by_key(|&(cf, key, _)| (cf, key));
-            // Sized once: grown op by op, a group's batch is copied several times.
-            let mut wb = WriteBatch::with_capacity_bytes(batch.encoded_len());
-            for (_, _, op) in ops {
-                match op {
-                    WriteOp::Put { cf, key, value } => wb.put_cf(handle(*cf)?, key, value),
-                    WriteOp::Delete { cf, key } => wb.delete_cf(handle(*cf)?, key),
-                    WriteOp::AddCounter { key, delta } => wb.merge_cf(handle(Cf::Counters)?, key, delta.to_be_bytes()),
-                }
-            }
-            let mut opts = WriteOptions::default();
-            opts.set_sync(durability == Durability::Synced);
-            db.write_opt(wb, &opts).map_err(io("write"))
-        })
+        let result = self.write_batch(batch, durability);
+        self.health.note_write(&result);
+        result
+    }
+
+    fn health(&self) -> &Health {
+        &self.health
+    }
+
+    fn reset(&self, cf: Cf) -> Result<(), StoreError> {
+        self.reset_family(cf)
     }
 
     fn get(&self, cf: Cf, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        self.with_db(|db| db.get_cf(handle(db, cf)?, key).map_err(io("read")))
+        let read = self.with_db(|db| db.get_cf(handle(db, cf)?, key).map_err(io("read")));
+        self.noted(cf, read)
     }
 
     fn multi_get(&self, cf: Cf, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-        self.with_db(|db| {
-            db.batched_multi_get_cf(handle(db, cf)?, keys, false)
-                .into_iter()
-                .map(|r| r.map(|v| v.map(|slice| slice.to_vec())).map_err(io("multi-get")))
-                .collect()
-        })
+        self.multi_get_each(cf, keys)?.into_iter().collect()
     }
 
+    fn multi_get_each(&self, cf: Cf, keys: &[Vec<u8>]) -> Result<Vec<KeyRead>, StoreError> {
+        let reads: Vec<KeyRead> = self.with_db(|db| {
+            Ok(db
+                .batched_multi_get_cf(handle(db, cf)?, keys, false)
+                .into_iter()
+                .map(|r| r.map(|v| v.map(|slice| slice.to_vec())).map_err(io("multi-get")))
+                .collect())
+        })?;
+        Ok(reads.into_iter().map(|read| self.noted(cf, read)).collect())
+    }
+
+    /// Reads around damage (see `skip`): what can be read is returned, and
+    /// each damaged block met is noted once (ERROR, metric, readiness).
     fn scan(&self, scan: &Scan) -> Result<Vec<KeyValue>, StoreError> {
-        let mut read = ReadOptions::default();
-        read.set_iterate_lower_bound(scan.from.clone());
-        if let Some(to) = &scan.to {
-            read.set_iterate_upper_bound(to.clone());
-        }
-        self.with_db(|db| {
-            let mut iter = db.raw_iterator_cf_opt(handle(db, scan.cf)?, read);
-            if scan.reverse {
-                iter.seek_to_last();
-            } else {
-                iter.seek_to_first();
-            }
-            let mut rows = Vec::new();
-            while iter.valid() && rows.len() < scan.limit {
-                if let (Some(k), Some(v)) = (iter.key(), iter.value()) {
-                    rows.push((k.to_vec(), v.to_vec()));
-                }
-                if scan.reverse {
-                    iter.prev();
-                } else {
-                    iter.next();
-                }
-            }
-            // An iterator that stopped on an error must not look like the end.
-            iter.status().map_err(io("scan"))?;
-            Ok(rows)
-        })
+        Ok(self.scan_around(scan)?.0)
     }
 
     fn last_key(&self, cf: Cf) -> Result<Option<Vec<u8>>, StoreError> {
-        self.with_db(|db| {
-            let mut iter = db.raw_iterator_cf(handle(db, cf)?);
-            iter.seek_to_last();
-            let key = iter.valid().then(|| iter.key().map(<[u8]>::to_vec)).flatten();
-            iter.status().map_err(io("scan"))?;
-            Ok(key)
-        })
+        let last = self.scan(&Scan { cf, from: Vec::new(), to: None, reverse: true, limit: 1 })?;
+        Ok(last.into_iter().next().map(|(key, _)| key))
     }
 
     fn counter(&self, key: &[u8]) -> Result<i64, StoreError> {
@@ -431,10 +612,15 @@ impl Store for RocksStore {
     }
 
     fn sync_wal(&self) -> Result<(), StoreError> {
-        if self.faults.as_ref().is_some_and(|f| f.fail_syncs.load(Ordering::Relaxed)) {
-            return Err(StoreError::Io { what: "WAL sync", reason: "injected I/O error".into() });
+        let result = if self.faults.as_ref().is_some_and(|f| f.fail_syncs.load(Ordering::Relaxed)) {
+            Err(StoreError::Io { what: "WAL sync", reason: "injected I/O error".into() })
+        } else {
+            self.with_db(|db| db.flush_wal(true).map_err(io("WAL sync")))
+        };
+        if result.is_err() {
+            self.health.note_write(&result);
         }
-        self.with_db(|db| db.flush_wal(true).map_err(io("WAL sync")))
+        result
     }
 
     /// Flush every family's memtables to SST files and wait: after this,
@@ -460,7 +646,9 @@ impl Store for RocksStore {
             drop(slot.take());
             *slot = Some(open_db(&self.config, true)?);
         }
-        self.flush()
+        let flushed = self.flush();
+        self.health.note_write(&flushed);
+        flushed
     }
 
     fn created(&self) -> bool {

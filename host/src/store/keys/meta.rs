@@ -1,5 +1,5 @@
-//! Meta family: the seq marker, the DLQ cursor key, and which tenants hold
-//! data or are being erased.
+//! Meta family: the seq marker, the DLQ cursor key, which tenants hold
+//! data or are being erased, and damage found and not repaired.
 
 use super::{KeyBuf, KeyReader};
 
@@ -10,6 +10,25 @@ pub const DLQ_CURSOR_KEY: &[u8] = b"dlq_cursor_key";
 
 const HOLDING: u8 = b'T';
 const ERASING: u8 = b'E';
+const DAMAGE: u8 = b'X';
+
+/// Damage found in a family and not yet repaired (value: what was found).
+pub fn damage(family: &str) -> Vec<u8> {
+    KeyBuf::new().tag(DAMAGE).tail(family.as_bytes()).build()
+}
+
+pub fn all_damage() -> Vec<u8> {
+    vec![DAMAGE]
+}
+
+/// The family a damage mark names.
+pub fn damaged_family(key: &[u8]) -> Option<String> {
+    let mut r = KeyReader::new(key);
+    match r.tag()? {
+        DAMAGE => r.text(),
+        _ => None,
+    }
+}
 
 /// The tenant holds data on the node.
 pub fn holding(tenant: &str) -> Vec<u8> {

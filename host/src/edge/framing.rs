@@ -1,0 +1,576 @@
+//! HTTP/1 requests checked before hyper parses them: framing it would
+//! hide, and request lines it would refuse with an empty body.
+//!
+//! A request carrying both `Content-Length` and `Transfer-Encoding` is
+//! framed two ways at once (RFC 9112 §6.3): a proxy in front may read one
+//! body while this server reads another, which is how requests are
+//! smuggled. hyper reads such a request as chunked and drops the
+//! `Content-Length` before a handler could see it, so the connection's
+//! bytes are followed here as they are read: each request head is parsed
+//! on its own, and its body's framing is walked to find where the next
+//! head begins. A request line longer than the limit is held back and
+//! handed on with its target replaced (hyper would answer its own `414`
+//! with no body). The service then answers a flagged request with the
+//! server's typed refusal (`400` or `414`), and the connection closes.
+//!
+//! Following stops (the connection is left to hyper alone) at anything
+//! this walk cannot frame as hyper would: a head over the size limit
+//! (hyper answers `431`), a malformed head or chunk (hyper answers `400`),
+//! an upgrade, or a refused request (the connection ends after it).
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// The headers one head may have (hyper's own limit is 100).
+const MAX_HEADERS: usize = 128;
+/// A chunk-size line, extensions included.
+const MAX_CHUNK_LINE: usize = 4096;
+/// No request refused.
+const NONE: u64 = u64::MAX;
+/// The target a too-long request line is handed on with.
+const LONG_TARGET: &[u8] = b"/.ankusa/uri-too-long";
+/// The default limit on a request line (method, target, version).
+pub const DEFAULT_MAX_LINE: usize = 8 << 10;
+
+/// Why a request is refused before its handler runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// Both `Content-Length` and `Transfer-Encoding`: `400`.
+    FramedTwoWays,
+    /// A request line over the limit: `414`.
+    UriTooLong,
+}
+
+/// What the byte walk tells the service, per connection.
+#[derive(Debug)]
+pub struct Watch {
+    /// The index (from 0) of the refused request, or `NONE`...
+    refused: AtomicU64,
+    /// ... and why.
+    why: std::sync::Mutex<Option<Refusal>>,
+    /// Requests the service has been handed.
+    served: AtomicU64,
+}
+
+impl Default for Watch {
+    fn default() -> Self {
+        Watch { refused: AtomicU64::new(NONE), why: std::sync::Mutex::new(None), served: AtomicU64::new(0) }
+    }
+}
+
+impl Watch {
+    /// Called once per request the service is handed, in order: whether
+    /// that request is refused, and why.
+    pub fn next(&self) -> Option<Refusal> {
+        let index = self.served.fetch_add(1, Ordering::AcqRel);
+        if self.refused.load(Ordering::Acquire) != index {
+            return None;
+        }
+        *self.why.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn refuse(&self, index: u64, why: Refusal) {
+        *self.why.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+        self.refused.store(index, Ordering::Release);
+    }
+}
+
+/// Where in a request the next byte falls.
+#[derive(Debug)]
+enum State {
+    /// A request line so far, held back until it is whole or too long.
+    Line(Vec<u8>),
+    /// A too-long request line's rest, dropped up to its end; then the
+    /// head, begun with the line handed on in its place.
+    DropLine(Vec<u8>),
+    /// The head so far, request line included.
+    Head(Vec<u8>),
+    /// `Content-Length` body bytes still to come.
+    Body(u64),
+    /// A chunk-size line so far.
+    ChunkSize(Vec<u8>),
+    /// Chunk data bytes still to come, then its CRLF (2 bytes).
+    ChunkData(u64),
+    /// A trailer line so far; an empty one ends the message.
+    Trailer(Vec<u8>),
+    /// No longer followed.
+    Opaque,
+}
+
+/// What one step of the walk did with the bytes it used.
+enum Step {
+    /// Handed on as they are.
+    Unchanged(usize),
+    /// Taken: what goes on in their place (if anything) was written to the
+    /// output.
+    Taken(usize),
+}
+
+/// The walk over one connection's incoming bytes.
+#[derive(Debug)]
+pub struct Framing {
+    state: State,
+    /// Heads parsed so far: the index of the next one.
+    heads: u64,
+    /// A head longer than this is hyper's to refuse.
+    max_head: usize,
+    /// A request line longer than this is refused `414`.
+    max_line: usize,
+    watch: Arc<Watch>,
+}
+
+impl Framing {
+    pub fn new(max_head: usize, max_line: usize, watch: Arc<Watch>) -> Framing {
+        Framing { state: State::Line(Vec::new()), heads: 0, max_head, max_line, watch }
+    }
+
+    /// Follow `bytes`, the next ones read from the connection, and hand
+    /// them on: the first `n` (returned) as they are, the rest appended to
+    /// `out` as the walk lets them go (a request line once whole, a
+    /// too-long one rewritten).
+    pub fn pass(&mut self, bytes: &[u8], out: &mut Vec<u8>) -> usize {
+        let mut in_place: Option<usize> = None;
+        let mut at = 0;
+        while at < bytes.len() {
+            match self.step(&bytes[at..], out, in_place.is_none()) {
+                Step::Unchanged(used) => {
+                    if in_place.is_some() {
+                        out.extend_from_slice(&bytes[at..at + used]);
+                    }
+                    at += used;
+                }
+                Step::Taken(used) => {
+                    in_place.get_or_insert(at);
+                    at += used;
+                }
+            }
+        }
+        in_place.unwrap_or(bytes.len())
+    }
+
+    /// The connection ended: bytes held back are handed on as they came.
+    pub fn finish(&mut self, out: &mut Vec<u8>) {
+        if let State::Line(line) = &mut self.state {
+            out.append(line);
+        }
+        self.state = State::Opaque;
+    }
+
+    /// One step over the front of `bytes`; `in_place`: nothing has gone to
+    /// the output yet in this pass.
+    fn step(&mut self, bytes: &[u8], out: &mut Vec<u8>, in_place: bool) -> Step {
+        if matches!(self.state, State::DropLine(_)) {
+            return self.drop_line(bytes);
+        }
+        let State::Line(line) = &mut self.state else {
+            return Step::Unchanged(self.follow(bytes));
+        };
+        if line.is_empty() {
+            // RFC 9112 §2.2: a server ignores blank lines before a request.
+            let blank = skip_blank_lines(bytes);
+            if blank > 0 {
+                if in_place {
+                    return Step::Unchanged(blank);
+                }
+                out.extend_from_slice(&bytes[..blank]);
+                return Step::Taken(blank);
+            }
+        }
+        let (take, whole) = line_in(bytes);
+        let room = self.max_line.saturating_sub(line.len());
+        if take > room {
+            // Too long: its method and a stand-in target go on, and the
+            // rest of the line is dropped as it comes.
+            line.extend_from_slice(&bytes[..room]);
+            let method = line.split(|b| *b == b' ').next().filter(|m| !m.is_empty()).unwrap_or(b"GET".as_slice());
+            let handed = [method, b" ".as_slice(), LONG_TARGET, b" HTTP/1.1\r\n".as_slice()].concat();
+            out.extend_from_slice(&handed);
+            self.watch.refuse(self.heads, Refusal::UriTooLong);
+            self.state = State::DropLine(handed);
+            return Step::Taken(room);
+        }
+        line.extend_from_slice(&bytes[..take]);
+        if whole {
+            let line = std::mem::take(line);
+            out.extend_from_slice(&line);
+            self.head_begun(&line);
+        }
+        Step::Taken(take)
+    }
+
+    /// The rest of a too-long request line, dropped.
+    fn drop_line(&mut self, bytes: &[u8]) -> Step {
+        let (take, whole) = line_in(bytes);
+        if whole && let State::DropLine(handed) = &mut self.state {
+            let handed = std::mem::take(handed);
+            self.head_begun(&handed);
+        }
+        Step::Taken(take)
+    }
+
+    /// A request line was handed on: the head goes on from it.
+    fn head_begun(&mut self, line: &[u8]) {
+        self.state = State::Head(Vec::new());
+        self.follow(line);
+    }
+
+    /// Follow the front of `bytes` in a state that hands bytes on as they
+    /// are; returns how many it used.
+    fn follow(&mut self, bytes: &[u8]) -> usize {
+        match &mut self.state {
+            State::Opaque | State::Line(_) | State::DropLine(_) => bytes.len(),
+            State::Head(head) => {
+                let end = find_end_of_head(head, bytes);
+                let take = end.unwrap_or(bytes.len());
+                head.extend_from_slice(&bytes[..take]);
+                if head.len() > self.max_head {
+                    self.state = State::Opaque;
+                    return bytes.len();
+                }
+                if end.is_some() {
+                    let head = std::mem::take(head);
+                    self.state = self.after_head(&head);
+                }
+                take
+            }
+            State::Body(left) => {
+                let (take, done) = count_down(left, bytes);
+                if done {
+                    self.state = State::Line(Vec::new());
+                }
+                take
+            }
+            State::ChunkSize(line) => {
+                let (take, complete) = line_in(bytes);
+                line.extend_from_slice(&bytes[..take]);
+                if line.len() > MAX_CHUNK_LINE {
+                    self.state = State::Opaque;
+                    return bytes.len();
+                }
+                if complete {
+                    self.state = match chunk_size(line) {
+                        Some(0) => State::Trailer(Vec::new()),
+                        Some(size) => State::ChunkData(size.saturating_add(2)),
+                        None => State::Opaque,
+                    };
+                }
+                take
+            }
+            State::ChunkData(left) => {
+                let (take, done) = count_down(left, bytes);
+                if done {
+                    self.state = State::ChunkSize(Vec::new());
+                }
+                take
+            }
+            State::Trailer(line) => {
+                let (take, complete) = line_in(bytes);
+                line.extend_from_slice(&bytes[..take]);
+                if line.len() > self.max_head {
+                    self.state = State::Opaque;
+                    return bytes.len();
+                }
+                if complete {
+                    if line.as_slice() == b"\r\n" || line.as_slice() == b"\n" {
+                        self.state = State::Line(Vec::new());
+                    } else {
+                        line.clear();
+                    }
+                }
+                take
+            }
+        }
+    }
+
+    /// The state a complete head leads to.
+    fn after_head(&mut self, head: &[u8]) -> State {
+        let index = self.heads;
+        self.heads += 1;
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut request = httparse::Request::new(&mut headers);
+        if !matches!(request.parse(head), Ok(httparse::Status::Complete(_))) {
+            return State::Opaque;
+        }
+        if request.method == Some("CONNECT") {
+            return State::Opaque;
+        }
+        let named = |name: &'static str| -> Vec<&[u8]> {
+            request.headers.iter().filter(|h| h.name.eq_ignore_ascii_case(name)).map(|h| h.value).collect()
+        };
+        if !named("upgrade").is_empty() {
+            return State::Opaque;
+        }
+        let lengths = named("content-length");
+        let codings = named("transfer-encoding");
+        if !lengths.is_empty() && !codings.is_empty() {
+            self.watch.refuse(index, Refusal::FramedTwoWays);
+            return State::Opaque;
+        }
+        if let Some(last) = codings.last() {
+            return match last.rsplit(|b| *b == b',').next().map(<[u8]>::trim_ascii) {
+                Some(coding) if coding.eq_ignore_ascii_case(b"chunked") => State::ChunkSize(Vec::new()),
+                _ => State::Opaque,
+            };
+        }
+        match lengths.first() {
+            None => State::Line(Vec::new()),
+            Some(value) => match std::str::from_utf8(value.trim_ascii()).ok().and_then(|v| v.parse::<u64>().ok()) {
+                Some(0) => State::Line(Vec::new()),
+                Some(length) => State::Body(length),
+                None => State::Opaque,
+            },
+        }
+    }
+}
+
+/// How many leading bytes are CR or LF (RFC 9112 §2.2: a server ignores
+/// blank lines before a request line).
+fn skip_blank_lines(bytes: &[u8]) -> usize {
+    bytes.iter().take_while(|b| **b == b'\r' || **b == b'\n').count()
+}
+
+/// How many bytes of `rest` complete the head begun with `head`, if the
+/// end is in them.
+fn find_end_of_head(head: &[u8], rest: &[u8]) -> Option<usize> {
+    // A blank line that begins in what came before.
+    let keep = head.len().min(3);
+    let mut seam = head[head.len() - keep..].to_vec();
+    seam.extend_from_slice(&rest[..rest.len().min(3)]);
+    if let Some(at) = seam.windows(4).position(|w| w == b"\r\n\r\n") {
+        return Some(at + 4 - keep);
+    }
+    rest.windows(4).position(|w| w == b"\r\n\r\n").map(|at| at + 4)
+}
+
+/// Take up to `left` bytes of `bytes`: how many, and whether none are
+/// left to come.
+fn count_down(left: &mut u64, bytes: &[u8]) -> (usize, bool) {
+    let take = (*left).min(bytes.len() as u64);
+    *left -= take;
+    (take as usize, *left == 0)
+}
+
+/// How many bytes up to and including the first LF, and whether one came.
+fn line_in(bytes: &[u8]) -> (usize, bool) {
+    match bytes.iter().position(|b| *b == b'\n') {
+        Some(at) => (at + 1, true),
+        None => (bytes.len(), false),
+    }
+}
+
+/// The size a chunk-size line gives (extensions after `;` ignored).
+fn chunk_size(line: &[u8]) -> Option<u64> {
+    let digits = line.split(|b| *b == b';').next()?.trim_ascii();
+    if digits.is_empty() || digits.len() > 16 {
+        return None;
+    }
+    u64::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok()
+}
+
+/// A connection whose incoming bytes a [`Framing`] follows (and, for a
+/// too-long request line, rewrites).
+pub struct Followed<S> {
+    inner: S,
+    framing: Framing,
+    /// Bytes the walk let go, not yet handed to the reader.
+    ready: Vec<u8>,
+    /// How many of `ready` were handed on already.
+    given: usize,
+    ended: bool,
+}
+
+impl<S> Followed<S> {
+    pub fn new(inner: S, framing: Framing) -> Self {
+        Followed { inner, framing, ready: Vec::new(), given: 0, ended: false }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Followed<S> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        loop {
+            if this.given < this.ready.len() {
+                let n = (this.ready.len() - this.given).min(buf.remaining());
+                buf.put_slice(&this.ready[this.given..this.given + n]);
+                this.given += n;
+                if this.given == this.ready.len() {
+                    this.ready.clear();
+                    this.given = 0;
+                }
+                return Poll::Ready(Ok(()));
+            }
+            if this.ended {
+                return Poll::Ready(Ok(()));
+            }
+            let before = buf.filled().len();
+            match Pin::new(&mut this.inner).poll_read(cx, buf) {
+                Poll::Ready(Ok(())) => {}
+                other => return other,
+            }
+            let read = buf.filled().len() - before;
+            if read == 0 {
+                this.ended = true;
+                this.framing.finish(&mut this.ready);
+                continue;
+            }
+            let bytes = buf.filled()[before..].to_vec();
+            let in_place = this.framing.pass(&bytes, &mut this.ready);
+            buf.set_filled(before + in_place);
+            if in_place > 0 {
+                return Poll::Ready(Ok(()));
+            }
+            // All held back or rewritten: hand on what was let go, if any,
+            // else read on.
+        }
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Followed<S> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Pass `pieces` through a walk: what hyper would read, and the watch.
+    fn walk(max_head: usize, max_line: usize, pieces: &[&[u8]]) -> (Framing, Arc<Watch>, Vec<u8>) {
+        let watch = Arc::new(Watch::default());
+        let mut framing = Framing::new(max_head, max_line, watch.clone());
+        let mut handed = Vec::new();
+        for piece in pieces {
+            let mut out = Vec::new();
+            let in_place = framing.pass(piece, &mut out);
+            handed.extend_from_slice(&piece[..in_place]);
+            handed.extend_from_slice(&out);
+        }
+        (framing, watch, handed)
+    }
+
+    fn refused(watch: &Watch) -> Option<(u64, Refusal)> {
+        let index = watch.refused.load(Ordering::Acquire);
+        (index != NONE).then(|| (index, watch.why.lock().expect("why").expect("a reason")))
+    }
+
+    const CL: &[u8] = b"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello";
+    const CHUNKED: &[u8] =
+        b"POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n0\r\nX-T: 1\r\n\r\n";
+    const BOTH: &[u8] =
+        b"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n";
+
+    fn four_requests() -> Vec<u8> {
+        let mut bytes = Vec::new();
+        bytes.extend_from_slice(CL);
+        bytes.extend_from_slice(b"\r\n");
+        bytes.extend_from_slice(CHUNKED);
+        bytes.extend_from_slice(b"GET /ready HTTP/1.1\r\nHost: x\r\n\r\n");
+        bytes.extend_from_slice(BOTH);
+        bytes
+    }
+
+    #[test]
+    fn both_framings_refuse_their_request_after_others_of_each_kind() {
+        let bytes = four_requests();
+        let (framing, watch, handed) = walk(65_536, 8192, &[&bytes]);
+        assert_eq!(refused(&watch), Some((3, Refusal::FramedTwoWays)));
+        assert_eq!(framing.heads, 4);
+        assert_eq!(handed, bytes, "handed on unchanged");
+        // Byte by byte, the same.
+        let singles: Vec<&[u8]> = bytes.chunks(1).collect();
+        let (_, watch, handed) = walk(65_536, 8192, &singles);
+        assert_eq!(refused(&watch), Some((3, Refusal::FramedTwoWays)));
+        assert_eq!(handed, bytes);
+        for index in 0..3 {
+            assert_eq!(watch.next(), None, "request {index}");
+        }
+        assert_eq!(watch.next(), Some(Refusal::FramedTwoWays), "request 3");
+    }
+
+    #[test]
+    fn either_order_and_any_case_is_refused() {
+        let te_first = b"POST /a HTTP/1.1\r\ntransfer-encoding: gzip, chunked\r\ncontent-length: 4\r\n\r\n";
+        assert_eq!(refused(&walk(65_536, 8192, &[te_first]).1), Some((0, Refusal::FramedTwoWays)));
+        assert_eq!(refused(&walk(65_536, 8192, &[BOTH]).1), Some((0, Refusal::FramedTwoWays)));
+    }
+
+    #[test]
+    fn a_body_that_looks_like_a_head_is_not_read_as_one() {
+        let body = BOTH;
+        let mut bytes = format!("POST /a HTTP/1.1\r\nContent-Length: {}\r\n\r\n", body.len()).into_bytes();
+        bytes.extend_from_slice(body);
+        let chunk = format!("POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n", body.len());
+        bytes.extend_from_slice(chunk.as_bytes());
+        bytes.extend_from_slice(body);
+        bytes.extend_from_slice(b"\r\n0\r\n\r\n");
+        let (framing, watch, handed) = walk(65_536, 8192, &[&bytes]);
+        assert_eq!(refused(&watch), None);
+        assert_eq!(framing.heads, 2);
+        assert!(matches!(framing.state, State::Line(ref l) if l.is_empty()));
+        assert_eq!(handed, bytes);
+    }
+
+    #[test]
+    fn a_too_long_request_line_goes_on_with_a_stand_in_target() {
+        let mut second = b"GET /".to_vec();
+        second.extend(std::iter::repeat_n(b'a', 100_000));
+        second.extend_from_slice(b" HTTP/1.1\r\nHost: x\r\n\r\n");
+        let mut bytes = CL.to_vec();
+        bytes.extend_from_slice(&second);
+        for pieces in [vec![bytes.as_slice()], bytes.chunks(4096).collect::<Vec<_>>()] {
+            let (framing, watch, handed) = walk(65_536, 8192, &pieces);
+            assert_eq!(refused(&watch), Some((1, Refusal::UriTooLong)));
+            let mut expected = CL.to_vec();
+            expected.extend_from_slice(b"GET /.ankusa/uri-too-long HTTP/1.1\r\nHost: x\r\n\r\n");
+            assert_eq!(String::from_utf8_lossy(&handed), String::from_utf8_lossy(&expected));
+            assert_eq!(framing.heads, 2, "the rewritten head is followed like any other");
+        }
+    }
+
+    #[test]
+    fn what_cannot_be_framed_stops_the_walk() {
+        let huge = [b"POST /a HTTP/1.1\r\nX: ".as_slice(), &[b'a'; 9000]].concat();
+        assert!(matches!(walk(8192, 8192, &[&huge]).0.state, State::Opaque));
+        let bad_chunk = b"POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n";
+        assert!(matches!(walk(8192, 8192, &[bad_chunk]).0.state, State::Opaque));
+        let upgrade = b"GET / HTTP/1.1\r\nUpgrade: websocket\r\n\r\n";
+        assert!(matches!(walk(8192, 8192, &[upgrade]).0.state, State::Opaque));
+    }
+
+    #[test]
+    fn a_line_cut_by_the_end_of_the_connection_is_handed_on() {
+        let watch = Arc::new(Watch::default());
+        let mut framing = Framing::new(8192, 8192, watch);
+        let mut out = Vec::new();
+        assert_eq!(framing.pass(b"GET /par", &mut out), 0);
+        assert!(out.is_empty(), "held back");
+        framing.finish(&mut out);
+        assert_eq!(out, b"GET /par");
+    }
+}
