@@ -186,3 +186,14 @@ write("admin_bodies", "rate", admin(4, body=b'{"rate":200,"burst":400}'))
 write("admin_bodies", "dlq", admin(5, query=b"source=demo&limit=10&error_class=permanent&since=0&tenants=a,b&cursor=AAAA"))
 write("admin_bodies", "quarantine", admin(6, query=b"tenant=acme&source=gh&limit=5"))
 write("admin_bodies", "usage", admin(7))
+
+# http_framing: a max-line byte, two read lengths, then a connection's bytes.
+def conn(*requests):
+    return bytes([200, 7, 61]) + b"".join(requests)
+
+cl = b"POST /webhooks/demo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"
+chunked = b"POST /webhooks/demo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5;e=1\r\nhello\r\n0\r\nX-T: 1\r\n\r\n"
+both = b"POST /webhooks/demo HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+write("http_framing", "pipelined", conn(cl, b"\r\n", chunked, b"GET /ready HTTP/1.1\r\nHost: x\r\n\r\n", both))
+write("http_framing", "long-line", conn(cl, b"GET /" + b"a" * 2000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", cl))
+write("http_framing", "upgrade", conn(b"GET / HTTP/1.1\r\nUpgrade: websocket\r\n\r\n", cl))

@@ -117,6 +117,7 @@ targets!(
     config,
     dedupe_key,
     dlq_cursor,
+    http_framing,
     intake_frames,
     kafka_replies,
     mysql_replies,

@@ -3,8 +3,9 @@
 //! HTTP ceiling of this machine: a bare axum handler that reads the body
 //! and answers `201` without storing anything, and the disk's floor: the
 //! same handler answering only once a group commit has `fdatasync`ed the
-//! body to a plain file (see `ankusa_bench::floor`). Then open loop at
-//! 5 000/s.
+//! body to a plain file (see `ankusa_bench::floor`); and the bare handler
+//! behind the edge's own connection loop, whose following of each
+//! connection's bytes is then its only cost. Then open loop at 5 000/s.
 //! Every ack is verified against the store afterwards.
 //! `ANKUSA_BENCH_ONLY=open` runs the open loop alone, on a fresh store.
 //!
@@ -19,6 +20,7 @@ use ankusa::runtime::{ComponentSource, EngineConfig, Runtime, SinkLabel, SinkSpe
 use ankusa::source::{SinkBinding, Source, StaticDirectory};
 use ankusa_bench::load::{LoadConfig, LoadReport, run};
 use ankusa_bench::{cpu, ratio, report};
+use axum::response::IntoResponse;
 use axum::routing::post;
 
 const CONNECTIONS: usize = 64;
@@ -42,17 +44,38 @@ async fn measured(addr: std::net::SocketAddr) -> anyhow::Result<Measured> {
     Ok(Measured { load, cpu_per_ack_us })
 }
 
-async fn bare_ceiling() -> anyhow::Result<Measured> {
-    let app = axum::Router::new().route(
+/// A handler that reads the body and answers `201`, storing nothing.
+fn bare_app() -> axum::Router {
+    axum::Router::new().route(
         "/webhooks/{source}",
         post(|body: axum::body::Bytes| async move {
             let id = format!("{:x}", body.len());
             (axum::http::StatusCode::CREATED, axum::Json(serde_json::json!({ "status": "accepted", "id": id })))
         }),
-    );
+    )
+}
+
+async fn bare_ceiling() -> anyhow::Result<Measured> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
-    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let server = tokio::spawn(async move { axum::serve(listener, bare_app()).await });
+    let load = measured(addr).await?;
+    server.abort();
+    Ok(load)
+}
+
+/// The same handler behind the edge's connection loop: each connection's
+/// bytes followed for framing and request-line limits (its cost alone).
+async fn followed_ceiling() -> anyhow::Result<Measured> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let limits = ankusa::edge::Limits {
+        header_timeout: Duration::from_secs(10),
+        max_head: ankusa::edge::DEFAULT_MAX_HEADER_BYTES,
+        max_line: ankusa::edge::DEFAULT_MAX_LINE,
+    };
+    let refuse = |_| axum::http::StatusCode::BAD_REQUEST.into_response();
+    let server = tokio::spawn(ankusa::edge::serve_router(listener, bare_app(), limits, refuse, std::future::pending()));
     let load = measured(addr).await?;
     server.abort();
     Ok(load)
@@ -106,6 +129,11 @@ fn main() -> anyhow::Result<()> {
         if let Some(ceiling) = &ceiling {
             ceiling.load.print("edge.bare_axum_201");
             report("edge.bare_axum_201.cpu_per_ack", ceiling.cpu_per_ack_us, "us");
+            let followed = followed_ceiling().await?;
+            followed.load.print("edge.bare_201_followed");
+            report("edge.bare_201_followed.cpu_per_ack", followed.cpu_per_ack_us, "us");
+            ratio("edge.followed_vs_bare_axum", followed.load.acks_per_sec(), ceiling.load.acks_per_sec());
+            ratio("edge.followed_vs_bare_axum_cpu", ceiling.cpu_per_ack_us, followed.cpu_per_ack_us);
         }
 
         let dir = tempfile::tempdir()?;

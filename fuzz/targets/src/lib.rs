@@ -10,6 +10,7 @@ pub mod admin_bodies;
 pub mod config;
 pub mod dedupe_key;
 pub mod dlq_cursor;
+pub mod http_framing;
 pub mod intake_frames;
 pub mod kafka_replies;
 pub mod mysql_replies;
@@ -32,6 +33,7 @@ pub const TARGETS: &[Target] = &[
     Target { name: "config", run: config::run },
     Target { name: "dedupe_key", run: dedupe_key::run },
     Target { name: "dlq_cursor", run: dlq_cursor::run },
+    Target { name: "http_framing", run: http_framing::run },
     Target { name: "intake_frames", run: intake_frames::run },
     Target { name: "kafka_replies", run: kafka_replies::run },
     Target { name: "mysql_replies", run: mysql_replies::run },

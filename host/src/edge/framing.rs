@@ -74,9 +74,21 @@ impl Watch {
         *self.why.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The request refused so far (its index from 0) and why, if any.
+    pub fn refused(&self) -> Option<(u64, Refusal)> {
+        let index = self.refused.load(Ordering::Acquire);
+        let why = *self.why.lock().unwrap_or_else(|e| e.into_inner());
+        why.filter(|_| index != NONE).map(|why| (index, why))
+    }
+
+    /// Refuse request `index`: the first refusal holds, since the
+    /// connection ends after it and later requests are never served.
     fn refuse(&self, index: u64, why: Refusal) {
-        *self.why.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
-        self.refused.store(index, Ordering::Release);
+        let mut slot = self.why.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_none() {
+            *slot = Some(why);
+            self.refused.store(index, Ordering::Release);
+        }
     }
 }
 
@@ -183,6 +195,12 @@ impl Framing {
         }
         let (take, whole) = line_in(bytes);
         let room = self.max_line.saturating_sub(line.len());
+        if line.is_empty() && whole && take <= room {
+            // A whole line in one read (the common case): handed on in
+            // place, nothing held.
+            self.head_begun(&bytes[..take]);
+            return Step::Unchanged(take);
+        }
         if take > room {
             // Too long: its method and a stand-in target go on, and the
             // rest of the line is dropped as it comes.
@@ -291,6 +309,11 @@ impl Framing {
     fn after_head(&mut self, head: &[u8]) -> State {
         let index = self.heads;
         self.heads += 1;
+        if self.watch.refused().is_some() {
+            // A refused request (its line too long) ends the connection:
+            // nothing after its head is served.
+            return State::Opaque;
+        }
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut request = httparse::Request::new(&mut headers);
         if !matches!(request.parse(head), Ok(httparse::Status::Complete(_))) {
@@ -418,8 +441,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Followed<S> {
                 this.framing.finish(&mut this.ready);
                 continue;
             }
-            let bytes = buf.filled()[before..].to_vec();
-            let in_place = this.framing.pass(&bytes, &mut this.ready);
+            let in_place = this.framing.pass(&buf.filled()[before..], &mut this.ready);
             buf.set_filled(before + in_place);
             if in_place > 0 {
                 return Poll::Ready(Ok(()));
@@ -475,8 +497,7 @@ mod tests {
     }
 
     fn refused(watch: &Watch) -> Option<(u64, Refusal)> {
-        let index = watch.refused.load(Ordering::Acquire);
-        (index != NONE).then(|| (index, watch.why.lock().expect("why").expect("a reason")))
+        watch.refused()
     }
 
     const CL: &[u8] = b"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello";

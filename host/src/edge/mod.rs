@@ -6,7 +6,7 @@
 
 pub mod batcher;
 pub mod direct;
-mod framing;
+pub mod framing;
 mod ingest;
 pub mod rate;
 pub mod server;
