@@ -130,6 +130,9 @@ async fn probes_and_status(node: &RunningNode) {
     let answer = raw(node.admin, &format!("GET /v1/{} HTTP/1.1\r\nhost: x\r\n\r\n", "a".repeat(100_000))).await;
     assert!(answer.starts_with("HTTP/1.1 414"), "{answer}");
     assert!(answer.contains("\"error\":\"uri_too_long\"") && answer.contains("application/json"), "{answer}");
+    let answer = raw(node.admin, &format!("GET /health HTTP/1.1\r\nx-pad: {}\r\n\r\n", "b".repeat(100_000))).await;
+    assert!(answer.starts_with("HTTP/1.1 431"), "{answer}");
+    assert!(answer.contains("\"error\":\"header_too_large\""), "{answer}");
 }
 
 /// Send raw bytes and read the answer until the server closes.

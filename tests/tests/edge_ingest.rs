@@ -294,6 +294,7 @@ async fn an_oversized_head_is_refused_431_a_long_line_414_and_a_large_head_withi
     huge.extend_from_slice(b"\r\ncontent-length: 2\r\n\r\n{}");
     let answer = raw_while_sending(node.addr, huge, wait).await;
     assert!(answer.starts_with("HTTP/1.1 431"), "{answer}");
+    assert!(answer.to_ascii_lowercase().contains("content-type: application/json"), "typed: {answer}");
     let queue = node.queue.as_ref().expect("queue");
     assert!(queue.hooks(0, 10).expect("hooks").is_empty(), "nothing was stored");
     // A request line over 8 KiB: 414, typed like every refusal.

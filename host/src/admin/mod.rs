@@ -126,6 +126,11 @@ fn refused(refusal: crate::edge::Refusal) -> Response {
             "uri_too_long",
             format!("the request line is over {} bytes", crate::edge::DEFAULT_MAX_LINE),
         ),
+        crate::edge::Refusal::HeadTooLarge => ApiError::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "header_too_large",
+            format!("the request line and headers are over {} bytes", crate::edge::DEFAULT_MAX_HEADER_BYTES),
+        ),
         crate::edge::Refusal::FramedTwoWays => ApiError::bad_request(
             "ambiguous_framing",
             "both Content-Length and Transfer-Encoding: the request is framed two ways",

@@ -44,6 +44,8 @@ pub enum Refusal {
     FramedTwoWays,
     /// A request line over the limit: `414`.
     UriTooLong,
+    /// A head (request line and headers) over the limit: `431`.
+    HeadTooLarge,
 }
 
 /// What the byte walk tells the service, per connection.
@@ -112,6 +114,9 @@ enum State {
     Trailer(Vec<u8>),
     /// No longer followed.
     Opaque,
+    /// After a head cut short at the limit: nothing more is handed on (the
+    /// connection ends with the refusal).
+    Discard,
 }
 
 /// What one step of the walk did with the bytes it used.
@@ -176,8 +181,27 @@ impl Framing {
     /// One step over the front of `bytes`; `in_place`: nothing has gone to
     /// the output yet in this pass.
     fn step(&mut self, bytes: &[u8], out: &mut Vec<u8>, in_place: bool) -> Step {
-        if matches!(self.state, State::DropLine(_)) {
-            return self.drop_line(bytes);
+        match &mut self.state {
+            State::DropLine(_) => return self.drop_line(bytes),
+            State::Discard => return Step::Taken(bytes.len()),
+            State::Head(head) => {
+                let room = self.max_head.saturating_sub(head.len());
+                let needs = find_end_of_head(head, bytes).unwrap_or(bytes.len());
+                if needs > room {
+                    if room > 0 {
+                        // What fits goes on as it is...
+                        head.extend_from_slice(&bytes[..room]);
+                        return Step::Unchanged(room);
+                    }
+                    // ... then an end of the head, and nothing after it.
+                    out.extend_from_slice(head_end(head));
+                    self.watch.refuse(self.heads, Refusal::HeadTooLarge);
+                    self.heads += 1;
+                    self.state = State::Discard;
+                    return Step::Taken(0);
+                }
+            }
+            _ => {}
         }
         let State::Line(line) = &mut self.state else {
             return Step::Unchanged(self.follow(bytes));
@@ -241,15 +265,12 @@ impl Framing {
     /// are; returns how many it used.
     fn follow(&mut self, bytes: &[u8]) -> usize {
         match &mut self.state {
-            State::Opaque | State::Line(_) | State::DropLine(_) => bytes.len(),
+            State::Opaque | State::Line(_) | State::DropLine(_) | State::Discard => bytes.len(),
             State::Head(head) => {
+                // Within the limit (`step` cuts a head that is not).
                 let end = find_end_of_head(head, bytes);
                 let take = end.unwrap_or(bytes.len());
                 head.extend_from_slice(&bytes[..take]);
-                if head.len() > self.max_head {
-                    self.state = State::Opaque;
-                    return bytes.len();
-                }
                 if end.is_some() {
                     let head = std::mem::take(head);
                     self.state = self.after_head(&head);
@@ -368,6 +389,19 @@ fn find_end_of_head(head: &[u8], rest: &[u8]) -> Option<usize> {
         return Some(at + 4 - keep);
     }
     rest.windows(4).position(|w| w == b"\r\n\r\n").map(|at| at + 4)
+}
+
+/// What ends a head cut short at the limit, so hyper reads a whole head
+/// (the refusal is answered from it): the cut header line completed, with
+/// a value where the cut fell in its name, then the blank line.
+fn head_end(head: &[u8]) -> &'static [u8] {
+    let line = head.rsplit(|b| *b == b'\n').next().unwrap_or(&[]);
+    match line {
+        [] => b"\r\n",
+        [.., b'\r'] => b"\n\r\n",
+        _ if line.contains(&b':') => b"\r\n\r\n",
+        _ => b": -\r\n\r\n",
+    }
 }
 
 /// Take up to `left` bytes of `bytes`: how many, and whether none are
@@ -575,9 +609,27 @@ mod tests {
     }
 
     #[test]
+    fn a_head_over_the_limit_is_cut_and_ended_for_a_typed_refusal() {
+        let huge =
+            [b"POST /a HTTP/1.1\r\nContent-Length: 5\r\nX: ".as_slice(), &[b'a'; 9000], b"\r\n\r\nhello"].concat();
+        for pieces in [vec![huge.as_slice()], huge.chunks(1000).collect::<Vec<_>>()] {
+            let (framing, watch, handed) = walk(8192, 8192, &pieces);
+            assert_eq!(refused(&watch), Some((0, Refusal::HeadTooLarge)));
+            assert!(matches!(framing.state, State::Discard));
+            let mut expected = huge[..8192].to_vec();
+            expected.extend_from_slice(b"\r\n\r\n");
+            assert_eq!(handed, expected, "the head up to the limit, ended; nothing after");
+        }
+        // Cut inside a header's name: a value is supplied.
+        let name = [b"GET / HTTP/1.1\r\n".as_slice(), &[b'x'; 9000]].concat();
+        let (_, _, handed) = walk(8192, 8192, &[&name]);
+        assert!(handed.ends_with(b"xxx: -\r\n\r\n"));
+        assert_eq!(head_end(b"GET / HTTP/1.1\r\nA: b\r"), b"\n\r\n");
+        assert_eq!(head_end(b"GET / HTTP/1.1\r\nA: b\r\n"), b"\r\n");
+    }
+
+    #[test]
     fn what_cannot_be_framed_stops_the_walk() {
-        let huge = [b"POST /a HTTP/1.1\r\nX: ".as_slice(), &[b'a'; 9000]].concat();
-        assert!(matches!(walk(8192, 8192, &[&huge]).0.state, State::Opaque));
         let bad_chunk = b"POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n";
         assert!(matches!(walk(8192, 8192, &[bad_chunk]).0.state, State::Opaque));
         let upgrade = b"GET / HTTP/1.1\r\nUpgrade: websocket\r\n\r\n";

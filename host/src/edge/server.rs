@@ -26,6 +26,9 @@ use crate::source::Directory;
 
 /// The default limit on a request head.
 pub const DEFAULT_MAX_HEADER_BYTES: usize = 64 << 10;
+/// What hyper's read buffer may hold past the head limit: the end the
+/// walk adds to a head it cut.
+const HEAD_SLACK: usize = 1024;
 /// The smallest head limit: hyper's read buffer cannot be smaller.
 pub const MIN_MAX_HEADER_BYTES: usize = 8 << 10;
 
@@ -186,7 +189,9 @@ pub async fn serve_router(
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(limits.header_timeout)
-                .max_buf_size(max_head)
+                // Room past the head limit: the walk cuts and ends a
+                // larger head itself, for a typed 431.
+                .max_buf_size(max_head + HEAD_SLACK)
                 .serve_connection(TokioIo::new(stream), service);
             if let Err(e) = connection.await {
                 tracing::debug!("connection ended: {e}");
@@ -207,6 +212,7 @@ fn refused(refusal: Refusal) -> Response {
     let (status, code) = match refusal {
         Refusal::FramedTwoWays => (axum::http::StatusCode::BAD_REQUEST, "ambiguous_framing"),
         Refusal::UriTooLong => (axum::http::StatusCode::URI_TOO_LONG, "uri_too_long"),
+        Refusal::HeadTooLarge => (axum::http::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, "header_too_large"),
     };
     crate::metrics::ingest(code);
     (status, axum::Json(serde_json::json!({ "error": code }))).into_response()

@@ -323,14 +323,22 @@ impl Fleet {
                 ..claim
             };
             let value = serde_json::to_vec(&done).map_err(|e| FleetError::Nats(e.to_string()))?.into();
-            let revision = self
-                .connection
-                .bucket
-                .update(&key, value, revision)
-                .await
-                .map_err(|e| FleetError::Nats(format!("recording the takeback: {e}")))?;
-            self.set_reconciled(store, revision)?;
-            taken_back = true;
+            match self.connection.bucket.update(&key, value, revision).await {
+                Ok(revision) => {
+                    self.set_reconciled(store, revision)?;
+                    taken_back = true;
+                }
+                // A peer claimed this node meanwhile (this node's lease was
+                // not yet renewed, so it looked lapsed): its takeover is
+                // waited for and what it took dropped here, like any other.
+                // What this run committed was logged under the same message
+                // ids the peer's import uses, so nothing is taken twice.
+                Err(e) if e.kind() == async_nats::jetstream::kv::UpdateErrorKind::WrongLastRevision => {
+                    tracing::warn!("a peer claimed this node while it took its hooks back; waiting for that takeover");
+                    taken_back = false;
+                }
+                Err(e) => return Err(FleetError::Nats(format!("recording the takeback: {e}"))),
+            }
         }
         Err(FleetError::Nats("gave up waiting for a peer's takeover of this node".into()))
     }
