@@ -184,8 +184,8 @@ impl Node {
         let (store, fresh) = (engines.store.clone(), engines.store.created());
         let fleet = Fleet::connect(config.fleet_settings(), store.as_ref()).await?;
         fleet.wait_for_own_lease().await?;
-        let intake: Box<dyn crate::intake::IntakeLog> = Box::new(fleet.intake_log());
-        let engines = Engines { store: engines.store, intake: Some((intake, crate::intake::Replay::default())) };
+        let intake = crate::intake::Intake::Hooks(Box::new(fleet.intake_log()));
+        let engines = Engines { store: engines.store, intake: Some(intake) };
         let queue = Queue::start(engines, queue_config).map_err(store_error)?;
         boot.recovered = queue.recover_inflight(crate::queue::now_ms()).map_err(store_error)? as u64;
         fleet.rejoin(&queue, store.as_ref(), fresh).await?;

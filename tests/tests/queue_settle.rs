@@ -2,7 +2,8 @@
 //! by two nodes: a round that fails after the log took some of its hooks
 //! leaves no hook acked (accepted or duplicate) that no store holds. The
 //! log's answers are scripted per hook: acked, taken with the ack lost, or
-//! lost on the way.
+//! lost on the way; and they can be held back, so rounds are in flight
+//! together, as while a quorum is slow.
 
 use std::collections::VecDeque;
 use std::path::Path;
@@ -10,7 +11,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ankusa::intake::{Appended, Framing, HookRecord, IntakeError, IntakeLog, LoggedHook, Record, Replay};
+use ankusa::intake::{Appended, HookLog, HookRecord, Intake, IntakeError, LoggedHook, Sent};
 use ankusa::queue::{Engines, Entry, EntryOutcome, Envelope, Queue, QueueConfig, Refusal, WalMode};
 use ankusa::store::Faults;
 
@@ -40,24 +41,68 @@ struct Stream {
     messages: Vec<Message>,
 }
 
+/// Answers held back: the stream took (or not) each round when it was
+/// sent, and its answers wait for `release`.
+#[derive(Default)]
+struct Held {
+    holding: bool,
+    rounds: Vec<(tokio::sync::oneshot::Sender<Vec<Appended>>, Vec<Appended>)>,
+}
+
+impl Held {
+    fn release(&mut self) {
+        self.holding = false;
+        for (answer, answers) in self.rounds.drain(..) {
+            let _ = answer.send(answers);
+        }
+    }
+}
+
 /// One node's handle on the stream, with the fates of its next hooks.
 struct Log {
     stream: Arc<Mutex<Stream>>,
     node: String,
     store: u64,
     script: Arc<Mutex<VecDeque<Fate>>>,
+    held: Arc<Mutex<Held>>,
 }
 
-impl IntakeLog for Log {
-    fn framing(&self) -> Framing {
-        Framing::Hooks
+impl HookLog for Log {
+    fn send(&mut self, hooks: &[HookRecord]) -> Sent {
+        let answers = self.take(hooks);
+        let mut held = self.held.lock().expect("held");
+        if !held.holding {
+            return Sent::answered(answers);
+        }
+        let (answer, sent) = Sent::channel(answers.len());
+        held.rounds.push((answer, answers));
+        sent
     }
 
-    fn append(&mut self, _: u64, _: u64, _: &[u8]) -> Result<(), IntakeError> {
-        Err(IntakeError::Framing { log: "scripted", keeps: "hooks", given: "a group" })
+    fn identity(&self) -> String {
+        "scripted".into()
     }
 
-    fn append_hooks(&mut self, hooks: &[HookRecord]) -> Result<Vec<Appended>, IntakeError> {
+    fn logged_since(&self, position: u64) -> Result<(Vec<LoggedHook>, u64), IntakeError> {
+        let stream = self.stream.lock().expect("stream");
+        let mut last = position;
+        let mut hooks = Vec::new();
+        for (i, m) in stream.messages.iter().enumerate().skip(position as usize) {
+            if m.node != self.node {
+                continue;
+            }
+            last = i as u64 + 1;
+            if m.store == self.store {
+                hooks.push(LoggedHook { position: last, seq: m.seq, payload: m.payload.clone() });
+            }
+        }
+        Ok((hooks, last))
+    }
+}
+
+impl Log {
+    /// What the stream does with each hook, by its fate.
+    fn take(&mut self, hooks: &[HookRecord]) -> Vec<Appended> {
         let mut stream = self.stream.lock().expect("stream");
         let mut script = self.script.lock().expect("script");
         let mut answers = Vec::new();
@@ -90,43 +135,7 @@ impl IntakeLog for Log {
             };
             answers.push(if matches!(fate, Fate::Landed) { lost() } else { answer });
         }
-        Ok(answers)
-    }
-
-    fn bytes(&self) -> u64 {
-        0
-    }
-
-    fn wants_checkpoint(&self) -> bool {
-        false
-    }
-
-    fn truncate_below(&mut self, _: u64) -> Result<(), IntakeError> {
-        Ok(())
-    }
-
-    fn replay(&self) -> Result<Vec<Record>, IntakeError> {
-        Ok(Vec::new())
-    }
-
-    fn identity(&self) -> String {
-        "scripted".into()
-    }
-
-    fn logged_since(&self, position: u64) -> Result<(Vec<LoggedHook>, u64), IntakeError> {
-        let stream = self.stream.lock().expect("stream");
-        let mut last = position;
-        let mut hooks = Vec::new();
-        for (i, m) in stream.messages.iter().enumerate().skip(position as usize) {
-            if m.node != self.node {
-                continue;
-            }
-            last = i as u64 + 1;
-            if m.store == self.store {
-                hooks.push(LoggedHook { position: last, seq: m.seq, payload: m.payload.clone() });
-            }
-        }
-        Ok((hooks, last))
+        answers
     }
 }
 
@@ -135,12 +144,13 @@ struct Node {
     name: &'static str,
     store_id: u64,
     script: Arc<Mutex<VecDeque<Fate>>>,
+    held: Arc<Mutex<Held>>,
     faults: Arc<Faults>,
 }
 
 impl Node {
     fn new(name: &'static str, store_id: u64) -> Node {
-        Node { name, store_id, script: Arc::default(), faults: Arc::default() }
+        Node { name, store_id, script: Arc::default(), held: Arc::default(), faults: Arc::default() }
     }
 
     fn open(&self, dir: &Path, stream: &Arc<Mutex<Stream>>) -> Queue {
@@ -148,14 +158,45 @@ impl Node {
             QueueConfig { wal: WalMode::Fleet, store_faults: Some(self.faults.clone()), ..QueueConfig::default() };
         let path = dir.join(self.name);
         let embedded = Engines::embedded(&path, &config).expect("the store opens");
-        let log =
-            Log { stream: stream.clone(), node: self.name.into(), store: self.store_id, script: self.script.clone() };
-        let engines = Engines { store: embedded.store, intake: Some((Box::new(log), Replay::default())) };
+        let log = Log {
+            stream: stream.clone(),
+            node: self.name.into(),
+            store: self.store_id,
+            script: self.script.clone(),
+            held: self.held.clone(),
+        };
+        let engines = Engines { store: embedded.store, intake: Some(Intake::Hooks(Box::new(log))) };
         Queue::start(engines, config).expect("the queue starts")
     }
 
     fn script(&self, fates: &[Fate]) {
         self.script.lock().expect("script").extend(fates.iter().copied());
+    }
+
+    /// Hold the log's answers back until `release`.
+    fn hold(&self) {
+        self.held.lock().expect("held").holding = true;
+    }
+
+    fn release(&self) {
+        self.held.lock().expect("held").release();
+    }
+
+    fn rounds_held(&self) -> usize {
+        self.held.lock().expect("held").rounds.len()
+    }
+}
+
+/// Wait until `node` has `rounds` rounds sent and unanswered.
+async fn rounds_in_flight(node: &Node, rounds: usize) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while node.rounds_held() < rounds {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} rounds in flight, not {rounds}: a round waits for the one before it",
+            node.rounds_held()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
 
@@ -323,4 +364,108 @@ async fn a_hook_without_a_dedupe_key_is_not_settled_since_no_retry_can_meet_it()
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert!(queue.hooks(0, 10).expect("hooks").is_empty(), "the refused keyless hook is not committed");
     assert_eq!(stream.lock().expect("stream").messages.len(), 1, "and not appended again");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rounds_go_out_while_earlier_ones_await_their_quorum_and_are_answered_in_order() {
+    let dir = tempfile::tempdir().expect("dir");
+    let stream = Arc::new(Mutex::new(Stream::default()));
+    let a = Node::new("a", 1);
+    let queue = Arc::new(a.open(dir.path(), &stream));
+    a.hold();
+    let first = tokio::spawn({
+        let queue = queue.clone();
+        async move { queue.enqueue(vec![entry("k0"), entry("k1")], None).await }
+    });
+    rounds_in_flight(&a, 1).await;
+    let second = tokio::spawn({
+        let queue = queue.clone();
+        async move { queue.enqueue(vec![entry("k2")], None).await }
+    });
+    rounds_in_flight(&a, 2).await;
+    assert_eq!(stream.lock().expect("stream").messages.len(), 3, "both rounds are in the log");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!first.is_finished() && !second.is_finished(), "nothing is acked before its quorum");
+    assert!(stored(&queue).is_empty(), "nothing is written before its round is answered");
+    a.release();
+    let first = first.await.expect("task").expect("answered");
+    let second = second.await.expect("task").expect("answered");
+    let seqs: Vec<u64> = first
+        .iter()
+        .chain(&second)
+        .map(|outcome| match outcome {
+            EntryOutcome::Committed(hook) => hook.seq,
+            other => panic!("every hook commits: {other:?}"),
+        })
+        .collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "seqs follow the order rounds were sent: {seqs:?}");
+    assert_eq!(stored(&queue), keys(&["k0", "k1", "k2"]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_that_fails_takes_back_the_rounds_sent_after_it() {
+    let dir = tempfile::tempdir().expect("dir");
+    let stream = Arc::new(Mutex::new(Stream::default()));
+    let (a, b) = (Node::new("a", 1), Node::new("b", 2));
+    let (queue, queue_b) = (Arc::new(a.open(dir.path(), &stream)), b.open(dir.path(), &stream));
+    a.hold();
+    // The first round's k0 is lost on the way, k1 is taken with its ack
+    // lost; the second round, sent before the first is answered, carries
+    // k0's retry (planned as a duplicate of the k0 in flight) and k2.
+    a.script(&[Fate::Lost, Fate::Landed, Fate::Ack]);
+    let first = tokio::spawn({
+        let queue = queue.clone();
+        async move { queue.enqueue(vec![entry("k0"), entry("k1")], None).await }
+    });
+    rounds_in_flight(&a, 1).await;
+    let second = tokio::spawn({
+        let queue = queue.clone();
+        async move { queue.enqueue(vec![retry("k0", 1), entry("k2")], None).await }
+    });
+    rounds_in_flight(&a, 2).await;
+    a.release();
+    let first = first.await.expect("task").expect("answered");
+    let second = second.await.expect("task").expect("answered");
+    assert!(
+        first.iter().all(|o| matches!(o, EntryOutcome::Refused(Refusal::IntakeUnavailable))),
+        "the failed round acks nothing: {first:?}"
+    );
+    assert!(second.iter().all(is_ack), "the later round is planned again, k0's retry as a hook of its own: {second:?}");
+    // k1's retry at the other node meets the log's window: a duplicate,
+    // which this node must then hold.
+    let at_b = queue_b.enqueue(vec![retry("k1", 1)], None).await.expect("b answers");
+    assert!(matches!(at_b[..], [EntryOutcome::Duplicate(_)]), "{at_b:?}");
+    eventually_stored(&queue, &keys(&["k0", "k1", "k2"])).await;
+    assert_eq!(stored(&queue_b), [], "b stores nothing it answered as a duplicate");
+    assert_eq!(queue.counter(Some("acme"), "pending").expect("counter"), 3, "one row per stored hook");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_write_refused_refuses_the_rounds_sent_after_it_and_loses_none_of_them() {
+    let dir = tempfile::tempdir().expect("dir");
+    let stream = Arc::new(Mutex::new(Stream::default()));
+    let a = Node::new("a", 1);
+    let queue = Arc::new(a.open(dir.path(), &stream));
+    a.hold();
+    let first = tokio::spawn({
+        let queue = queue.clone();
+        async move { queue.enqueue(vec![entry("k0")], None).await }
+    });
+    rounds_in_flight(&a, 1).await;
+    let second = tokio::spawn({
+        let queue = queue.clone();
+        async move { queue.enqueue(vec![retry("k0", 1), entry("k1")], None).await }
+    });
+    rounds_in_flight(&a, 2).await;
+    a.faults.fail_writes.store(true, Ordering::Relaxed);
+    a.release();
+    let first = first.await.expect("task").expect("answered");
+    let second = second.await.expect("task").expect("answered");
+    assert!(!is_ack(&first[0]), "a refused write acks nothing: {first:?}");
+    assert!(!is_ack(&second[1]), "nor a round planned on top of it: {second:?}");
+    a.faults.fail_writes.store(false, Ordering::Relaxed);
+    // Every hook the log holds is committed once the store takes writes:
+    // the duplicate answered for k0's retry, if it was, names one of them.
+    eventually_stored(&queue, &keys(&["k0", "k1"])).await;
+    assert_eq!(stream.lock().expect("stream").messages.len(), 2, "each hook is in the log once");
 }

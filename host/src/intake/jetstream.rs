@@ -9,8 +9,9 @@
 //! nothing and is answered as a duplicate, whichever node sends it. That
 //! is the fleet-wide dedupe; the original is read back from the stream.
 //!
-//! The writer calls this from its own thread; the publishes of a group go
-//! out together on the node's client and their acks are awaited together.
+//! The writer calls this from its own thread: the publishes of a round go
+//! out together on the node's client, in order, and their acks are awaited
+//! together on the runtime while the writer goes on to the next round.
 //! A hook over the servers' message limit goes through the bodies bucket
 //! first (`bodies`).
 
@@ -19,7 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use async_nats::HeaderMap;
-use async_nats::jetstream::context::PublishErrorKind;
+use async_nats::jetstream::context::{PublishAckFuture, PublishErrorKind};
 use async_nats::jetstream::message::PublishMessage;
 use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use async_nats::jetstream::{self, stream::Stream};
@@ -27,7 +28,7 @@ use tokio::runtime::Handle;
 
 use super::bodies::{BODY_HEADER, Bodies, object_name};
 use super::reader::{Read, SubjectReader};
-use super::{Appended, Framing, HookRecord, IntakeError, IntakeLog, LoggedHook, Record};
+use super::{Appended, HookLog, HookRecord, IntakeError, LoggedHook, Sent};
 
 /// Header naming the store a hook was committed to (its incarnation).
 pub const STORE_HEADER: &str = "Ankusa-Store";
@@ -84,11 +85,10 @@ impl JetStreamLog {
         JetStreamLog { context, stream, runtime, subject, store: format!("{store:016x}"), timeout, stats, bodies }
     }
 
-    /// Publish every hook, then await every ack: one answer per hook. A
-    /// failure of one (a lost connection, a timeout, an unreadable
-    /// original) is that hook's answer; the others keep theirs, so a hook
-    /// the stream took is never reported as refused.
-    async fn publish_all(&self, hooks: &[HookRecord]) -> Vec<Appended> {
+    /// Publish every hook, in order, without awaiting an ack: one pending
+    /// answer per hook. A hook refused before it left (a body that did not
+    /// go, a connection that refused it) has its answer already.
+    async fn publish_all(&self, hooks: &[HookRecord]) -> Vec<Pending> {
         let mut pending = Vec::with_capacity(hooks.len());
         for hook in hooks {
             let mut headers = HeaderMap::new();
@@ -101,7 +101,7 @@ impl JetStreamLog {
                 // answer; nothing of it is in the stream.
                 let name = object_name(&self.store, hook.seq);
                 if let Err(reason) = self.bodies.put(&name, &payload).await {
-                    pending.push(Err(reason));
+                    pending.push(Pending::Answered(Appended::Failed { reason, sent: false }));
                     continue;
                 }
                 headers.insert(BODY_HEADER, name.as_str());
@@ -111,64 +111,17 @@ impl JetStreamLog {
             if let Some(id) = &hook.msg_id {
                 publish = publish.message_id(id.as_str());
             }
-            pending.push(Ok(self.context.send_publish(self.subject.clone(), publish).await));
-        }
-        // One deadline for the round: after a lost connection every ack
-        // fails by it, not one timeout after another.
-        let deadline = tokio::time::Instant::now() + self.timeout;
-        let mut appended = Vec::with_capacity(pending.len());
-        for sent in pending {
-            let ack = match sent {
-                Err(reason) => {
-                    appended.push(Appended::Failed { reason, sent: false });
-                    continue;
-                }
-                Ok(Ok(ack)) => ack,
-                Ok(Err(e)) => {
-                    // Refused before it left, but for a timeout handing it to
-                    // the connection (it may still go out).
+            pending.push(match self.context.send_publish(self.subject.clone(), publish).await {
+                Ok(ack) => Pending::Ack(ack),
+                Err(e) => {
+                    // Refused before it left, but for a timeout handing it
+                    // to the connection (it may still go out).
                     let sent = e.kind() == PublishErrorKind::TimedOut;
-                    appended.push(Appended::Failed { reason: e.to_string(), sent });
-                    continue;
+                    Pending::Answered(Appended::Failed { reason: e.to_string(), sent })
                 }
-            };
-            let ack = match tokio::time::timeout_at(deadline, ack).await {
-                Ok(Ok(ack)) => ack,
-                Ok(Err(e)) => {
-                    appended.push(Appended::Failed { reason: e.to_string(), sent: true });
-                    continue;
-                }
-                Err(_) => {
-                    let reason = format!("no publish ack within {:?}", self.timeout);
-                    appended.push(Appended::Failed { reason, sent: true });
-                    continue;
-                }
-            };
-            appended.push(if ack.duplicate {
-                self.original(ack.sequence).await
-            } else {
-                Appended::Stored { position: ack.sequence }
             });
         }
-        appended
-    }
-
-    /// The original a duplicate ack names. Unreadable, the hook's answer is
-    /// a failure that may have left something (`sent`): only a second
-    /// append can tell what the log holds.
-    async fn original(&self, position: u64) -> Appended {
-        let original = match self.stream.get_raw_message(position).await {
-            Ok(original) => original,
-            Err(e) => return Appended::Failed { reason: format!("reading duplicate {position}: {e}"), sent: true },
-        };
-        match self.bodies.payload(&original.headers, &original.payload).await {
-            Ok(payload) => {
-                let (store, seq) = logged_by(&original.headers);
-                let logged_seq = seq.filter(|_| store == self.store);
-                Appended::Duplicate { original: payload, position, logged_seq }
-            }
-            Err(e) => Appended::Failed { reason: format!("reading duplicate {position}: {e}"), sent: true },
-        }
+        pending
     }
 
     /// This store's hooks on this node's subject past `position`, and the
@@ -205,29 +158,76 @@ impl JetStreamLog {
     }
 }
 
-impl IntakeLog for JetStreamLog {
-    fn framing(&self) -> Framing {
-        Framing::Hooks
-    }
+/// A published hook awaiting its ack, or its answer already.
+enum Pending {
+    Ack(PublishAckFuture),
+    Answered(Appended),
+}
 
-    fn append(&mut self, _first_seq: u64, _last_seq: u64, _payload: &[u8]) -> Result<(), IntakeError> {
-        Err(IntakeError::Framing { log: "JetStream", keeps: "hooks", given: "a group" })
-    }
+/// What turns a round's acks into answers, off the writer's thread.
+struct Acks {
+    stream: Stream,
+    bodies: Bodies,
+    store: String,
+    timeout: Duration,
+    stats: Arc<PublishStats>,
+}
 
-    fn append_hooks(&mut self, hooks: &[HookRecord]) -> Result<Vec<Appended>, IntakeError> {
-        if hooks.is_empty() {
-            return Ok(Vec::new());
+impl Acks {
+    /// Every ack of the round by one deadline (after a lost connection
+    /// every ack fails by it, not one timeout after another); a failure of
+    /// one is that hook's answer, the others keep theirs, so a hook the
+    /// stream took is never reported as refused.
+    async fn collect(&self, pending: Vec<Pending>) -> Vec<Appended> {
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        let mut appended = Vec::with_capacity(pending.len());
+        for hook in pending {
+            let ack = match hook {
+                Pending::Answered(answer) => {
+                    appended.push(answer);
+                    continue;
+                }
+                Pending::Ack(ack) => ack,
+            };
+            appended.push(match tokio::time::timeout_at(deadline, ack).await {
+                Ok(Ok(ack)) if ack.duplicate => self.original(ack.sequence).await,
+                Ok(Ok(ack)) => Appended::Stored { position: ack.sequence },
+                Ok(Err(e)) => Appended::Failed { reason: e.to_string(), sent: true },
+                Err(_) => Appended::Failed { reason: format!("no publish ack within {:?}", self.timeout), sent: true },
+            });
         }
-        let started = Instant::now();
-        let answers = self.runtime.block_on(self.publish_all(hooks));
-        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        appended
+    }
+
+    /// The original a duplicate ack names. Unreadable, the hook's answer is
+    /// a failure that may have left something (`sent`): only a second
+    /// append can tell what the log holds.
+    async fn original(&self, position: u64) -> Appended {
+        let original = match self.stream.get_raw_message(position).await {
+            Ok(original) => original,
+            Err(e) => return Appended::Failed { reason: format!("reading duplicate {position}: {e}"), sent: true },
+        };
+        match self.bodies.payload(&original.headers, &original.payload).await {
+            Ok(payload) => {
+                let (store, seq) = logged_by(&original.headers);
+                let logged_seq = seq.filter(|_| store == self.store);
+                Appended::Duplicate { original: payload, position, logged_seq }
+            }
+            Err(e) => Appended::Failed { reason: format!("reading duplicate {position}: {e}"), sent: true },
+        }
+    }
+
+    /// Count a round answered `started` ago.
+    fn count(&self, answers: &[Appended], started: Instant) {
+        let took = started.elapsed();
+        let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
         let stats = &self.stats;
         stats.rounds.fetch_add(1, Ordering::Relaxed);
         stats.micros.fetch_add(micros, Ordering::Relaxed);
         stats.last_micros.store(micros, Ordering::Relaxed);
         let metrics = crate::metrics::metrics();
-        metrics.fleet_publish_seconds.observe(started.elapsed().as_secs_f64());
-        metrics.fleet_publish_hooks.observe(hooks.len() as f64);
+        metrics.fleet_publish_seconds.observe(took.as_secs_f64());
+        metrics.fleet_publish_hooks.observe(answers.len() as f64);
         let count = |f: fn(&Appended) -> bool| answers.iter().filter(|a| f(a)).count() as u64;
         stats.hooks.fetch_add(count(|a| !matches!(a, Appended::Failed { .. })), Ordering::Relaxed);
         stats.duplicates.fetch_add(count(|a| matches!(a, Appended::Duplicate { .. })), Ordering::Relaxed);
@@ -237,26 +237,32 @@ impl IntakeLog for JetStreamLog {
             metrics.fleet_publish_failures.inc();
             tracing::warn!(failed, of = answers.len(), "JetStream publish failed: {reason}");
         }
-        Ok(answers)
     }
+}
 
-    /// The stream's limits bound it, not the node.
-    fn bytes(&self) -> u64 {
-        0
-    }
-
-    fn wants_checkpoint(&self) -> bool {
-        false
-    }
-
-    fn truncate_below(&mut self, _seq: u64) -> Result<(), IntakeError> {
-        Ok(())
-    }
-
-    /// Hooks are taken back from the stream by a takeover, not replayed
-    /// into the store as batches.
-    fn replay(&self) -> Result<Vec<Record>, IntakeError> {
-        Ok(Vec::new())
+impl HookLog for JetStreamLog {
+    /// The round's publishes leave from the writer's thread, in order; its
+    /// acks are awaited on the runtime, so the next round can leave first.
+    fn send(&mut self, hooks: &[HookRecord]) -> Sent {
+        if hooks.is_empty() {
+            return Sent::answered(Vec::new());
+        }
+        let started = Instant::now();
+        let pending = self.runtime.block_on(self.publish_all(hooks));
+        let (answer, sent) = Sent::channel(hooks.len());
+        let acks = Acks {
+            stream: self.stream.clone(),
+            bodies: self.bodies.clone(),
+            store: self.store.clone(),
+            timeout: self.timeout,
+            stats: self.stats.clone(),
+        };
+        self.runtime.spawn(async move {
+            let answers = acks.collect(pending).await;
+            acks.count(&answers, started);
+            let _ = answer.send(answers);
+        });
+        sent
     }
 
     /// The stream's creation time: a stream deleted and made again starts

@@ -13,12 +13,12 @@
 //! Callers: the queue's writer (appends, checkpoints), the queue's open
 //! (replay of half commits) and `ankusa store rebuild` ([`read_all`]).
 //!
-//! A log takes what the writer commits in one of two [`Framing`]s: the
-//! segment log keeps each group's store batch as one record; the JetStream
-//! log (`wal.mode: fleet`, [`JetStreamLog`]) keeps each hook as its own
-//! replicated message, so that a peer can take hooks over one by one and
-//! the stream's message-id window absorbs a retry that reaches another
-//! node.
+//! A log takes what the writer commits in one of two framings ([`Intake`]):
+//! the segment log ([`IntakeLog`]) keeps each group's store batch as one
+//! record; the JetStream log (`wal.mode: fleet`, a [`HookLog`],
+//! [`JetStreamLog`]) keeps each hook as its own replicated message, so that
+//! a peer can take hooks over one by one and the stream's message-id window
+//! absorbs a retry that reaches another node.
 
 mod bodies;
 mod jetstream;
@@ -36,15 +36,6 @@ pub use jetstream::{
 pub use reader::{Read, StoredMessage, SubjectReader};
 use segment::MAX_RECORD;
 pub use segment::{IntakeOptions, MAGIC, MAGIC_V1, MAGIC_V2, SEAL_LEN, SegmentLog, read_all};
-
-/// How a log takes a committed group.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Framing {
-    /// One record per group: [`IntakeLog::append`].
-    Groups,
-    /// One message per hook, before the store write: [`IntakeLog::append_hooks`].
-    Hooks,
-}
 
 /// One hook as a hook-framed log keeps it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -74,6 +65,42 @@ pub enum Appended {
     Failed { reason: String, sent: bool },
 }
 
+/// A round of hooks handed to a [`HookLog`], its answers still to come.
+/// The log sends a round at once and answers it later, so the writer can
+/// send the next round while this one awaits its quorum.
+pub struct Sent {
+    answers: tokio::sync::oneshot::Receiver<Vec<Appended>>,
+    hooks: usize,
+}
+
+impl Sent {
+    /// A round whose answers come through the returned sender, one per hook.
+    pub fn channel(hooks: usize) -> (tokio::sync::oneshot::Sender<Vec<Appended>>, Sent) {
+        let (tx, answers) = tokio::sync::oneshot::channel();
+        (tx, Sent { answers, hooks })
+    }
+
+    /// A round answered already.
+    pub fn answered(answers: Vec<Appended>) -> Sent {
+        let (tx, sent) = Sent::channel(answers.len());
+        let _ = tx.send(answers);
+        sent
+    }
+
+    /// One answer per hook. A log that went away without answering, or
+    /// answered the wrong number of hooks, failed every hook, and each may
+    /// have left.
+    pub async fn answers(&mut self) -> Vec<Appended> {
+        let hooks = self.hooks;
+        let failed = |reason: String| vec![Appended::Failed { reason, sent: true }; hooks];
+        match (&mut self.answers).await {
+            Ok(answers) if answers.len() == hooks => answers,
+            Ok(answers) => failed(format!("{} answers to {hooks} hooks", answers.len())),
+            Err(_) => failed("the intake log stopped before answering".into()),
+        }
+    }
+}
+
 /// A hook this store logged, read back from the log.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LoggedHook {
@@ -82,17 +109,13 @@ pub struct LoggedHook {
     pub payload: Vec<u8>,
 }
 
-/// What the queue needs from an intake log.
+/// A log of whole groups (`wal.mode: dual`): what the writer appends
+/// beside each synced store write, and what completes a store that lost
+/// one.
 pub trait IntakeLog: Send + 'static {
-    fn framing(&self) -> Framing {
-        Framing::Groups
-    }
     /// Append one group's batch, covering seqs `first_seq..=last_seq`;
     /// durable once this returns `Ok`, absent if it returns an error.
     fn append(&mut self, first_seq: u64, last_seq: u64, payload: &[u8]) -> Result<(), IntakeError>;
-    /// Append hooks one by one (a [`Framing::Hooks`] log): every hook is
-    /// durable or a duplicate once this returns `Ok`, one answer per hook.
-    fn append_hooks(&mut self, hooks: &[HookRecord]) -> Result<Vec<Appended>, IntakeError>;
     /// Bytes the log holds (the queue refuses hooks past its bound).
     fn bytes(&self) -> u64;
     /// Whether a checkpoint now would let the log drop something.
@@ -102,17 +125,29 @@ pub trait IntakeLog: Send + 'static {
     /// Every record the log holds now, in order (to complete a store that
     /// recovered from a failed write).
     fn replay(&self) -> Result<Vec<Record>, IntakeError>;
-    /// A hook-framed log: what names the log itself, so a position kept
-    /// from it is never read against another log (a stream recreated).
-    fn identity(&self) -> String {
-        String::new()
-    }
-    /// A hook-framed log: the hooks this store logged past `position`, in
-    /// order, and the log's last position (to settle a store that lost
-    /// some of them).
-    fn logged_since(&self, _position: u64) -> Result<(Vec<LoggedHook>, u64), IntakeError> {
-        Ok((Vec::new(), 0))
-    }
+}
+
+/// A replicated log of hooks one by one (`wal.mode: fleet`), taken before
+/// the store write, with a duplicate window by message id that every node
+/// shares.
+pub trait HookLog: Send + 'static {
+    /// Send a round of hooks: they go out in order, before any round sent
+    /// later, and each gets its answer through the returned [`Sent`].
+    fn send(&mut self, hooks: &[HookRecord]) -> Sent;
+    /// What names the log itself, so a position kept from it is never read
+    /// against another log (a stream recreated).
+    fn identity(&self) -> String;
+    /// The hooks this store logged past `position`, in order, and the
+    /// log's last position (to settle a store that lost some of them).
+    fn logged_since(&self, position: u64) -> Result<(Vec<LoggedHook>, u64), IntakeError>;
+}
+
+/// The intake log a queue opens with, by how it takes a commit.
+pub enum Intake {
+    /// `dual`: one record per group, and what the log replayed at open.
+    Groups(Box<dyn IntakeLog>, Replay),
+    /// `fleet`: one message per hook, before the store write.
+    Hooks(Box<dyn HookLog>),
 }
 
 /// Open the embedded log at `options.dir`, replaying what it holds.
@@ -137,8 +172,6 @@ pub enum IntakeError {
     TooLarge { bytes: usize },
     #[error("an intake record must cover first_seq ..= last_seq, got {first_seq} ..= {last_seq}")]
     Seqs { first_seq: u64, last_seq: u64 },
-    #[error("the {log} intake log keeps {keeps}, not {given}")]
-    Framing { log: &'static str, keeps: &'static str, given: &'static str },
     #[error("JetStream did not take the hooks: {0}")]
     Unavailable(String),
     #[error(

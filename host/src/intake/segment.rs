@@ -398,10 +398,6 @@ impl IntakeLog for SegmentLog {
         SegmentLog::append(self, first_seq, last_seq, payload)
     }
 
-    fn append_hooks(&mut self, _hooks: &[super::HookRecord]) -> Result<Vec<super::Appended>, IntakeError> {
-        Err(IntakeError::Framing { log: "segment", keeps: "groups", given: "hooks" })
-    }
-
     fn bytes(&self) -> u64 {
         SegmentLog::bytes(self)
     }

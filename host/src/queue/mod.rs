@@ -60,7 +60,7 @@ pub use rows::{DeliveryRow, RowState};
 pub use transitions::{ClaimDecision, FinalOutcome, OutcomeLog, Settlement, SourcePending, TenantPending};
 pub use writer::DEFAULT_DEDUPE_TTL_MS;
 
-use crate::intake::{IntakeLog, IntakeOptions, Replay};
+use crate::intake::{Intake, IntakeLog, IntakeOptions, Replay};
 use crate::store::keys::{self, counters, deliveries, hooks};
 use crate::store::{Batch, Cf, Durability, Scan, Store, StoreError, StoreOptions};
 use reply::Reply;
@@ -295,10 +295,10 @@ pub const COUNTER_KINDS: [&str; 6] = ["pending", "scheduled", "inflight", "dead"
 pub use counters::counter as counter_key;
 
 /// The storage a queue runs on: a store, and in `dual` mode an intake log
-/// with what it replayed when it opened.
+/// with what it replayed when it opened (in `fleet` mode the hook log).
 pub struct Engines {
     pub store: Arc<dyn Store>,
-    pub intake: Option<(Box<dyn IntakeLog>, Replay)>,
+    pub intake: Option<Intake>,
 }
 
 impl Engines {
@@ -318,7 +318,8 @@ impl Engines {
                     .clone()
                     .ok_or_else(|| QueueError::Intake("wal.mode dual needs an intake log directory".into()))?;
                 let options = IntakeOptions { dir, segment_bytes: config.intake_segment_bytes };
-                Some(crate::intake::open(options).map_err(|e| QueueError::Intake(e.to_string()))?)
+                let (log, replay) = crate::intake::open(options).map_err(|e| QueueError::Intake(e.to_string()))?;
+                Some(Intake::Groups(log, replay))
             }
             // `fleet`'s log is JetStream, plugged in by the node.
             WalMode::Disk | WalMode::None | WalMode::Fleet => None,
@@ -375,8 +376,10 @@ impl Queue {
     pub fn start(engines: Engines, config: QueueConfig) -> Result<Queue, QueueError> {
         let Engines { store, intake } = engines;
         let intake = match intake {
-            Some((log, replay)) => Some(complete_from_intake(store.as_ref(), log, &replay)?),
-            None => None,
+            Some(Intake::Groups(log, replay)) => {
+                Some(Intake::Groups(complete_from_intake(store.as_ref(), log, &replay)?, Replay::default()))
+            }
+            other => other,
         };
         recount::repair_counters_if_damaged(store.as_ref())?;
         let next_seq = recover_next_seq(store.as_ref())?;

@@ -8,8 +8,9 @@
 //! quotas, assigns seqs, and commits the group in one batch — in `dual`
 //! mode synced, after appending the same batch to the intake log; in `disk`
 //! mode unsynced, with the answers held by the [`Syncer`] until a WAL sync
-//! covers them. A call it has started is never abandoned: its caller gets
-//! the outcome of that commit, whatever it is.
+//! covers them; in `fleet` mode after every hook is in the replicated hook
+//! log, with rounds pipelined ([`fleet`]). A call it has started is never
+//! abandoned: its caller gets the outcome of that commit, whatever it is.
 //!
 //! Everything else that changes dedupe keys or the tenant book (the expiry
 //! sweep, forgetting a tenant, marking an erase) is a message to this same
@@ -25,13 +26,14 @@ use tokio::time::Instant;
 use super::dedupe::{Freshness, Original, Recent};
 use super::envelope::Envelope;
 use super::reply::Reply;
-use super::settle::{self, Settled};
 use super::syncer::{Syncer, Unsynced};
 use super::tenants::{TenantBook, TenantRefusal};
 use super::{COUNTER_KINDS, DeliveryRow, EntryOutcome, QueueError, Refusal, RowState, counter_key};
-use crate::intake::{Appended, Framing, HookRecord, IntakeLog};
+use crate::intake::{HookRecord, Intake, IntakeLog};
 use crate::store::keys::{archive, dedupe, deliveries, hooks, index, meta};
 use crate::store::{Batch, Cf, Durability, Scan, Store};
+
+mod fleet;
 
 /// How long a dedupe key stays live.
 pub const DEFAULT_DEDUPE_TTL_MS: u64 = 72 * 3600 * 1000;
@@ -120,6 +122,13 @@ pub struct Call {
     /// The commit epoch the caller's prefetch read at.
     pub prefetch_epoch: u64,
     pub reply: Reply,
+}
+
+impl Call {
+    /// A call the writer made itself (unsettled hooks): nobody waits on it.
+    fn is_internal(&self) -> bool {
+        self.kind == Kind::Settle && matches!(&self.reply, Reply::Each(replies) if replies.is_empty())
+    }
 }
 
 pub enum Message {
@@ -218,7 +227,7 @@ pub struct WriterParts {
     pub next_seq: u64,
     pub limits: Limits,
     pub tenants: Arc<TenantBook>,
-    pub intake: Option<Box<dyn IntakeLog>>,
+    pub intake: Option<Intake>,
 }
 
 impl WriterStats {
@@ -250,41 +259,33 @@ pub fn spawn(parts: WriterParts) -> Result<Spawned, QueueError> {
     let stats = Arc::new(WriterStats::default());
     stats.next_seq.store(parts.next_seq, Ordering::Relaxed);
     let node_keys = parts.store.counter(&counter_key(None, "dedupe_keys"))?;
-    // `dual` mode keeps its synced write: the intake log and the store must
-    // both hold a group before it is acked, and the log syncs on its own.
-    // A hook-framed log has taken every hook before the store write, which
-    // is then `disk` mode's.
-    let logs_hooks = parts.intake.as_ref().is_some_and(|log| log.framing() == Framing::Hooks);
-    let (log_identity, settled) = match &parts.intake {
-        Some(log) if logs_hooks => (log.identity(), Settled::load(parts.store.as_ref())?),
-        _ => (String::new(), Settled::default()),
+    let syncer = || {
+        Syncer::spawn(parts.store.clone(), stats.clone())
+            .map_err(|e| QueueError::Os(format!("cannot start the WAL sync thread: {e}")))
     };
-    let syncer = match parts.intake {
-        Some(_) if !logs_hooks => None,
-        _ => Some(
-            Syncer::spawn(parts.store.clone(), stats.clone())
-                .map_err(|e| QueueError::Os(format!("cannot start the WAL sync thread: {e}")))?,
-        ),
+    let path = match parts.intake {
+        // `dual` keeps its synced write: the intake log and the store must
+        // both hold a group before it is acked, and the log syncs on its own.
+        Some(Intake::Groups(log, _)) => CommitPath::Dual(Dual::new(log)),
+        // The hook log has taken every hook before the store write, which
+        // is then `disk` mode's.
+        Some(Intake::Hooks(log)) => {
+            CommitPath::Fleet(Box::new(fleet::Fleet::new(log, syncer()?, parts.store.as_ref())?))
+        }
+        None => CommitPath::Disk(syncer()?),
     };
     let writer = Writer {
-        checkpointing: Arc::new(std::sync::atomic::AtomicBool::new(false)),
-        checkpoint_thread: None,
         due_floor: parts.due_floor,
         store: parts.store,
         next_seq: parts.next_seq,
         limits: parts.limits,
         tenants: parts.tenants,
         recent: Recent::new(0),
+        last_epoch: 0,
         node_keys,
         tenant_keys: HashMap::new(),
         stats: stats.clone(),
-        intake: parts.intake.map(|log| Arc::new(std::sync::Mutex::new(log))),
-        logs_hooks,
-        syncer,
-        unsettled: Vec::new(),
-        settled,
-        log_identity,
-        scanned_through: 0,
+        path,
     };
     let thread = std::thread::Builder::new()
         .name("ankusa-writer".into())
@@ -294,37 +295,68 @@ pub fn spawn(parts: WriterParts) -> Result<Spawned, QueueError> {
 }
 
 struct Writer {
-    /// A checkpoint (store flush, then intake truncation) is running on
-    /// its own thread, off the commit path.
-    checkpointing: Arc<std::sync::atomic::AtomicBool>,
-    checkpoint_thread: Option<std::thread::JoinHandle<()>>,
     due_floor: Arc<super::transitions::DueFloor>,
     store: Arc<dyn Store>,
     next_seq: u64,
     limits: Limits,
     tenants: Arc<TenantBook>,
     recent: Recent,
+    /// The last epoch `recent` holds keys of. The epoch callers see
+    /// (`stats.epoch`) trails it while fleet rounds are in flight: their
+    /// keys are in no store a prefetch could have read.
+    last_epoch: u64,
     /// Live dedupe keys of the node, and of each tenant seen (the writer
     /// is the only one that changes them).
     node_keys: i64,
     tenant_keys: HashMap<String, i64>,
     stats: Arc<WriterStats>,
-    intake: Option<Arc<std::sync::Mutex<Box<dyn IntakeLog>>>>,
-    /// The intake log takes hooks one by one before the store write
-    /// (`fleet`); the store write is then the `disk` mode one.
-    logs_hooks: bool,
-    /// Holds the answers of unsynced groups (`disk` mode).
-    syncer: Option<Syncer>,
-    /// `fleet`: hooks perhaps in the intake log and not in the store, each
-    /// `Logged::Resend(seq)` (see `settle`).
-    unsettled: Vec<Prepared>,
-    /// `fleet`: the settled mark as the store holds it.
-    settled: Settled,
-    /// `fleet`: the intake log's identity, for the settled mark.
-    log_identity: String,
-    /// `fleet`: the log position a read of this store's hooks reached, for
-    /// the next mark.
-    scanned_through: u64,
+    path: CommitPath,
+}
+
+/// How a group becomes durable before its callers hear of it.
+enum CommitPath {
+    /// `disk` (and `none`): the store's write, unsynced; the syncer
+    /// answers once a WAL sync covers it.
+    Disk(Syncer),
+    /// `dual`: the group log's append, then the store's synced write.
+    Dual(Dual),
+    /// `fleet`: every hook in the replicated hook log first, then as
+    /// `Disk`, with rounds pipelined.
+    Fleet(Box<fleet::Fleet>),
+}
+
+impl CommitPath {
+    /// Who answers a written group once the WAL is synced.
+    fn syncer(&self) -> Option<&Syncer> {
+        match self {
+            CommitPath::Disk(syncer) => Some(syncer),
+            CommitPath::Fleet(fleet) => Some(&fleet.syncer),
+            CommitPath::Dual(_) => None,
+        }
+    }
+
+    fn is_fleet(&self) -> bool {
+        matches!(self, CommitPath::Fleet(_))
+    }
+}
+
+/// `dual`'s group log, and the checkpoint that truncates it.
+struct Dual {
+    log: Arc<std::sync::Mutex<Box<dyn IntakeLog>>>,
+    /// A checkpoint (store flush, then log truncation) is running on its
+    /// own thread, off the commit path.
+    checkpointing: Arc<std::sync::atomic::AtomicBool>,
+    checkpoint_thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Dual {
+    fn new(log: Box<dyn IntakeLog>) -> Dual {
+        Dual {
+            log: Arc::new(std::sync::Mutex::new(log)),
+            checkpointing: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            checkpoint_thread: None,
+        }
+    }
 }
 
 /// Each call's answer, in call order.
@@ -337,8 +369,8 @@ struct Written {
     hooks: u64,
 }
 
-fn lock(intake: &std::sync::Mutex<Box<dyn IntakeLog>>) -> std::sync::MutexGuard<'_, Box<dyn IntakeLog>> {
-    intake.lock().unwrap_or_else(|e| e.into_inner())
+fn lock(log: &std::sync::Mutex<Box<dyn IntakeLog>>) -> std::sync::MutexGuard<'_, Box<dyn IntakeLog>> {
+    log.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The batch a group is building, and what it will change in memory once
@@ -470,16 +502,22 @@ impl Writer {
     fn run(mut self, mut rx: mpsc::Receiver<Message>) {
         let mut held: Option<Message> = None;
         loop {
-            let Some(first) = held.take().or_else(|| rx.blocking_recv()) else {
-                // The store must not outlive its last user on another thread.
-                if let Some(thread) = self.checkpoint_thread.take() {
-                    let _ = thread.join();
-                }
-                return;
+            let message = match held.take() {
+                Some(message) => message,
+                None => match self.next(&mut rx) {
+                    fleet::Next::Answered(answers) => {
+                        self.complete_oldest(answers);
+                        continue;
+                    }
+                    fleet::Next::Message(Some(message)) => message,
+                    fleet::Next::Message(None) => break,
+                },
             };
-            let first = match first {
+            let first = match message {
                 Message::Commit(call) => call,
                 other => {
+                    // Maintenance sees every round before it committed.
+                    self.finish_rounds();
                     self.maintain(other);
                     continue;
                 }
@@ -497,6 +535,13 @@ impl Writer {
                 }
             }
             self.commit_group(calls);
+        }
+        self.finish_rounds();
+        // The store must not outlive its last user on another thread.
+        if let CommitPath::Dual(dual) = &mut self.path
+            && let Some(thread) = dual.checkpoint_thread.take()
+        {
+            let _ = thread.join();
         }
     }
 
@@ -525,71 +570,6 @@ impl Writer {
         }
     }
 
-    /// A call committing the hooks this store logged past its settled mark
-    /// (and past `floor`) that it lacks: after a restart, or a store that
-    /// lost writes no sync covered. Their seqs are passed, and the mark
-    /// moves past what was read (see `settle`).
-    fn settle_from_log(&mut self, floor: u64) -> Result<Call, QueueError> {
-        let now_ms = super::now_ms();
-        let mut call = Call {
-            kind: Kind::Settle,
-            entries: Vec::new(),
-            extra: Batch::new(),
-            deadline: None,
-            now_ms,
-            prefetch_epoch: self.stats.epoch.load(Ordering::Acquire),
-            reply: Reply::Each(Vec::new()),
-        };
-        let Some(intake) = self.intake.clone().filter(|_| self.logs_hooks) else { return Ok(call) };
-        let mark = Settled::load(self.store.as_ref())?;
-        // Read from the mark, not from the floor: a hook this store logged
-        // and a peer then took still holds a seq this store must never hand
-        // out again (a taker would read that seq's outcome as its own).
-        let from = mark.read_from(&self.log_identity, 0);
-        let (logged, last) = lock(&intake).logged_since(from).map_err(|e| QueueError::Intake(e.to_string()))?;
-        let durable_next = super::recover_next_seq(self.store.as_ref())?;
-        if let Some(past) = logged.iter().map(|hook| hook.seq + 1).max() {
-            self.next_seq = self.next_seq.max(past);
-            self.stats.next_seq.store(self.next_seq, Ordering::Relaxed);
-        }
-        // What a peer took is its to deliver.
-        let logged = logged.into_iter().filter(|hook| hook.position > floor).collect();
-        let from = from.max(floor);
-        let in_memory = self.unsettled.iter().filter_map(resend_seq).collect();
-        for hook in settle::candidates(self.store.as_ref(), logged, &mark, durable_next, &in_memory)? {
-            let handoff = match super::handoff::decode(&hook.payload) {
-                Ok(handoff) => handoff,
-                Err(e) => {
-                    tracing::error!(
-                        position = hook.position,
-                        seq = hook.seq,
-                        "a hook this store logged does not decode: {e}"
-                    );
-                    continue;
-                }
-            };
-            call.entries.push(Prepared {
-                envelope: handoff.envelope,
-                encoded: handoff.encoded,
-                rows: super::import::rows_anew(&handoff.rows, now_ms)?,
-                dedupe: None,
-                prefetched: None,
-                msg_id: None,
-                logged: Logged::Under(hook.seq),
-            });
-        }
-        if !call.entries.is_empty() {
-            tracing::warn!(
-                hooks = call.entries.len(),
-                from,
-                through = last,
-                "committing hooks this store logged and lacks"
-            );
-        }
-        self.scanned_through = last;
-        Ok(call)
-    }
-
     fn commit_group(&mut self, calls: Vec<Call>) {
         // Refuse what cannot start; nothing of it is written.
         let now = Instant::now();
@@ -606,32 +586,18 @@ impl Writer {
             }
             started.push(call);
         }
-        // Unsettled hooks go first: a retry of one may be in this group.
-        let settling = !self.unsettled.is_empty();
-        if settling {
-            let now_ms = started.first().map_or_else(super::now_ms, |call| call.now_ms);
-            started.insert(0, self.settle_call(now_ms));
+        if self.path.is_fleet() {
+            return self.send_round(started);
         }
         if started.is_empty() {
             return;
         }
-        let (mut replies, written) = match self.reread(&started) {
+        let (replies, written) = match self.reread(&started) {
             Ok(reread) => self.plan_and_write(&mut started, &reread),
-            Err(e) => {
-                if settling {
-                    self.unsettled = std::mem::take(&mut started[0].entries);
-                }
-                (started.iter().map(|_| Err(e.clone())).collect(), Written::default())
-            }
+            Err(e) => (started.iter().map(|_| Err(e.clone())).collect(), Written::default()),
         };
-        if settling {
-            // Nobody waits on it: what it did not commit is unsettled again.
-            started.remove(0);
-            let _ = replies.remove(0);
-        }
-        self.stats.unsettled.store(self.unsettled.len() as u64, Ordering::Relaxed);
         self.stats.calls.fetch_add(started.len() as u64, Ordering::Relaxed);
-        match &self.syncer {
+        match self.path.syncer() {
             Some(syncer) => syncer.hand_over(Unsynced {
                 answers: started.into_iter().zip(replies).map(|(call, reply)| (call.reply, call.kind, reply)).collect(),
                 wrote: written.any,
@@ -642,26 +608,6 @@ impl Writer {
                     call.reply.send(reply);
                 }
             }
-        }
-    }
-
-    /// The unsettled hooks as a call of their own, due at `now_ms`.
-    fn settle_call(&mut self, now_ms: u64) -> Call {
-        let mut entries = std::mem::take(&mut self.unsettled);
-        for entry in &mut entries {
-            match super::import::rows_anew(&entry.rows, now_ms) {
-                Ok(rows) => entry.rows = rows,
-                Err(e) => tracing::error!("an unsettled hook's rows do not decode: {e}"),
-            }
-        }
-        Call {
-            kind: Kind::Settle,
-            entries,
-            extra: Batch::new(),
-            deadline: None,
-            now_ms,
-            prefetch_epoch: self.stats.epoch.load(Ordering::Acquire),
-            reply: Reply::Each(Vec::new()),
         }
     }
 
@@ -687,41 +633,17 @@ impl Writer {
     }
 
     /// Plan every call into one group and write it. Entries' bodies and
-    /// envelopes move into the batch and the outcomes, not copied (but for
-    /// a hook-framed intake log, which may send the group back).
+    /// envelopes move into the batch and the outcomes, not copied.
     fn plan_and_write(
         &mut self,
         calls: &mut [Call],
         reread: &HashMap<Vec<u8>, Option<Original>>,
-    ) -> (Vec<Result<Vec<EntryOutcome>, QueueError>>, Written) {
+    ) -> (Replies, Written) {
         let first_seq = self.next_seq;
-        let (mut group, replies, logged) = if self.logs_hooks {
-            let (group, replies, logged) = self.plan_and_log(calls, reread, first_seq);
-            (group, replies, Some(logged))
-        } else {
-            let (group, replies) = self.plan(calls, reread, first_seq, first_seq);
-            (group, replies, None)
-        };
-        // Seqs handed out are never handed out again, whatever happens to
-        // this write: the intake log may hold them even if the store does not.
+        let (mut group, replies) = self.plan(calls, reread, first_seq, first_seq);
         self.next_seq = group.next_seq;
         self.stats.next_seq.store(self.next_seq, Ordering::Relaxed);
-        let mut settling = None;
-        if let Some(logged) = &logged {
-            let leftovers = unsettled_after(calls, logged, &replies, false);
-            if logged.iter().flatten().any(|entry| matches!(entry.logged, Logged::Failed { .. })) {
-                self.stats.last_failure_ms.store(super::now_ms(), Ordering::Relaxed);
-            }
-            let mark = self.next_mark(&group, &leftovers);
-            if mark != self.settled {
-                group.batch.put(Cf::Meta, meta::FLEET_SETTLED.to_vec(), mark.encode());
-            }
-            settling = Some((mark, leftovers));
-        }
         if group.batch.is_empty() {
-            if let Some((_, leftovers)) = settling {
-                self.unsettled = leftovers;
-            }
             return (replies, Written::default());
         }
         group.seal_counters();
@@ -730,18 +652,11 @@ impl Writer {
         }
         match self.write(&group) {
             Ok(()) => {
-                if let Some((mark, leftovers)) = settling {
-                    (self.settled, self.unsettled) = (mark, leftovers);
-                }
                 let written = Written { any: true, hooks: group.hooks };
                 self.committed(group);
                 (replies, written)
             }
             Err(refusal) => {
-                // What the log took and the store did not is unsettled.
-                if let Some(logged) = &logged {
-                    self.unsettled = unsettled_after(calls, logged, &replies, true);
-                }
                 self.stats.last_failure_ms.store(super::now_ms(), Ordering::Relaxed);
                 let refused = replies
                     .into_iter()
@@ -751,18 +666,6 @@ impl Writer {
                 (refused, Written::default())
             }
         }
-    }
-
-    /// The settled mark once this group is written, with `leftovers`
-    /// unsettled: past every hook of this store the log holds, unless one
-    /// may still be there uncommitted.
-    fn next_mark(&mut self, group: &Group, leftovers: &[Prepared]) -> Settled {
-        let base = if self.settled.log == self.log_identity { self.settled.position } else { 0 };
-        let scanned = std::mem::take(&mut self.scanned_through);
-        let position = if leftovers.is_empty() { base.max(group.logged_through).max(scanned) } else { base };
-        let mut seqs: Vec<u64> = leftovers.iter().filter_map(resend_seq).collect();
-        seqs.sort_unstable();
-        Settled { log: self.log_identity.clone(), position, seqs }
     }
 
     /// Plan every call into one group; unlogged seqs start at `next_seq`.
@@ -804,107 +707,6 @@ impl Writer {
             replies.push(reply);
         }
         (group, replies)
-    }
-
-    /// Plan the group and have the hook-framed intake log take its hooks
-    /// before anything is written. Hooks the log already had (a retry that
-    /// reached another node first) become duplicates, hooks it did not take
-    /// are refused, and the group is planned again without them from
-    /// copies of the calls; hooks it took keep their seqs. Each pass turns
-    /// at least one hook into a duplicate or a refusal, so this ends.
-    /// Returns the copies as the log last left them, one list per call.
-    fn plan_and_log(
-        &mut self,
-        calls: &mut [Call],
-        reread: &HashMap<Vec<u8>, Option<Original>>,
-        first_seq: u64,
-    ) -> (Group, Replies, Vec<Vec<Prepared>>) {
-        let mut copies: Vec<(Vec<Prepared>, Batch)> =
-            calls.iter().map(|call| (call.entries.clone(), call.extra.clone())).collect();
-        let mut next_seq = first_seq;
-        let mut logged_through = 0;
-        loop {
-            let (mut group, replies) = self.plan(calls, reread, first_seq, next_seq);
-            let answers = match &self.intake {
-                Some(intake) if !group.to_log.is_empty() => lock(intake).append_hooks(&group.to_log),
-                _ => {
-                    group.logged_through = logged_through;
-                    return (group, replies, copies.into_iter().map(|(entries, _)| entries).collect());
-                }
-            };
-            let answers = match answers {
-                Ok(answers) if answers.len() == group.to_log.len() => answers,
-                wrong => {
-                    let reason = match wrong {
-                        Ok(answers) => format!("{} answers to {} hooks", answers.len(), group.to_log.len()),
-                        Err(e) => e.to_string(),
-                    };
-                    tracing::error!("intake log append failed: {reason}");
-                    vec![Appended::Failed { reason, sent: true }; group.to_log.len()]
-                }
-            };
-            // Unsettled hooks of this store the log did not vouch for this
-            // time: a duplicate of one of them is not acked yet.
-            let vouched = |answer: &Appended, seq: u64| match answer {
-                Appended::Stored { .. } => true,
-                Appended::Duplicate { logged_seq, .. } => *logged_seq == Some(seq),
-                Appended::Failed { .. } => false,
-            };
-            let unvouched: std::collections::HashSet<u64> = group
-                .to_log
-                .iter()
-                .zip(&group.logged_from)
-                .zip(&answers)
-                .filter(|((record, (c, _)), answer)| calls[*c].kind == Kind::Settle && !vouched(answer, record.seq))
-                .map(|((record, _), _)| record.seq)
-                .collect();
-            let mut again = false;
-            for ((record, &(c, e)), answer) in group.to_log.iter().zip(&group.logged_from).zip(answers) {
-                let copy = &mut copies[c].0[e];
-                // Appended again, it must be under the same id.
-                copy.msg_id = record.msg_id.clone();
-                copy.logged = match answer {
-                    Appended::Stored { position } => {
-                        logged_through = logged_through.max(position);
-                        Logged::Under(record.seq)
-                    }
-                    // This very hook, logged before by a round that failed.
-                    Appended::Duplicate { position, logged_seq: Some(seq), .. } if seq == record.seq => {
-                        logged_through = logged_through.max(position);
-                        Logged::Under(record.seq)
-                    }
-                    Appended::Duplicate { logged_seq: Some(seq), .. } if unvouched.contains(&seq) => {
-                        again = true;
-                        Logged::Failed { seq: record.seq, sent: false }
-                    }
-                    Appended::Duplicate { original, .. } => {
-                        again = true;
-                        match super::handoff::decode(&original) {
-                            Ok(handoff) => Logged::Duplicate(Box::new(handoff.envelope)),
-                            Err(err) => {
-                                tracing::warn!(
-                                    "a duplicate's original in the intake log is unreadable ({err}); answering with the retry's own envelope"
-                                );
-                                Logged::Duplicate(Box::new(copy.envelope.clone()))
-                            }
-                        }
-                    }
-                    Appended::Failed { sent, .. } => {
-                        again = true;
-                        Logged::Failed { seq: record.seq, sent }
-                    }
-                };
-            }
-            if !again {
-                group.logged_through = logged_through;
-                return (group, replies, copies.into_iter().map(|(entries, _)| entries).collect());
-            }
-            next_seq = group.next_seq;
-            for (call, (entries, extra)) in calls.iter_mut().zip(&copies) {
-                call.entries = entries.clone();
-                call.extra = extra.clone();
-            }
-        }
     }
 
     /// Decide one entry, adding its writes to the group.
@@ -971,7 +773,7 @@ impl Writer {
             }
         };
         group.hooks += 1;
-        if self.logs_hooks && matches!(entry.logged, Logged::Not | Logged::Resend(_)) {
+        if self.path.is_fleet() && matches!(entry.logged, Logged::Not | Logged::Resend(_)) {
             let msg_id = entry
                 .msg_id
                 .clone()
@@ -1056,11 +858,11 @@ impl Writer {
         Ok(n)
     }
 
-    /// Write the group: in `disk` mode unsynced, for the syncer to cover;
-    /// in `dual` mode to the intake log first, then to the store, both
-    /// synced. The refusal says which copy is missing.
+    /// Write the group: in `disk` and `fleet` mode unsynced, for the
+    /// syncer to cover; in `dual` mode to the intake log first, then to the
+    /// store, both synced. The refusal says which copy is missing.
     fn write(&mut self, group: &Group) -> Result<(), Refusal> {
-        if let Some(syncer) = &self.syncer {
+        if let Some(syncer) = self.path.syncer() {
             if syncer.failed() {
                 return Err(Refusal::StoreUnavailable);
             }
@@ -1077,17 +879,21 @@ impl Writer {
     }
 
     fn write_copies(&mut self, group: &Group) -> Result<(), Refusal> {
+        let log = match &self.path {
+            CommitPath::Dual(dual) => Some(&dual.log),
+            _ => None,
+        };
         // Only batches with hooks go to the intake log: it is a copy of what
         // was acked. (A batch of extra ops alone — a cursor, pen deletes —
         // would be replayed again on every boot, with no seq to tell.)
-        if let Some(intake) = self.intake.as_ref().filter(|_| group.hooks > 0) {
-            let mut intake = lock(intake);
-            if intake.bytes() > self.limits.intake_max_bytes {
-                tracing::warn!(bytes = intake.bytes(), "intake log is over its bound, waiting for a checkpoint");
+        if let Some(log) = log.filter(|_| group.hooks > 0) {
+            let mut log = lock(log);
+            if log.bytes() > self.limits.intake_max_bytes {
+                tracing::warn!(bytes = log.bytes(), "intake log is over its bound, waiting for a checkpoint");
                 return Err(Refusal::IntakePending);
             }
             let last_seq = group.next_seq.saturating_sub(1).max(group.first_seq);
-            if let Err(e) = intake.append(group.first_seq, last_seq, &group.batch.encode()) {
+            if let Err(e) = log.append(group.first_seq, last_seq, &group.batch.encode()) {
                 tracing::error!("intake log append failed: {e}");
                 return Err(Refusal::IntakeUnavailable);
             }
@@ -1095,7 +901,7 @@ impl Writer {
         if let Err(e) = self.store.write(&group.batch, Durability::Synced) {
             tracing::error!("store commit failed: {e}");
             self.stats.write_failed.store(true, Ordering::Release);
-            return Err(match self.intake {
+            return Err(match log {
                 Some(_) => Refusal::Half { missing: super::Side::Store, reason: e.to_string() },
                 None => Refusal::StoreUnavailable,
             });
@@ -1103,21 +909,36 @@ impl Writer {
         Ok(())
     }
 
-    /// The group is written: apply it to memory and make it visible. Its
-    /// hooks count as committed (and wake dispatch) once they are durable.
-    fn committed(&mut self, group: Group) {
-        self.due_floor.note(&group.batch);
+    /// The group is written: apply it to memory and make it visible.
+    fn committed(&mut self, mut group: Group) {
+        let epoch = self.assume(&mut group);
+        self.made_visible(&group, epoch);
+    }
+
+    /// Count what a planned group changes (tenants, dedupe keys and their
+    /// counts) as done, before or after its write; returns the epoch its
+    /// keys are recorded under, for `made_visible` to publish.
+    fn assume(&mut self, group: &mut Group) -> u64 {
         self.tenants.join(&group.joining);
         self.node_keys += group.added_keys;
-        for (tenant, added) in group.keys_by_tenant {
+        for (tenant, added) in group.keys_by_tenant.drain() {
             if let Some(n) = self.tenant_keys.get_mut(&tenant) {
                 *n += added;
             }
         }
-        let epoch = self.stats.epoch.load(Ordering::Relaxed) + 1;
-        self.recent.record(epoch, group.new_keys.into_iter().map(|new| (new.key, new.original)).collect());
-        self.stats.epoch.store(epoch, Ordering::Release);
-        if self.syncer.is_none() {
+        self.last_epoch += 1;
+        let keys = group.new_keys.drain(..).map(|new| (new.key, new.original)).collect();
+        self.recent.record(self.last_epoch, keys);
+        self.last_epoch
+    }
+
+    /// The group is in the store: callers may see it (its `epoch`), and
+    /// dispatch may claim its rows. Its hooks count as committed (and wake
+    /// dispatch) once they are durable.
+    fn made_visible(&mut self, group: &Group, epoch: u64) {
+        self.due_floor.note(&group.batch);
+        self.stats.epoch.fetch_max(epoch, Ordering::Release);
+        if self.path.syncer().is_none() {
             self.stats.count_durable(group.hooks);
         }
         self.checkpoint();
@@ -1127,23 +948,23 @@ impl Writer {
     /// memtables and drop the segments the flush covers — on a thread of
     /// its own, so commits do not wait for the flush.
     fn checkpoint(&mut self) {
-        let Some(intake) = &self.intake else { return };
-        if self.checkpointing.load(Ordering::Acquire) || !lock(intake).wants_checkpoint() {
+        let CommitPath::Dual(dual) = &mut self.path else { return };
+        if dual.checkpointing.load(Ordering::Acquire) || !lock(&dual.log).wants_checkpoint() {
             return;
         }
-        if let Some(done) = self.checkpoint_thread.take() {
+        if let Some(done) = dual.checkpoint_thread.take() {
             let _ = done.join();
         }
-        self.checkpointing.store(true, Ordering::Release);
+        dual.checkpointing.store(true, Ordering::Release);
         // Every seq below this is in a write the flush will cover.
         let through = self.next_seq;
-        let (store, intake, running, stats) =
-            (self.store.clone(), intake.clone(), self.checkpointing.clone(), self.stats.clone());
+        let (store, log, running, stats) =
+            (self.store.clone(), dual.log.clone(), dual.checkpointing.clone(), self.stats.clone());
         let spawned = std::thread::Builder::new().name("ankusa-checkpoint".into()).spawn(move || {
             let result = store
                 .flush()
                 .map_err(|e| e.to_string())
-                .and_then(|()| lock(&intake).truncate_below(through).map_err(|e| e.to_string()));
+                .and_then(|()| lock(&log).truncate_below(through).map_err(|e| e.to_string()));
             match result {
                 Ok(_) => {
                     stats.checkpoints.fetch_add(1, Ordering::Relaxed);
@@ -1153,10 +974,10 @@ impl Writer {
             running.store(false, Ordering::Release);
         });
         match spawned {
-            Ok(thread) => self.checkpoint_thread = Some(thread),
+            Ok(thread) => dual.checkpoint_thread = Some(thread),
             Err(e) => {
                 tracing::warn!("cannot start a checkpoint: {e}");
-                self.checkpointing.store(false, Ordering::Release);
+                dual.checkpointing.store(false, Ordering::Release);
             }
         }
     }
@@ -1210,18 +1031,18 @@ impl Writer {
         if !self.stats.failed() && !self.store.health().failing() {
             return Ok(false);
         }
-        if let Some(syncer) = &self.syncer {
+        if let Some(syncer) = self.path.syncer() {
             syncer.drain();
         }
         self.store.recover()?;
-        if let Some(intake) = &self.intake {
+        if let CommitPath::Dual(dual) = &self.path {
             // `dual`: batches the intake log has and the store lost.
-            let records = lock(intake).replay().map_err(|e| QueueError::Intake(e.to_string()))?;
+            let records = lock(&dual.log).replay().map_err(|e| QueueError::Intake(e.to_string()))?;
             super::apply_intake(self.store.as_ref(), &records)?;
         }
         // `fleet`: hooks the log has and the store lost (written, never
         // synced) are committed again before any other group.
-        let settling = if self.logs_hooks { Some(self.settle_from_log(0)?) } else { None };
+        let settling = if self.path.is_fleet() { Some(self.settle_from_log(0)?) } else { None };
         self.tenants.reload(self.store.as_ref())?;
         self.node_keys = self.store.counter(&counter_key(None, "dedupe_keys"))?;
         self.tenant_keys.clear();
@@ -1230,7 +1051,8 @@ impl Writer {
         self.stats.write_failed.store(false, Ordering::Release);
         self.stats.sync_failed.store(false, Ordering::Release);
         tracing::warn!(store = %self.store.location(), "the store recovered: commits resume");
-        if let Some(call) = settling.filter(|call| !call.entries.is_empty() || self.scanned_through > 0) {
+        let scanned = self.scanned_log();
+        if let Some(call) = settling.filter(|call| !call.entries.is_empty() || scanned) {
             self.commit_group(vec![call]);
         }
         Ok(true)
@@ -1240,9 +1062,9 @@ impl Writer {
     /// tenant): prefetches made before may name keys that are gone, so
     /// every one of them is read again. A new epoch marks them older.
     fn forget_prefetches(&mut self) {
-        let epoch = self.stats.epoch.load(Ordering::Relaxed) + 1;
-        self.stats.epoch.store(epoch, Ordering::Release);
-        self.recent.reset(epoch);
+        self.last_epoch += 1;
+        self.stats.epoch.store(self.last_epoch, Ordering::Release);
+        self.recent.reset(self.last_epoch);
     }
 
     fn set_erasing(&mut self, tenant: &str, erasing: bool) -> Result<(), QueueError> {
@@ -1289,37 +1111,6 @@ impl Writer {
         self.tenant_keys.remove(tenant);
         self.forget_prefetches();
         Ok(removed)
-    }
-}
-
-/// The hooks of a group that the intake log may hold and the store will
-/// not (`store_failed`: its write was refused), to append again: those
-/// whose round failed after they left, unsettled ones the log did not
-/// vouch for, and logged ones whose call or write was refused. Only hooks
-/// with a message id: a retry can meet only those as a duplicate. (One
-/// without, left in the log, is delivered by a takeover of this node, if
-/// one comes; its provider's retry is a hook of its own.)
-fn unsettled_after(calls: &[Call], logged: &[Vec<Prepared>], replies: &Replies, store_failed: bool) -> Vec<Prepared> {
-    let mut unsettled = Vec::new();
-    for ((call, entries), reply) in calls.iter().zip(logged).zip(replies) {
-        let refused = store_failed || reply.is_err();
-        for entry in entries.iter().filter(|entry| entry.msg_id.is_some()) {
-            let seq = match entry.logged {
-                Logged::Failed { seq, sent } if sent || call.kind == Kind::Settle => seq,
-                Logged::Under(seq) if refused => seq,
-                Logged::Resend(seq) => seq,
-                _ => continue,
-            };
-            unsettled.push(Prepared { logged: Logged::Resend(seq), ..entry.clone() });
-        }
-    }
-    unsettled
-}
-
-fn resend_seq(entry: &Prepared) -> Option<u64> {
-    match entry.logged {
-        Logged::Resend(seq) => Some(seq),
-        _ => None,
     }
 }
 
