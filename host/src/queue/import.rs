@@ -2,8 +2,8 @@
 //! this node's seqs, through the writer, so they are logged to this node's
 //! own replicated subject like any hook it acked.
 
+use super::commit::{Call, Kind, Logged, Message, Prepared};
 use super::handoff::Handoff;
-use super::writer::{Call, Kind, Logged, Message, Prepared};
 use super::{DeliveryRow, EntryOutcome, Queue, QueueError, RowState};
 use crate::store::Batch;
 

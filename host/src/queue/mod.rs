@@ -15,6 +15,7 @@
 
 mod archive;
 pub mod codec;
+mod commit;
 mod damage;
 pub mod dedupe;
 mod dlq;
@@ -31,10 +32,8 @@ mod recovery;
 mod reply;
 pub mod rows;
 mod settle;
-mod syncer;
 mod tenants;
 mod transitions;
-mod writer;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -45,6 +44,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 pub use archive::{Archived, archive_key_tenant};
+pub use commit::DEFAULT_DEDUPE_TTL_MS;
 pub use damage::{named_keys, rebuild_index};
 pub use dlq::{DeadEntry, DeadPage, DeadQuery, MAX_EXAMINED, SinkSelector};
 pub use durability::{DurabilityError, SinkDurability, SourceDurability, WalMode, check_durable, validate_config};
@@ -58,13 +58,12 @@ pub use recount::{CounterDrift, Recount, rebuild_counters};
 pub use reply::EntryReply;
 pub use rows::{DeliveryRow, RowState};
 pub use transitions::{ClaimDecision, FinalOutcome, OutcomeLog, Settlement, SourcePending, TenantPending};
-pub use writer::DEFAULT_DEDUPE_TTL_MS;
 
 use crate::intake::{Intake, IntakeLog, IntakeOptions, Replay};
 use crate::store::keys::{self, counters, deliveries, hooks};
 use crate::store::{Batch, Cf, Durability, Scan, Store, StoreError, StoreOptions};
+use commit::{Call, Kind, Logged, Message, Prepared};
 use reply::Reply;
-use writer::{Call, Kind, Logged, Message, Prepared};
 
 /// What became of one entry of an `enqueue` or `release`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -333,7 +332,7 @@ pub struct Queue {
     /// `None` only while closing.
     writer: Option<mpsc::Sender<Message>>,
     writer_thread: Option<std::thread::JoinHandle<()>>,
-    stats: Arc<writer::WriterStats>,
+    stats: Arc<commit::WriterStats>,
     tenants: Arc<tenants::TenantBook>,
     config: QueueConfig,
     /// Serialises row transitions (see `transitions`).
@@ -384,7 +383,7 @@ impl Queue {
         recount::repair_counters_if_damaged(store.as_ref())?;
         let next_seq = recover_next_seq(store.as_ref())?;
         let tenants = Arc::new(tenants::TenantBook::load(store.as_ref())?);
-        let limits = writer::Limits {
+        let limits = commit::Limits {
             dedupe_ttl_ms: config.dedupe_ttl_ms,
             dedupe_max_entries: config.dedupe_max_entries,
             dedupe_max_entries_per_tenant: config.dedupe_max_entries_per_tenant,
@@ -393,7 +392,7 @@ impl Queue {
             archive: config.archive_retention_ms.is_some(),
         };
         let due_floor = Arc::new(transitions::DueFloor::default());
-        let spawned = writer::spawn(writer::WriterParts {
+        let spawned = commit::spawn(commit::WriterParts {
             due_floor: due_floor.clone(),
             store: store.clone(),
             next_seq,

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::writer::{Message, WriterStats};
+use super::commit::{Message, WriterStats};
 use crate::store::Store;
 
 /// How often a failed store is tried again.

@@ -30,11 +30,13 @@ use std::sync::atomic::Ordering;
 
 use tokio::sync::mpsc;
 
-use super::{Call, CommitPath, Group, Kind, Logged, Message, Prepared, Replies, Writer, refuse};
+use super::call::{Call, Kind, Logged, Message, Prepared, Replies, refuse};
+use super::plan::Group;
+use super::syncer::{Syncer, Unsynced};
+use super::{CommitPath, Writer};
 use crate::intake::{Appended, HookLog, Sent};
 use crate::queue::QueueError;
 use crate::queue::settle::{self, Settled};
-use crate::queue::syncer::{Syncer, Unsynced};
 use crate::store::keys::meta;
 use crate::store::{Batch, Cf, Store};
 
@@ -258,7 +260,7 @@ impl Writer {
             return;
         }
         let mut round = Round::new(calls);
-        let reread = match self.reread(&round.calls) {
+        let reread = match self.planner().reread(&round.calls) {
             Ok(reread) => reread,
             Err(e) => {
                 // Answered after every round before it.
@@ -268,7 +270,7 @@ impl Writer {
             }
         };
         let next_seq = self.next_seq;
-        let (group, replies) = self.plan(&mut round.calls, &reread, next_seq, next_seq);
+        let (group, replies) = self.planner().plan(&mut round.calls, &reread, next_seq, next_seq);
         let Some(fleet) = self.fleet() else { return };
         round.sent = fleet.log.send(&group.to_log);
         (round.group, round.replies) = (group, replies);
@@ -309,7 +311,7 @@ impl Writer {
             round.calls.insert(0, settling);
         }
         round.restore();
-        let reread = match self.reread(&round.calls) {
+        let reread = match self.planner().reread(&round.calls) {
             Ok(reread) => reread,
             Err(e) => {
                 let replies = round.calls.iter().map(|_| Err(e.clone())).collect();
@@ -318,7 +320,7 @@ impl Writer {
         };
         loop {
             let next_seq = self.next_seq;
-            let (mut group, replies) = self.plan(&mut round.calls, &reread, next_seq, next_seq);
+            let (mut group, replies) = self.planner().plan(&mut round.calls, &reread, next_seq, next_seq);
             group.logged_through = round.group.logged_through;
             self.hand_out_seqs(group.next_seq);
             let Some(fleet) = self.fleet() else { return };
@@ -439,10 +441,10 @@ impl Writer {
             tracing::warn!("cannot read the tenant book again after a failed round: {e}");
         }
         match self.store.counter(&crate::queue::counter_key(None, "dedupe_keys")) {
-            Ok(keys) => self.node_keys = keys,
+            Ok(keys) => self.ledger.node_keys = keys,
             Err(e) => tracing::warn!("cannot read the dedupe key count again after a failed round: {e}"),
         }
-        self.tenant_keys.clear();
+        self.ledger.tenant_keys.clear();
         self.forget_prefetches();
     }
 
@@ -479,7 +481,7 @@ impl Writer {
             deadline: None,
             now_ms,
             prefetch_epoch: self.stats.epoch.load(Ordering::Acquire),
-            reply: super::Reply::Each(Vec::new()),
+            reply: crate::queue::reply::Reply::Each(Vec::new()),
         }
     }
 

@@ -22,9 +22,10 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::Instant;
 
-use super::reply::Reply;
-use super::writer::{self, Kind, WriterStats};
-use super::{EntryOutcome, QueueError, Refusal};
+use super::call::{Kind, refuse as refused};
+use super::stats::WriterStats;
+use crate::queue::reply::Reply;
+use crate::queue::{EntryOutcome, QueueError, Refusal};
 use crate::store::Store;
 
 /// What the sync thread is handed: a written group, or a barrier answered
@@ -141,7 +142,7 @@ impl Worker {
                 }
             }
             Err(reason) => {
-                self.stats.last_failure_ms.store(super::now_ms(), Ordering::Relaxed);
+                self.stats.last_failure_ms.store(crate::queue::now_ms(), Ordering::Relaxed);
                 for group in groups {
                     refuse(group, &reason);
                 }
@@ -171,6 +172,6 @@ fn answer(group: Unsynced) {
 fn refuse(group: Unsynced, reason: &str) {
     tracing::debug!("refusing a group that no sync covers: {reason}");
     for (reply, kind, outcome) in group.answers {
-        reply.send(writer::refuse(outcome, kind, &Refusal::StoreUnavailable, true));
+        reply.send(refused(outcome, kind, &Refusal::StoreUnavailable, true));
     }
 }
