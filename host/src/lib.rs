@@ -5,8 +5,9 @@
 //! (see `ARCHITECTURE.md`):
 //! - [`store`]: durable storage behind the `Store` trait (RocksDB), and
 //!   every key layout;
-//! - [`intake`]: the intake log behind the `IntakeLog` trait, a second
-//!   durable copy (`wal.mode: dual`);
+//! - [`intake`]: the intake logs: a second durable copy of each group
+//!   behind `IntakeLog` (`wal.mode: dual`), and the replicated log of hooks
+//!   behind `HookLog` (`wal.mode: fleet`);
 //! - [`queue`]: hooks and delivery rows, their formats and states, the
 //!   commit path, the DLQ, job records;
 //! - [`runtime`]: loads sink components and runs deliveries, sandboxed,
