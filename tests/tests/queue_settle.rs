@@ -200,6 +200,22 @@ async fn rounds_in_flight(node: &Node, rounds: usize) {
     }
 }
 
+type Answered = tokio::task::JoinHandle<Result<Vec<EntryOutcome>, ankusa::queue::QueueError>>;
+
+/// Two calls to `node`'s held queue, each its own round: the second is
+/// sent once the first is in the log and unanswered.
+async fn two_rounds(node: &Node, queue: &Arc<Queue>, first: Vec<Entry>, second: Vec<Entry>) -> (Answered, Answered) {
+    let call = |entries: Vec<Entry>| {
+        let queue = queue.clone();
+        tokio::spawn(async move { queue.enqueue(entries, None).await })
+    };
+    let first = call(first);
+    rounds_in_flight(node, 1).await;
+    let second = call(second);
+    rounds_in_flight(node, 2).await;
+    (first, second)
+}
+
 fn entry(key: &str) -> Entry {
     let mut envelope = Envelope::new(
         format!("id-{key}"),
@@ -373,16 +389,7 @@ async fn rounds_go_out_while_earlier_ones_await_their_quorum_and_are_answered_in
     let a = Node::new("a", 1);
     let queue = Arc::new(a.open(dir.path(), &stream));
     a.hold();
-    let first = tokio::spawn({
-        let queue = queue.clone();
-        async move { queue.enqueue(vec![entry("k0"), entry("k1")], None).await }
-    });
-    rounds_in_flight(&a, 1).await;
-    let second = tokio::spawn({
-        let queue = queue.clone();
-        async move { queue.enqueue(vec![entry("k2")], None).await }
-    });
-    rounds_in_flight(&a, 2).await;
+    let (first, second) = two_rounds(&a, &queue, vec![entry("k0"), entry("k1")], vec![entry("k2")]).await;
     assert_eq!(stream.lock().expect("stream").messages.len(), 3, "both rounds are in the log");
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(!first.is_finished() && !second.is_finished(), "nothing is acked before its quorum");
@@ -413,16 +420,8 @@ async fn a_round_that_fails_takes_back_the_rounds_sent_after_it() {
     // lost; the second round, sent before the first is answered, carries
     // k0's retry (planned as a duplicate of the k0 in flight) and k2.
     a.script(&[Fate::Lost, Fate::Landed, Fate::Ack]);
-    let first = tokio::spawn({
-        let queue = queue.clone();
-        async move { queue.enqueue(vec![entry("k0"), entry("k1")], None).await }
-    });
-    rounds_in_flight(&a, 1).await;
-    let second = tokio::spawn({
-        let queue = queue.clone();
-        async move { queue.enqueue(vec![retry("k0", 1), entry("k2")], None).await }
-    });
-    rounds_in_flight(&a, 2).await;
+    let (first, second) =
+        two_rounds(&a, &queue, vec![entry("k0"), entry("k1")], vec![retry("k0", 1), entry("k2")]).await;
     a.release();
     let first = first.await.expect("task").expect("answered");
     let second = second.await.expect("task").expect("answered");
@@ -447,16 +446,7 @@ async fn a_store_write_refused_refuses_the_rounds_sent_after_it_and_loses_none_o
     let a = Node::new("a", 1);
     let queue = Arc::new(a.open(dir.path(), &stream));
     a.hold();
-    let first = tokio::spawn({
-        let queue = queue.clone();
-        async move { queue.enqueue(vec![entry("k0")], None).await }
-    });
-    rounds_in_flight(&a, 1).await;
-    let second = tokio::spawn({
-        let queue = queue.clone();
-        async move { queue.enqueue(vec![retry("k0", 1), entry("k1")], None).await }
-    });
-    rounds_in_flight(&a, 2).await;
+    let (first, second) = two_rounds(&a, &queue, vec![entry("k0")], vec![retry("k0", 1), entry("k1")]).await;
     a.faults.fail_writes.store(true, Ordering::Relaxed);
     a.release();
     let first = first.await.expect("task").expect("answered");

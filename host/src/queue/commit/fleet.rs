@@ -285,17 +285,18 @@ impl Writer {
     pub(super) fn complete_oldest(&mut self, answers: Vec<Appended>) {
         let Some(mut round) = self.fleet().and_then(|fleet| fleet.rounds.pop_front()) else { return };
         if round.absorb(answers) {
-            self.plan_again(round);
+            self.plan_again(Some(round));
         } else {
             self.finish(round);
         }
     }
 
-    /// `first` was not taken whole: it and every round after it are
-    /// planned again as one, on what the store holds, until the log takes
-    /// that group whole.
-    fn plan_again(&mut self, first: Round) {
-        let mut rounds = vec![first];
+    /// A round was not taken whole (`first`) or not written: it (if any)
+    /// and every round in flight after it are planned again as one, on
+    /// what the store holds, until the log takes that group whole. What
+    /// was assumed of them is forgotten first.
+    fn plan_again(&mut self, first: Option<Round>) {
+        let mut rounds: Vec<Round> = first.into_iter().collect();
         while let Some(fleet) = self.fleet() {
             let Some(mut later) = fleet.rounds.pop_front() else { break };
             let answers = fleet.waiter.block_on(later.sent.answers());
@@ -303,6 +304,9 @@ impl Writer {
             rounds.push(later);
         }
         self.forget_assumptions();
+        if rounds.is_empty() {
+            return;
+        }
         let mut round = Round::merge(rounds);
         if self.fleet().is_some_and(|fleet| !fleet.unsettled.is_empty()) {
             let now_ms = crate::queue::now_ms();
@@ -346,14 +350,18 @@ impl Writer {
         if logged.iter().copied().flatten().any(|entry| matches!(entry.logged, Logged::Failed { .. })) {
             self.stats.last_failure_ms.store(crate::queue::now_ms(), Ordering::Relaxed);
         }
-        let mut unsettled = held.clone();
-        unsettled.extend(unsettled_after(&calls, &logged, &replies, false));
-        let mark = self.next_mark(&group, &unsettled, &in_flight);
+        let leftovers = unsettled_after(&calls, &logged, &replies, false);
+        let unsettled_seqs = held.iter().chain(&leftovers).filter_map(resend_seq);
+        let mark = self.next_mark(&group, unsettled_seqs.chain(in_flight).collect());
         if self.fleet().is_some_and(|fleet| mark != fleet.settled) {
             group.batch.put(Cf::Meta, meta::FLEET_SETTLED.to_vec(), mark.encode());
         }
+        let with = |mut held: Vec<Prepared>, more: Vec<Prepared>| {
+            held.extend(more);
+            held
+        };
         if group.batch.is_empty() {
-            self.keep_unsettled(unsettled, None);
+            self.keep_unsettled(with(held, leftovers), None);
             return self.hand_over(calls, replies, 0);
         }
         group.seal_counters();
@@ -362,16 +370,14 @@ impl Writer {
         }
         match self.write(&group) {
             Ok(()) => {
-                self.keep_unsettled(unsettled, Some(mark));
+                self.keep_unsettled(with(held, leftovers), Some(mark));
                 self.made_visible(&group, epoch);
                 self.hand_over(calls, replies, group.hooks);
             }
             Err(refusal) => {
                 // What the log took and the store did not is unsettled,
                 // and every round after this one assumed it.
-                let mut unsettled = held;
-                unsettled.extend(unsettled_after(&calls, &logged, &replies, true));
-                self.keep_unsettled(unsettled, None);
+                self.keep_unsettled(with(held, unsettled_after(&calls, &logged, &replies, true)), None);
                 self.stats.last_failure_ms.store(crate::queue::now_ms(), Ordering::Relaxed);
                 let refused = replies
                     .into_iter()
@@ -379,16 +385,7 @@ impl Writer {
                     .map(|(reply, call)| refuse(reply, call.kind, &refusal, false))
                     .collect();
                 self.hand_over(calls, refused, 0);
-                self.forget_assumptions();
-                let next = self.fleet().and_then(|fleet| {
-                    let mut next = fleet.rounds.pop_front()?;
-                    let answers = fleet.waiter.block_on(next.sent.answers());
-                    next.absorb(answers);
-                    Some(next)
-                });
-                if let Some(next) = next {
-                    self.plan_again(next);
-                }
+                self.plan_again(None);
             }
         }
     }
@@ -426,36 +423,25 @@ impl Writer {
         });
     }
 
-    /// Seqs up to `next_seq` are handed out, whatever becomes of their
-    /// round: the log may hold them even if the store never does.
-    fn hand_out_seqs(&mut self, next_seq: u64) {
-        self.next_seq = self.next_seq.max(next_seq);
-        self.stats.next_seq.store(self.next_seq, Ordering::Relaxed);
-    }
-
-    /// Drop what was assumed of rounds that did not commit: the tenant
-    /// book, the key counts and the window of recent keys are read again
-    /// from the store.
+    /// Drop what was assumed of rounds that did not commit: what the
+    /// writer keeps of the store is read again from it.
     fn forget_assumptions(&mut self) {
-        if let Err(e) = self.tenants.reload(self.store.as_ref()) {
-            tracing::warn!("cannot read the tenant book again after a failed round: {e}");
+        if let Err(e) = self.reload_view() {
+            // The window is forgotten all the same; the counts catch up
+            // with the next reload.
+            tracing::warn!("cannot read the tenant book and key counts again after a failed round: {e}");
+            self.forget_prefetches();
         }
-        match self.store.counter(&crate::queue::counter_key(None, "dedupe_keys")) {
-            Ok(keys) => self.ledger.node_keys = keys,
-            Err(e) => tracing::warn!("cannot read the dedupe key count again after a failed round: {e}"),
-        }
-        self.ledger.tenant_keys.clear();
-        self.forget_prefetches();
     }
 
-    /// The settled mark once this group is written, with `unsettled` held
-    /// and `in_flight` carried by later rounds: past every hook of this
-    /// store the log holds, unless one may still be there uncommitted.
-    fn next_mark(&mut self, group: &Group, unsettled: &[Prepared], in_flight: &[u64]) -> Settled {
+    /// The settled mark once this group is written, with `seqs` still
+    /// unsettled (held, or carried again by later rounds): past every hook
+    /// of this store the log holds, unless one may still be there
+    /// uncommitted.
+    fn next_mark(&mut self, group: &Group, mut seqs: Vec<u64>) -> Settled {
         let Some(fleet) = self.fleet() else { return Settled::default() };
         let base = if fleet.settled.log == fleet.log_identity { fleet.settled.position } else { 0 };
         let scanned = std::mem::take(&mut fleet.scanned_through);
-        let mut seqs: Vec<u64> = unsettled.iter().filter_map(resend_seq).chain(in_flight.iter().copied()).collect();
         let position = if seqs.is_empty() { base.max(group.logged_through).max(scanned) } else { base };
         seqs.sort_unstable();
         Settled { log: fleet.log_identity.clone(), position, seqs }

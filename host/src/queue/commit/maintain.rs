@@ -76,10 +76,7 @@ impl Writer {
         // `fleet`: hooks the log has and the store lost (written, never
         // synced) are committed again before any other group.
         let settling = if self.path.is_fleet() { Some(self.settle_from_log(0)?) } else { None };
-        self.tenants.reload(self.store.as_ref())?;
-        self.ledger.node_keys = self.store.counter(&counter_key(None, "dedupe_keys"))?;
-        self.ledger.tenant_keys.clear();
-        self.forget_prefetches();
+        self.reload_view()?;
         self.due_floor.reset();
         self.stats.write_failed.store(false, Ordering::Release);
         self.stats.sync_failed.store(false, Ordering::Release);
@@ -89,6 +86,17 @@ impl Writer {
             self.commit_group(vec![call]);
         }
         Ok(true)
+    }
+
+    /// Read again from the store what the writer keeps in memory of it:
+    /// the tenant book, the dedupe key counts, and (forgotten) the window
+    /// of recent keys.
+    pub(super) fn reload_view(&mut self) -> Result<(), QueueError> {
+        self.tenants.reload(self.store.as_ref())?;
+        self.ledger.node_keys = self.store.counter(&counter_key(None, "dedupe_keys"))?;
+        self.ledger.tenant_keys.clear();
+        self.forget_prefetches();
+        Ok(())
     }
 
     /// Dedupe keys were deleted outside a commit: every prefetch made

@@ -282,8 +282,7 @@ impl Writer {
     ) -> (Replies, Written) {
         let first_seq = self.next_seq;
         let (mut group, replies) = self.planner().plan(calls, reread, first_seq, first_seq);
-        self.next_seq = group.next_seq;
-        self.stats.next_seq.store(self.next_seq, Ordering::Relaxed);
+        self.hand_out_seqs(group.next_seq);
         if group.batch.is_empty() {
             return (replies, Written::default());
         }
@@ -333,6 +332,13 @@ impl Writer {
     fn committed(&mut self, mut group: Group) {
         let epoch = self.assume(&mut group);
         self.made_visible(&group, epoch);
+    }
+
+    /// Seqs up to `next_seq` are handed out, whatever becomes of their
+    /// group: an intake log may hold them even if the store never does.
+    fn hand_out_seqs(&mut self, next_seq: u64) {
+        self.next_seq = self.next_seq.max(next_seq);
+        self.stats.next_seq.store(self.next_seq, Ordering::Relaxed);
     }
 
     /// Count a planned group's changes as done (see `Ledger::assume`).
