@@ -20,7 +20,8 @@
 //!   intake, leases and takeovers;
 //! - [`replay`]: durable jobs that move rows back into delivery;
 //! - [`tenant`]: runtime sources, rate limits and erasure of tenants;
-//! - [`config`]: `ankusa.yml`, its defaults and checks;
+//! - [`config`]: `ankusa.yml`, composed from each subsystem's settings;
+//! - [`settings`]: what those settings share (secrets, durations);
 //! - [`problem`]: a configuration problem, named by its key;
 //! - [`node`]: the running node, started from a config;
 //! - [`admin`]: the admin API; [`cli`]: the `ankusa` command line;
@@ -44,6 +45,7 @@ pub mod problem;
 pub mod queue;
 pub mod replay;
 pub mod runtime;
+pub mod settings;
 pub mod sinktest;
 pub mod source;
 pub mod store;

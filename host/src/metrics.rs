@@ -15,6 +15,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -86,11 +87,44 @@ pub struct Metrics {
     pub sink_egress_connects: Family<SinkLabels, Gauge>,
     pub sink_egress_denied: Family<SinkLabels, Gauge>,
     registry: Registry,
+    described: Vec<Metric>,
+}
+
+/// One metric as registered: what the metrics reference lists, whether or
+/// not it has samples yet.
+#[derive(Clone, Debug)]
+pub struct Metric {
+    /// Its exposed name, prefix included (a counter adds `_total`).
+    pub name: String,
+    pub kind: &'static str,
+    pub help: &'static str,
+}
+
+/// The registry, and what was registered in it.
+struct Described {
+    registry: Registry,
+    metrics: Vec<Metric>,
+}
+
+impl Described {
+    fn register<M>(&mut self, name: &str, help: &'static str, metric: M)
+    where
+        M: prometheus_client::registry::Metric + TypedMetric,
+    {
+        let kind = match M::TYPE {
+            MetricType::Counter => "counter",
+            MetricType::Gauge => "gauge",
+            MetricType::Histogram => "histogram",
+            _ => "other",
+        };
+        self.metrics.push(Metric { name: format!("ankusa_{name}"), kind, help });
+        self.registry.register(name, help, metric);
+    }
 }
 
 impl Metrics {
     fn new() -> Metrics {
-        let mut registry = Registry::with_prefix("ankusa");
+        let mut registry = Described { registry: Registry::with_prefix("ankusa"), metrics: Vec::new() };
         let ingest_requests = Family::<OutcomeLabels, Counter>::default();
         registry.register("ingest_requests", "Webhook requests answered, by outcome", ingest_requests.clone());
         let commit_seconds = Histogram::new(exponential_buckets(0.000_25, 2.0, 16));
@@ -221,8 +255,14 @@ impl Metrics {
             store_corruption,
             sink_egress_connects,
             sink_egress_denied,
-            registry,
+            registry: registry.registry,
+            described: registry.metrics,
         }
+    }
+
+    /// Every metric registered, in order.
+    pub fn described(&self) -> &[Metric] {
+        &self.described
     }
 
     /// The exposition text (OpenMetrics, which Prometheus scrapes).

@@ -137,7 +137,7 @@ impl Node {
         };
         let erasures = queue.as_ref().map(|q| {
             // Deliveries of an erasing tenant get this long to finish.
-            let grace = Duration::from_millis(config.dispatch.attempt_timeout_ms) + Duration::from_secs(1);
+            let grace = config.dispatch.attempt_timeout + Duration::from_secs(1);
             Erasures::new(q.clone(), sources.clone(), grace)
         });
         if let Some(erasures) = &erasures {

@@ -3,6 +3,7 @@
 //! of the built binary and guest components.
 
 pub mod binary;
+pub mod book;
 pub mod browser;
 pub mod crash;
 pub mod examples;

@@ -187,3 +187,78 @@ fn the_default_configuration_is_the_demo() {
     assert_eq!(printed["node"]["data_dir"], "./data");
     assert_eq!(printed["wal"]["mode"], "disk");
 }
+
+/// Every default is written once, in the subsystem that owns the setting:
+/// what `print-config` shows for a file that sets nothing is each
+/// subsystem's own `Default`, and read back it starts each subsystem
+/// exactly as that subsystem starts by default.
+#[test]
+fn printed_defaults_are_each_subsystems_own() {
+    use ankusa::dispatch::DispatchConfig;
+    use ankusa::edge::batcher::BatcherConfig;
+    use ankusa::edge::{EdgeConfig, HttpSettings, QuarantineSettings, RateLimits};
+    use ankusa::fleet::FleetSettings;
+    use ankusa::queue::{ArchiveSettings, DedupeSettings, QueueConfig, TenantsSettings, WalSettings};
+    use ankusa::runtime::EngineConfig;
+    use ankusa::telemetry::{LogSettings, ObservabilitySettings};
+    use serde_json::to_value;
+
+    let dir = tempfile::tempdir().expect("dir");
+    let path = write_config(dir.path(), "{}\n");
+    let out = ankusa(&["print-config", "--json", "--config", path.to_str().expect("path")], &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let printed: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+
+    let owned = [
+        ("http", to_value(HttpSettings::default())),
+        ("log", to_value(LogSettings::default())),
+        ("observability", to_value(ObservabilitySettings::default())),
+        ("batcher", to_value(BatcherConfig::default())),
+        ("dispatch", to_value(DispatchConfig::default())),
+        ("wal", to_value(WalSettings::default())),
+        ("fleet", to_value(FleetSettings::default())),
+        ("dedupe", to_value(DedupeSettings::default())),
+        ("archive", to_value(ArchiveSettings::default())),
+        ("tenants", to_value(TenantsSettings::default())),
+        ("rate_limits", to_value(RateLimits::default())),
+        ("quarantine", to_value(QuarantineSettings::default())),
+        ("runtime", to_value(EngineConfig::default())),
+    ];
+    for (section, default) in owned {
+        assert_eq!(printed[section], default.expect("serializes"), "`{section}` as printed");
+    }
+    assert_eq!(printed["dispatch"]["retry"]["max_attempts"], 84, "nested sections are printed whole");
+
+    // Read back, the printed file starts every subsystem as its own
+    // default does.
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    let config = ankusa::config::load_str(&text, "printed", &Default::default()).expect("the printed file loads");
+    assert!(ankusa::config::check(&config).is_empty(), "and checks clean");
+    assert_eq!(config.dispatch_config(), DispatchConfig::default());
+    assert_eq!(config.engine_config(), EngineConfig::default());
+    assert_eq!(
+        config.fleet_settings(),
+        FleetSettings { dedupe_window: DedupeSettings::default().ttl, ..FleetSettings::default() }
+    );
+    let debug = |value: &dyn std::fmt::Debug| format!("{value:?}");
+    assert_eq!(debug(&config.edge_config()), debug(&EdgeConfig::default()));
+    let queue = QueueConfig { intake_dir: None, ..config.queue_config() };
+    assert_eq!(debug(&queue), debug(&QueueConfig::default()));
+}
+
+/// The configuration the README shows is one a node accepts.
+#[test]
+fn the_readme_configuration_checks_clean() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).expect("README");
+    let yaml = readme
+        .split("```yaml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the README shows a YAML configuration");
+    let env = [("ORDERS_SIGNING_SECRET", "whsec_x"), ("GH_WEBHOOK_SECRET", "s3cret")]
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .into();
+    let config = ankusa::config::load_str(yaml, "README.md", &env).expect("the README's configuration loads");
+    assert_eq!(ankusa::config::check(&config), Vec::new());
+    assert_eq!(config.sources["github"].sinks, ["orders-api"]);
+}

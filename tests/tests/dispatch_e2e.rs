@@ -29,7 +29,7 @@ struct Node {
 async fn http_sink(runtime: &Runtime, receiver: &Receiver, source: &str) -> Arc<Sink> {
     let mut spec = SinkSpec::new(SinkLabel::new(source, "http"), ComponentSource::Builtin("http".into()));
     spec.options = serde_json::json!({ "url": receiver.url("/hooks"), "secret": SECRET });
-    spec.allow = vec![receiver.origin()];
+    spec.egress.allow = vec![receiver.origin()];
     Arc::new(runtime.load(spec).await.expect("http sink"))
 }
 

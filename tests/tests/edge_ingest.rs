@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use ankusa::edge::batcher::BatcherConfig;
-use ankusa::edge::{Edge, EdgeConfig};
+use ankusa::edge::{Edge, EdgeConfig, HttpSettings};
 use ankusa::queue::{Queue, QueueConfig, SinkDurability, SourceDurability, WalMode, validate_config};
 use ankusa::runtime::{ComponentSource, EngineConfig, Runtime, Sink, SinkLabel, SinkSpec};
 use ankusa::source::DedupeRule;
@@ -31,7 +31,7 @@ async fn log_sink(runtime: &Runtime) -> Arc<Sink> {
 async fn http_sink(runtime: &Runtime, receiver: &Receiver, name: &str) -> Arc<Sink> {
     let mut spec = SinkSpec::new(SinkLabel::new("orders", name), ComponentSource::Builtin("http".into()));
     spec.options = serde_json::json!({ "url": receiver.url("/in") });
-    spec.allow = vec![receiver.origin()];
+    spec.egress.allow = vec![receiver.origin()];
     Arc::new(runtime.load(spec).await.expect("http sink"))
 }
 
@@ -72,7 +72,8 @@ async fn raw(addr: std::net::SocketAddr, request: &[u8], wait: Duration) -> Stri
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_are_answered_before_their_body() {
     let rt = runtime().await;
-    let config = EdgeConfig { max_body_bytes: 1024, ..EdgeConfig::default() };
+    let config =
+        EdgeConfig { http: HttpSettings { max_body_bytes: 1024, ..HttpSettings::default() }, ..EdgeConfig::default() };
     let node = start(config, vec![source("github", vec![log_sink(&rt).await])], Some(QueueConfig::default())).await;
     let wait = Duration::from_secs(2);
 

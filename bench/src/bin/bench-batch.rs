@@ -145,7 +145,7 @@ fn refused(error: ankusa_sdk::ConfigError) -> anyhow::Error {
 async fn load(runtime: &Runtime, component: &str, options: Value, allow: &str) -> anyhow::Result<Arc<Sink>> {
     let mut spec = SinkSpec::new(SinkLabel::new("bench", component), ComponentSource::Builtin(component.into()));
     spec.options = options;
-    spec.allow = vec![allow.to_string()];
+    spec.egress.allow = vec![allow.to_string()];
     spec.limits.concurrency = CONCURRENCY;
     spec.limits.batch.max_hooks = BATCH;
     Ok(Arc::new(runtime.load(spec).await?))

@@ -134,7 +134,7 @@ async fn load(
 ) -> anyhow::Result<Arc<Sink>> {
     let mut spec = SinkSpec::new(SinkLabel::new("bench", component), ComponentSource::Builtin(component.into()));
     spec.options = options;
-    spec.allow = vec![allow.to_string()];
+    spec.egress.allow = vec![allow.to_string()];
     spec.limits.concurrency = CONCURRENCY;
     spec.tls = tls;
     Ok(Arc::new(runtime.load(spec).await?))
@@ -274,8 +274,8 @@ fn main() -> anyhow::Result<()> {
                 let allow = format!("tcp://localhost:{port}");
                 let mut spec = SinkSpec::new(SinkLabel::new("bench", label), ComponentSource::Builtin("redis".into()));
                 spec.options = options(port);
-                spec.allow = vec![allow];
-                spec.allow_networks = vec!["127.0.0.0/8".into(), "::1/128".into()];
+                spec.egress.allow = vec![allow];
+                spec.egress.allow_networks = vec!["127.0.0.0/8".into(), "::1/128".into()];
                 spec.limits.concurrency = CONCURRENCY;
                 spec.tls = tls;
                 let sink = Arc::new(runtime.load(spec).await?);
@@ -334,8 +334,8 @@ fn main() -> anyhow::Result<()> {
             let load_aws = |component: &'static str, options: Value| {
                 let mut spec = SinkSpec::new(SinkLabel::new("bench", component), ComponentSource::Builtin(component.into()));
                 spec.options = options;
-                spec.allow = vec![moto.endpoint()];
-                spec.allow_networks = vec!["127.0.0.0/8".into()];
+                spec.egress.allow = vec![moto.endpoint()];
+                spec.egress.allow_networks = vec!["127.0.0.0/8".into()];
                 spec.limits.concurrency = CONCURRENCY;
                 runtime.load(spec)
             };

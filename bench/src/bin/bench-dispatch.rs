@@ -200,7 +200,10 @@ async fn ingest(name: &str, sink: &Arc<Sink>, dispatching: bool) -> anyhow::Resu
         false => None,
     };
     let edge_config = EdgeConfig {
-        tenant_rate: ankusa::edge::rate::Rate { per_second: 1e9, burst: u32::MAX },
+        rate_limits: ankusa::edge::RateLimits {
+            default: ankusa::edge::rate::Rate { per_second: 1e9, burst: u32::MAX },
+            ..Default::default()
+        },
         ..EdgeConfig::default()
     };
     let edge = Arc::new(Edge::new(edge_config, directory, Some(queue.clone())));
@@ -246,7 +249,7 @@ fn main() -> anyhow::Result<()> {
         let receiver = Receiver::start()?;
         let mut http_spec = SinkSpec::new(SinkLabel::new("http", "http"), ComponentSource::Builtin("http".into()));
         http_spec.options = serde_json::json!({ "url": format!("http://{}/in", receiver.addr) });
-        http_spec.allow = vec![format!("http://{}", receiver.addr)];
+        http_spec.egress.allow = vec![format!("http://{}", receiver.addr)];
         let http = Arc::new(runtime.load(http_spec).await?);
         let http_drain = {
             let dir = tempfile::tempdir()?;

@@ -158,7 +158,10 @@ fn main() -> anyhow::Result<()> {
             forward_headers: Default::default(),
         });
         let edge_config = EdgeConfig {
-            tenant_rate: ankusa::edge::rate::Rate { per_second: 1e9, burst: u32::MAX },
+            rate_limits: ankusa::edge::RateLimits {
+                default: ankusa::edge::rate::Rate { per_second: 1e9, burst: u32::MAX },
+                ..Default::default()
+            },
             ..EdgeConfig::default()
         };
         let edge = Arc::new(Edge::new(edge_config, Arc::new(directory), Some(queue.clone())));

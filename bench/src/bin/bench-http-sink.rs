@@ -136,7 +136,7 @@ fn spec(name: &str, component: ComponentSource, receiver: &Receiver) -> SinkSpec
 fn spec_with(name: &str, component: ComponentSource, receiver: &Receiver, options: serde_json::Value) -> SinkSpec {
     let mut spec = SinkSpec::new(SinkLabel::new("bench", name), component);
     spec.options = options;
-    spec.allow = vec![format!("http://{}", receiver.addr)];
+    spec.egress.allow = vec![format!("http://{}", receiver.addr)];
     spec.limits.concurrency = CONCURRENCY;
     spec
 }

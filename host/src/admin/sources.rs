@@ -15,8 +15,8 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::error::{Body, Params};
 use super::{ApiError, tenant_checked};
-use crate::config::{DedupeKeySection, OnVerifyFailureName, SourceSection, VerifySection};
 use crate::node::Node;
+use crate::source::{DedupeKeySection, OnVerifyFailure, SourceSection, VerifySection};
 use crate::source::{DedupeRule, Origin, Source};
 
 /// A source as written through the API (its tenant is the path's).
@@ -31,7 +31,7 @@ pub struct SourceBody {
     /// `reject` (default), `quarantine` or `accept_flag`.
     #[schema(value_type = Option<String>)]
     #[serde(default)]
-    pub on_verify_failure: OnVerifyFailureName,
+    pub on_verify_failure: OnVerifyFailure,
     /// `{"preset": ...}`, `{"header": ...}` or `{"json_path": ...}`.
     #[schema(value_type = Option<Object>)]
     pub dedupe: Option<DedupeKeySection>,

@@ -150,7 +150,7 @@ async fn verify(store: &std::path::Path, repair: bool) -> anyhow::Result<ExitCod
     }
     eprintln!(
         "error: {} damaged file(s); what they hold cannot be read: `ankusa store verify --repair` makes the \
-         families again from what can be read (see docs/damaged-store.md)",
+         families again from what can be read (see docs/src/operations/damaged-store.md)",
         report.damaged.len()
     );
     Ok(ExitCode::FAILURE)

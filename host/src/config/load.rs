@@ -7,7 +7,10 @@ use serde_norway::Value;
 use thiserror::Error;
 
 use super::{Config, interpolate, validate};
+use crate::dispatch::DispatchConfig;
+use crate::fleet::FleetSettings;
 use crate::problem::Problem;
+use crate::settings::as_millis;
 
 #[derive(Debug, Error)]
 pub enum ConfigError {
@@ -123,8 +126,8 @@ fn fleet_attempt_timeout(tree: &mut Value) {
     }
     let lease = at(tree, "fleet", "lease_ttl_ms")
         .and_then(|v| v.as_u64())
-        .unwrap_or_else(|| super::FleetSection::default().lease_ttl_ms);
-    let timeout = super::DispatchSection::default().attempt_timeout_ms.min(lease / 2).max(1);
+        .unwrap_or_else(|| as_millis(FleetSettings::default().lease_ttl));
+    let timeout = as_millis(DispatchConfig::default().attempt_timeout).min(lease / 2).max(1);
     let Value::Mapping(root) = tree else { return };
     let dispatch = root.entry("dispatch".into()).or_insert_with(|| Value::Mapping(Default::default()));
     if let Value::Mapping(dispatch) = dispatch {
@@ -232,14 +235,14 @@ mod tests {
         let fleet = "wal: {mode: fleet}\nfleet: {nats: [\"nats://127.0.0.1:4222\"], node_id: a, lease_ttl_ms: 4000}\n";
         let env = BTreeMap::new();
         let unset = load_str(fleet, "test", &env).expect("a fleet config without an attempt timeout");
-        assert_eq!(unset.dispatch.attempt_timeout_ms, 2000, "half the lease");
+        assert_eq!(unset.dispatch.attempt_timeout, std::time::Duration::from_millis(2000), "half the lease");
         let long = format!("{fleet}dispatch: {{attempt_timeout_ms: 2001}}\n");
         assert_eq!(problems(&long, &[]), ["dispatch.attempt_timeout_ms"]);
         let within = format!("{fleet}dispatch: {{attempt_timeout_ms: 2000}}\n");
         assert!(problems(&within, &[]).is_empty());
         // Outside a fleet the usual default stands.
         let disk = load_str("wal: {mode: disk}\n", "test", &env).expect("disk");
-        assert_eq!(disk.dispatch.attempt_timeout_ms, 30_000);
+        assert_eq!(disk.dispatch.attempt_timeout, std::time::Duration::from_secs(30));
     }
 
     #[test]

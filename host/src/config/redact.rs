@@ -1,48 +1,26 @@
 //! The configuration as it may be shown (`print-config`, `/v1/config`):
 //! secrets replaced by a marker.
 //!
-//! Our own secret fields are typed ([`super::Secret`]); a sink's options
-//! are the component's business, so there any key that sounds like a
-//! credential is hidden, and so is the password of a URL
-//! (`postgres://user:pass@host`).
+//! Our own secret fields are typed ([`crate::settings::Secret`], an inline
+//! TLS key) and hide themselves while shown; a sink's options are the
+//! component's business, so there any key that sounds like a credential is
+//! hidden, and so is the password of a URL (`postgres://user:pass@host`).
 
 use serde_json::Value;
 
 use super::Config;
-
-pub const REDACTED: &str = "<redacted>";
+use crate::settings::{REDACTED, hiding_secrets};
 
 /// Option keys hidden wherever they appear inside sink options.
 const SECRET_WORDS: [&str; 7] = ["secret", "token", "password", "passwd", "api_key", "apikey", "credential"];
 
 /// `config` as JSON, secrets hidden.
 pub fn redacted(config: &Config) -> Value {
-    let mut value = serde_json::to_value(config).unwrap_or(Value::Null);
-    for path in ["/admin/token", "/fleet/token"] {
-        if let Some(token) = value.pointer_mut(path).filter(|t| !t.is_null()) {
-            *token = Value::String(REDACTED.into());
-        }
-    }
-    if let Some(Value::Object(headers)) = value.pointer_mut("/observability/otlp/headers") {
-        headers.values_mut().for_each(|v| *v = Value::String(REDACTED.into()));
-    }
-    if let Some(Value::Object(sources)) = value.get_mut("sources") {
-        for source in sources.values_mut() {
-            if let Some(secret) = source.pointer_mut("/verify/secret") {
-                *secret = Value::String(REDACTED.into());
-            }
-        }
-    }
+    let mut value = hiding_secrets(|| serde_json::to_value(config)).unwrap_or(Value::Null);
     if let Some(Value::Object(sinks)) = value.get_mut("sinks") {
         for sink in sinks.values_mut() {
             if let Some(options) = sink.get_mut("options") {
                 redact_options(options);
-            }
-            // A private key given inline (a path is not a secret).
-            if let Some(key) =
-                sink.pointer_mut("/tls/key").filter(|k| k.as_str().is_some_and(|k| k.contains("-----BEGIN")))
-            {
-                *key = Value::String(REDACTED.into());
             }
         }
     }
@@ -106,7 +84,7 @@ mod tests {
         let mut config = Config::default();
         config.admin.token = Some(crate::config::Secret("admin-s3cret".into()));
         config.fleet.token = Some(crate::config::Secret("nats-s3cret".into()));
-        config.observability.otlp = Some(crate::config::OtlpSection {
+        config.observability.otlp = Some(crate::telemetry::OtlpSettings {
             endpoint: "http://127.0.0.1:4318".into(),
             protocol: "http/protobuf".into(),
             headers: [("x-api-key".to_string(), crate::config::Secret("otlp-s3cret".into()))].into(),
@@ -115,6 +93,9 @@ mod tests {
         let shown = redacted(&config).to_string();
         assert!(!shown.contains("s3cret"), "{shown}");
         assert!(shown.contains("x-api-key"), "the header's name stays: {shown}");
+        // Stored (sources written through the admin API), secrets stay.
+        let stored = serde_json::to_string(&config).unwrap();
+        assert!(stored.contains("admin-s3cret") && stored.contains("otlp-s3cret"), "{stored}");
     }
 
     #[test]
@@ -123,7 +104,7 @@ mod tests {
         let inline = "-----BEGIN PRIVATE KEY-----\nc2VjcmV0\n-----END PRIVATE KEY-----\n";
         for (name, key) in [("inline", inline), ("file", "/etc/ankusa/client.key")] {
             let tls = crate::runtime::tls::TlsSettings { key: Some(key.into()), ..Default::default() };
-            let sink = crate::config::SinkSection { tls: Some(tls), ..Default::default() };
+            let sink = crate::runtime::SinkSettings { tls: Some(tls), ..Default::default() };
             config.sinks.insert(name.into(), sink);
         }
         let shown = redacted(&config);

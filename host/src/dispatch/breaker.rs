@@ -10,17 +10,38 @@
 
 use std::time::Duration;
 
-#[derive(Clone, Debug, PartialEq)]
+use serde::{Deserialize, Serialize};
+
+use crate::problem::Checker;
+use crate::settings::as_millis;
+
+/// `dispatch.breaker`.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields, default)]
 pub struct BreakerPolicy {
-    /// Consecutive non-permanent failures that open the breaker.
+    /// Consecutive non-permanent failures that open a sink's breaker.
     pub failures: u32,
+    /// How long it stays open first ...
+    #[serde(rename = "open_ms", with = "crate::settings::millis")]
+    #[schema(value_type = u64)]
     pub open_for: Duration,
+    /// ... and at most, doubling after each failed probe.
+    #[serde(rename = "max_open_ms", with = "crate::settings::millis")]
+    #[schema(value_type = u64)]
     pub max_open_for: Duration,
 }
 
 impl Default for BreakerPolicy {
     fn default() -> Self {
         BreakerPolicy { failures: 5, open_for: Duration::from_secs(30), max_open_for: Duration::from_secs(300) }
+    }
+}
+
+impl BreakerPolicy {
+    pub fn check(&self, c: &mut Checker) {
+        c.at_least("failures", u64::from(self.failures), 1);
+        c.at_least_ms("open_ms", self.open_for, 1);
+        c.at_least("max_open_ms", as_millis(self.max_open_for), as_millis(self.open_for));
     }
 }
 

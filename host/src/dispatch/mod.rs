@@ -24,18 +24,22 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use opentelemetry::trace::SpanId;
+use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, mpsc};
 
 pub use breaker::{Breaker, BreakerPolicy, State as BreakerState, Transition};
 pub use policy::{MAX_RETRY_AFTER, Next, RetryPolicy};
 
 use crate::error_class::ErrorClass;
+use crate::problem::Checker;
 use crate::queue::{ClaimDecision, DeliveryRow, Envelope, Queue, QueueError, Settlement, now_ms};
 use crate::runtime::{Outcome, Sink};
 use crate::source::Directory;
 use crate::telemetry::traces::{self, HookTrace};
 
-#[derive(Clone, Debug)]
+/// `dispatch`: how many deliveries run at once, and what a failure costs.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields, default)]
 pub struct DispatchConfig {
     /// Deliveries running at once, all sinks together.
     pub concurrency: usize,
@@ -45,12 +49,16 @@ pub struct DispatchConfig {
     pub claim_batch: usize,
     /// Claimed rows (running or waiting for a slot) at most.
     pub max_inflight: usize,
+    /// Bodies of claimed rows, in bytes, at most.
     pub max_inflight_bytes: u64,
     /// Rows waiting per key beyond this are parked, so one stuck sink
     /// cannot fill the window.
+    #[serde(skip)]
     pub max_waiting_per_key: usize,
     /// Bounds every attempt (the runtime enforces it with epochs and an
     /// async timeout).
+    #[serde(rename = "attempt_timeout_ms", with = "crate::settings::millis")]
+    #[schema(value_type = u64)]
     pub attempt_timeout: Duration,
     pub retry: RetryPolicy,
     pub breaker: BreakerPolicy,
@@ -69,6 +77,27 @@ impl Default for DispatchConfig {
             retry: RetryPolicy::default(),
             breaker: BreakerPolicy::default(),
         }
+    }
+}
+
+impl DispatchConfig {
+    pub fn check(&self, c: &mut Checker) {
+        c.within("concurrency", self.concurrency as u64, 1, 65_536);
+        c.at_least("sink_concurrency", self.sink_concurrency as u64, 1);
+        if self.concurrency >= 1 && self.sink_concurrency > self.concurrency {
+            c.add(
+                "sink_concurrency",
+                format!(
+                    "{} is above dispatch.concurrency ({}): one sink cannot use more",
+                    self.sink_concurrency, self.concurrency
+                ),
+            );
+        }
+        c.within("claim_batch", self.claim_batch as u64, 1, 65_536);
+        c.at_least("max_inflight", self.max_inflight as u64, self.claim_batch as u64);
+        c.within_ms("attempt_timeout_ms", self.attempt_timeout, 1, 3_600_000);
+        self.retry.check(&mut c.section("retry"));
+        self.breaker.check(&mut c.section("breaker"));
     }
 }
 

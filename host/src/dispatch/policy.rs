@@ -2,16 +2,28 @@
 
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
 use crate::error_class::ErrorClass;
+use crate::problem::Checker;
+use crate::settings::as_millis;
 
 /// `Retry-After` is honoured up to this much.
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
 
-#[derive(Clone, Debug, PartialEq)]
+/// `dispatch.retry`.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields, default)]
 pub struct RetryPolicy {
     /// The first backoff; each next one is `factor` times longer.
+    #[serde(rename = "initial_ms", with = "crate::settings::millis")]
+    #[schema(value_type = u64)]
     pub initial: Duration,
+    /// Each backoff is this many times the one before.
     pub factor: f64,
+    /// The longest backoff.
+    #[serde(rename = "max_ms", with = "crate::settings::millis")]
+    #[schema(value_type = u64)]
     pub max: Duration,
     /// Attempts in all, the first included; then the row is dead.
     pub max_attempts: u32,
@@ -27,6 +39,20 @@ impl Default for RetryPolicy {
             max: Duration::from_secs(300),
             max_attempts: 84,
             jitter: 0.2,
+        }
+    }
+}
+
+impl RetryPolicy {
+    pub fn check(&self, c: &mut Checker) {
+        c.at_least_ms("initial_ms", self.initial, 1);
+        c.at_least("max_ms", as_millis(self.max), as_millis(self.initial));
+        c.at_least("max_attempts", u64::from(self.max_attempts), 1);
+        if !(self.factor.is_finite() && (1.0..=100.0).contains(&self.factor)) {
+            c.add("factor", format!("{} is out of range: between 1 and 100", self.factor));
+        }
+        if !(self.jitter.is_finite() && (0.0..1.0).contains(&self.jitter)) {
+            c.add("jitter", format!("{} is out of range: at least 0, below 1", self.jitter));
         }
     }
 }

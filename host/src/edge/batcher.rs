@@ -21,21 +21,29 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
+use crate::problem::Checker;
 use crate::queue::{Entry, EntryOutcome, EntryReply, Queue, QueueError};
 
-#[derive(Clone, Debug)]
+/// `batcher`: the bounded queues between request handlers and the writer.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields, default)]
 pub struct BatcherConfig {
+    /// Partitions, each gathering records into calls to the writer.
     pub partitions: usize,
+    /// Records per call to the writer at most.
     pub max_batch: usize,
     /// Records buffered or in flight, at most.
     pub max_queue: usize,
     /// Bytes of bodies buffered or in flight, at most.
     pub max_queue_bytes: u64,
     /// How long a record may wait to get into a commit.
+    #[serde(rename = "deadline_ms", with = "crate::settings::millis")]
+    #[schema(value_type = u64)]
     pub deadline: Duration,
 }
 
@@ -48,6 +56,15 @@ impl Default for BatcherConfig {
             max_queue_bytes: 256 << 20,
             deadline: Duration::from_secs(15),
         }
+    }
+}
+
+impl BatcherConfig {
+    pub fn check(&self, c: &mut Checker) {
+        c.within("partitions", self.partitions as u64, 1, 64);
+        c.within("max_batch", self.max_batch as u64, 1, 65_536);
+        c.at_least("max_queue", self.max_queue as u64, self.max_batch as u64);
+        c.at_least_ms("deadline_ms", self.deadline, 1);
     }
 }
 

@@ -10,9 +10,6 @@ use crate::queue::Envelope;
 use crate::runtime::Outcome;
 use crate::source::Source;
 
-/// The default deadline for all sinks together.
-pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(8);
-
 /// Why a direct publish was not confirmed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Unconfirmed {

@@ -129,7 +129,7 @@ fn content_length(headers: &HeaderMap) -> Option<u64> {
 async fn handle(edge: Arc<Edge>, source: Option<Arc<Source>>, request: Request) -> Answer {
     let arrived = SystemTime::now();
     let Some(source) = source else { return error(StatusCode::NOT_FOUND, "unknown_source") };
-    let max = edge.config.max_body_bytes;
+    let max = edge.config.http.max_body_bytes;
     let (parts, body) = request.into_parts();
     if content_length(&parts.headers).is_some_and(|len| len > max) {
         return error(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large");
@@ -137,7 +137,7 @@ async fn handle(edge: Arc<Edge>, source: Option<Arc<Source>>, request: Request) 
     if !parts.headers.values().all(visible) {
         return error(StatusCode::BAD_REQUEST, "invalid_header");
     }
-    let body = match read_body(body, max, edge.config.body_timeout).await {
+    let body = match read_body(body, max, edge.config.http.body_timeout).await {
         Ok(body) => body,
         Err(response) => return response,
     };
@@ -229,7 +229,7 @@ fn quarantine(edge: &Edge, source: &Source, envelope: &Envelope, now: Duration) 
             wait.as_secs_f64().ceil() as u64,
         );
     }
-    match queue.quarantine(envelope, edge.config.quarantine_max_bytes) {
+    match queue.quarantine(envelope, edge.config.quarantine.max_bytes) {
         Ok(()) => reply(StatusCode::ACCEPTED, "quarantined", json!({ "status": "quarantined", "id": envelope.id })),
         Err(QueueError::QuarantineFull) => unavailable("quarantine_full"),
         Err(e) => {

@@ -10,10 +10,11 @@ pub mod framing;
 mod ingest;
 pub mod rate;
 pub mod server;
+mod settings;
 
 pub use framing::DEFAULT_MAX_LINE;
 pub use ingest::readiness;
 pub use server::{
-    DEFAULT_MAX_HEADER_BYTES, Edge, EdgeConfig, Limits, MIN_MAX_HEADER_BYTES, Mode, Refusal, router, serve,
-    serve_router,
+    DEFAULT_MAX_HEADER_BYTES, Edge, Limits, MIN_MAX_HEADER_BYTES, Mode, Refusal, router, serve, serve_router,
 };
+pub use settings::{EdgeConfig, HttpSettings, QuarantineSettings, RateLimits};

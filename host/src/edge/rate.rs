@@ -7,12 +7,25 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-#[derive(Clone, Copy, Debug, PartialEq)]
+use serde::{Deserialize, Serialize};
+
+use crate::problem::Checker;
+
+/// A rate limit as written in settings (`rate`, `burst`).
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct Rate {
     /// Sustained requests per second.
+    #[serde(rename = "rate")]
     pub per_second: f64,
     /// Requests allowed at once on top of the rate.
     pub burst: u32,
+}
+
+impl Rate {
+    pub fn check(&self, c: &mut Checker) {
+        c.rate(self.per_second, self.burst);
+    }
 }
 
 /// A limiter over many keys.

@@ -17,11 +17,12 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 
-use super::batcher::{Batcher, BatcherConfig};
+use super::batcher::Batcher;
 pub use super::framing::Refusal;
 use super::framing::{Followed, Framing, Watch};
-use super::rate::{Gcra, Rate};
-use crate::queue::{DEFAULT_PEN_BYTES, Queue};
+use super::rate::Gcra;
+pub use super::settings::EdgeConfig;
+use crate::queue::Queue;
 use crate::source::Directory;
 
 /// The default limit on a request head.
@@ -31,49 +32,6 @@ pub const DEFAULT_MAX_HEADER_BYTES: usize = 64 << 10;
 const HEAD_SLACK: usize = 1024;
 /// The smallest head limit: hyper's read buffer cannot be smaller.
 pub const MIN_MAX_HEADER_BYTES: usize = 8 << 10;
-
-#[derive(Clone, Debug)]
-pub struct EdgeConfig {
-    /// Bodies larger than this are refused (`413`), before reading when
-    /// `Content-Length` says so.
-    pub max_body_bytes: u64,
-    /// A request head (request line and headers) larger than this is
-    /// refused `431` before it is parsed; at least 8 KiB.
-    pub max_header_bytes: usize,
-    /// A client must send its request head within this.
-    pub header_timeout: Duration,
-    /// ... and its body within this.
-    pub body_timeout: Duration,
-    /// Serve `/webhooks/{tenant}/{source}` too.
-    pub tenant_routing: bool,
-    /// Each tenant's rate, charged after verification.
-    pub tenant_rate: Rate,
-    pub tenant_rates: HashMap<String, Rate>,
-    /// Each source's quarantine bucket.
-    pub quarantine_rate: Rate,
-    pub quarantine_max_bytes: u64,
-    /// Direct mode: the deadline for all sinks together.
-    pub direct_deadline: Duration,
-    pub batcher: BatcherConfig,
-}
-
-impl Default for EdgeConfig {
-    fn default() -> Self {
-        EdgeConfig {
-            max_body_bytes: 8 << 20,
-            max_header_bytes: DEFAULT_MAX_HEADER_BYTES,
-            header_timeout: Duration::from_secs(10),
-            body_timeout: Duration::from_secs(30),
-            tenant_routing: false,
-            tenant_rate: Rate { per_second: 5000.0, burst: 10_000 },
-            tenant_rates: HashMap::new(),
-            quarantine_rate: Rate { per_second: 20.0, burst: 100 },
-            quarantine_max_bytes: DEFAULT_PEN_BYTES,
-            direct_deadline: super::direct::DEFAULT_DEADLINE,
-            batcher: BatcherConfig::default(),
-        }
-    }
-}
 
 /// Where accepted hooks go.
 pub enum Mode {
@@ -99,8 +57,11 @@ impl Edge {
             None => Mode::Direct,
         };
         Edge {
-            tenant_limits: Gcra::new(config.tenant_rate, config.tenant_rates.clone()),
-            pen_limits: Gcra::new(config.quarantine_rate, HashMap::new()),
+            tenant_limits: Gcra::new(
+                config.rate_limits.default,
+                config.rate_limits.tenants.iter().map(|(t, r)| (t.clone(), *r)).collect(),
+            ),
+            pen_limits: Gcra::new(config.quarantine.rate(), HashMap::new()),
             config,
             directory,
             mode,
@@ -120,7 +81,7 @@ pub fn router(edge: Arc<Edge>) -> Router {
         .route("/health", get(super::ingest::health))
         .route("/ready", get(super::ingest::ready))
         .route("/webhooks/{source}", post(super::ingest::ingest));
-    if edge.config.tenant_routing {
+    if edge.config.http.tenant_routing {
         router = router.route("/webhooks/{tenant}/{source}", post(super::ingest::ingest_for_tenant));
     }
     router.with_state(edge)
@@ -129,8 +90,8 @@ pub fn router(edge: Arc<Edge>) -> Router {
 /// Serve `edge` on `listener` until `shutdown` resolves.
 pub async fn serve(listener: TcpListener, edge: Arc<Edge>, shutdown: impl Future<Output = ()>) {
     let limits = Limits {
-        header_timeout: edge.config.header_timeout,
-        max_head: edge.config.max_header_bytes,
+        header_timeout: edge.config.http.header_timeout,
+        max_head: edge.config.http.max_header_bytes,
         max_line: super::framing::DEFAULT_MAX_LINE,
     };
     serve_router(listener, router(edge), limits, refused, shutdown).await;

@@ -31,14 +31,13 @@
 
 mod lease;
 pub mod outcomes;
+mod settings;
 mod setup;
 mod status;
 mod takeover;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 use thiserror::Error;
 
@@ -47,36 +46,8 @@ use crate::store::keys::meta;
 use crate::store::{Batch, Cf, Durability, Store};
 
 pub use lease::{Lease, Taken, TakenState};
+pub use settings::{FleetSettings, TlsFiles};
 pub use status::{FleetStatus, NodeStatus, PublishFigures};
-
-/// Everything a fleet node needs to know, from `ankusa.yml`'s `fleet`.
-#[derive(Clone, Debug)]
-pub struct FleetSettings {
-    pub servers: Vec<String>,
-    pub stream: String,
-    pub replicas: usize,
-    pub node_id: String,
-    /// A lease not renewed for this long has lapsed.
-    pub lease_ttl: Duration,
-    pub publish_timeout: Duration,
-    pub connect_timeout: Duration,
-    /// How long the stream keeps a hook (its `max_age`).
-    pub retention: Duration,
-    /// The stream's duplicate window (`dedupe.ttl`).
-    pub dedupe_window: Duration,
-    pub credentials: Option<PathBuf>,
-    pub token: Option<String>,
-    pub tls: TlsFiles,
-    pub subjects: Subjects,
-}
-
-#[derive(Clone, Debug, Default)]
-pub struct TlsFiles {
-    pub ca_file: Option<PathBuf>,
-    pub cert_file: Option<PathBuf>,
-    pub key_file: Option<PathBuf>,
-    pub required: bool,
-}
 
 /// The names a fleet uses, from its stream's name.
 #[derive(Clone, Debug)]
@@ -196,7 +167,7 @@ impl Fleet {
         JetStreamLog::new(
             streams,
             tokio::runtime::Handle::current(),
-            self.settings.subjects.hooks(&self.settings.node_id),
+            self.settings.subjects().hooks(&self.settings.node_id),
             self.store_id,
             self.settings.publish_timeout,
             self.publish.clone(),

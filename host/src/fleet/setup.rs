@@ -30,7 +30,7 @@ pub async fn connect(settings: &FleetSettings) -> Result<Connected, FleetError> 
             .map_err(|e| FleetError::Credentials { path: path.display().to_string(), reason: e.to_string() })?;
     }
     if let Some(token) = &settings.token {
-        options = options.token(token.clone());
+        options = options.token(token.0.clone());
     }
     if let Some(ca) = &settings.tls.ca_file {
         options = options.add_root_certificates(ca.clone());
@@ -63,7 +63,7 @@ pub async fn connect(settings: &FleetSettings) -> Result<Connected, FleetError> 
 fn wanted_stream(settings: &FleetSettings) -> stream::Config {
     stream::Config {
         name: settings.stream.clone(),
-        subjects: vec![settings.subjects.all_hooks(), settings.subjects.all_outcomes()],
+        subjects: vec![settings.subjects().all_hooks(), settings.subjects().all_outcomes()],
         storage: stream::StorageType::File,
         num_replicas: settings.replicas,
         max_age: settings.retention,
@@ -129,7 +129,7 @@ fn differences(wanted: &stream::Config, found: &stream::Config) -> Vec<String> {
 }
 
 async fn ensure_bucket(context: &jetstream::Context, settings: &FleetSettings) -> Result<kv::Store, FleetError> {
-    let name = settings.subjects.bucket();
+    let name = settings.subjects().bucket();
     if let Ok(bucket) = context.get_key_value(&name).await {
         return Ok(bucket);
     }
@@ -165,7 +165,7 @@ async fn ensure_bodies(
     context: &jetstream::Context,
     settings: &FleetSettings,
 ) -> Result<object_store::ObjectStore, FleetError> {
-    let name = settings.subjects.bodies();
+    let name = settings.subjects().bodies();
     if let Ok(bucket) = context.get_object_store(&name).await {
         return Ok(bucket);
     }

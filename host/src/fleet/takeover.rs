@@ -70,7 +70,7 @@ impl Fleet {
     async fn claim(&self, node: &str) -> Result<Option<(Taken, u64)>, FleetError> {
         let key = taken_key(node);
         let stream = self.stream_now().await?;
-        let last = self.last_position(&self.settings.subjects.hooks(node)).await?;
+        let last = self.last_position(&self.settings.subjects().hooks(node)).await?;
         let previous = self.read::<Taken>(&key).await?;
         // Positions of another stream (this one deleted and made again
         // since) say nothing here: the subject is read from its start.
@@ -151,7 +151,7 @@ impl Fleet {
             return Ok(moved);
         }
         let outcomes = self.read_outcomes(node).await?;
-        let subject = self.settings.subjects.hooks(node);
+        let subject = self.settings.subjects().hooks(node);
         let mut reader = self.reader(Read::Exact, &subject, from, through).await?;
         let mut batch = Vec::new();
         while let Some(message) = reader.next().await.map_err(FleetError::Nats)? {
@@ -230,7 +230,7 @@ impl Fleet {
         &self,
         node: &str,
     ) -> Result<HashMap<(String, u64), HashMap<u16, FinalOutcome>>, FleetError> {
-        let subject = self.settings.subjects.outcomes(node);
+        let subject = self.settings.subjects().outcomes(node);
         let mut all: HashMap<(String, u64), HashMap<u16, FinalOutcome>> = HashMap::new();
         let through = self.last_position(&subject).await?;
         let mut reader = self.reader(Read::Batched, &subject, 1, through).await?;
@@ -348,7 +348,7 @@ impl Fleet {
     /// published again after a failed round, landing after the claim), so
     /// dropping what the peer took keeps these.
     async fn logged_past(&self, taken: &Taken) -> Result<std::collections::HashSet<u64>, FleetError> {
-        let subject = self.settings.subjects.hooks(self.node());
+        let subject = self.settings.subjects().hooks(self.node());
         let from = if taken.of_stream(&self.stream_now().await?) { taken.through + 1 } else { 1 };
         let last = self.last_position(&subject).await?;
         let own = format!("{:016x}", self.store_id);
@@ -388,7 +388,7 @@ impl Fleet {
         let publisher = self.outcomes.get_or_init(|| {
             outcomes::Publisher::start(
                 self.connection.context.clone(),
-                self.settings.subjects.outcomes(self.node()),
+                self.settings.subjects().outcomes(self.node()),
                 format!("{:016x}", self.store_id),
             )
         });

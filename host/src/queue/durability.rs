@@ -7,7 +7,9 @@
 
 use thiserror::Error;
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// `wal.mode`: where a hook is durable before it is acked.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
 pub enum WalMode {
     /// The store is the durable queue.
     #[default]

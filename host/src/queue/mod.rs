@@ -31,6 +31,7 @@ mod recount;
 mod recovery;
 mod reply;
 pub mod rows;
+mod settings;
 mod settle;
 mod tenants;
 mod transitions;
@@ -44,7 +45,6 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 pub use archive::{Archived, archive_key_tenant};
-pub use commit::DEFAULT_DEDUPE_TTL_MS;
 pub use damage::{named_keys, rebuild_index};
 pub use dlq::{DeadEntry, DeadPage, DeadQuery, MAX_EXAMINED, SinkSelector};
 pub use durability::{DurabilityError, SinkDurability, SourceDurability, WalMode, check_durable, validate_config};
@@ -57,6 +57,7 @@ pub use records::record_write;
 pub use recount::{CounterDrift, Recount, rebuild_counters};
 pub use reply::EntryReply;
 pub use rows::{DeliveryRow, RowState};
+pub use settings::{ArchiveSettings, DEFAULT_DEDUPE_TTL_MS, DedupeSettings, TenantsSettings, WalSettings};
 pub use transitions::{ClaimDecision, FinalOutcome, OutcomeLog, Settlement, SourcePending, TenantPending};
 
 use crate::intake::{Intake, IntakeLog, IntakeOptions, Replay};
@@ -260,26 +261,6 @@ impl Clock {
     pub fn advance(&self, by_ms: u64) {
         if let Clock::Manual(at) = self {
             at.fetch_add(by_ms, Ordering::SeqCst);
-        }
-    }
-}
-
-impl Default for QueueConfig {
-    fn default() -> Self {
-        QueueConfig {
-            wal: WalMode::Disk,
-            intake_dir: None,
-            intake_segment_bytes: 64 << 20,
-            intake_max_bytes: 4 << 30,
-            dedupe_ttl_ms: DEFAULT_DEDUPE_TTL_MS,
-            dedupe_max_entries: None,
-            dedupe_max_entries_per_tenant: None,
-            tenants_max: None,
-            archive_retention_ms: None,
-            store_wal_max_bytes: crate::store::DEFAULT_WAL_MAX_BYTES,
-            disk_reserve_bytes: DEFAULT_DISK_RESERVE_BYTES,
-            store_faults: None,
-            clock: Clock::System,
         }
     }
 }

@@ -19,29 +19,53 @@ pub const SQS: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/sqs.wa
 pub const S3: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/s3.wasm"));
 pub const FILE: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/file.wasm"));
 
-const SHIPPED: &[(&str, &[u8])] = &[
-    ("log", LOG),
-    ("http", HTTP),
-    ("redis", REDIS),
-    ("nats", NATS),
-    ("postgres", POSTGRES),
-    ("rabbitmq", RABBITMQ),
-    ("mqtt", MQTT),
-    ("mysql", MYSQL),
-    ("kafka", KAFKA),
-    ("sqs", SQS),
-    ("s3", S3),
-    ("file", FILE),
+/// A sink shipped inside the binary.
+pub struct Shipped {
+    pub name: &'static str,
+    pub bytes: &'static [u8],
+    /// Deliveries at once unless the sink says (`None`: the node's
+    /// `dispatch.sink_concurrency`). The `file` sink appends one delivery
+    /// at a time: appends from several instances could interleave lines
+    /// longer than one write.
+    pub concurrency: Option<usize>,
+    /// It writes into a directory it must be given (`directory:`).
+    pub needs_directory: bool,
+}
+
+const fn shipped(name: &'static str, bytes: &'static [u8]) -> Shipped {
+    Shipped { name, bytes, concurrency: None, needs_directory: false }
+}
+
+/// Every shipped sink: the one list the configuration, its checks and the
+/// documentation's names come from.
+pub const SHIPPED: &[Shipped] = &[
+    shipped("log", LOG),
+    shipped("http", HTTP),
+    shipped("redis", REDIS),
+    shipped("nats", NATS),
+    shipped("postgres", POSTGRES),
+    shipped("rabbitmq", RABBITMQ),
+    shipped("mqtt", MQTT),
+    shipped("mysql", MYSQL),
+    shipped("kafka", KAFKA),
+    shipped("sqs", SQS),
+    shipped("s3", S3),
+    Shipped { name: "file", bytes: FILE, concurrency: Some(1), needs_directory: true },
 ];
+
+/// The shipped sink called `name`.
+pub fn find(name: &str) -> Option<&'static Shipped> {
+    SHIPPED.iter().find(|s| s.name == name)
+}
 
 /// The bytes of the built-in sink called `name`.
 pub fn builtin(name: &str) -> Option<&'static [u8]> {
-    SHIPPED.iter().find(|(n, _)| *n == name).map(|(_, bytes)| *bytes)
+    find(name).map(|s| s.bytes)
 }
 
 /// Names of every built-in sink.
 pub fn names() -> impl Iterator<Item = &'static str> {
-    SHIPPED.iter().map(|(n, _)| *n)
+    SHIPPED.iter().map(|s| s.name)
 }
 
 /// Where this build left every compiled guest, test sinks included

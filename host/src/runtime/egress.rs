@@ -351,6 +351,44 @@ impl EgressCounter {
     }
 }
 
+/// A sink's egress settings, as written (`allow`, `allow_networks`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EgressSettings {
+    /// `scheme://host[:port]` entries the sink may reach.
+    pub allow: Vec<String>,
+    /// Private networks (CIDR) the sink may reach by name.
+    pub allow_networks: Vec<String>,
+}
+
+impl EgressSettings {
+    /// Each entry that does not parse, under its key.
+    pub fn check(&self, c: &mut crate::problem::Checker) {
+        for (i, entry) in self.allow.iter().enumerate() {
+            if let Err(e) = AllowEntry::parse(entry) {
+                c.add(&format!("allow[{i}]"), e.to_string());
+            }
+        }
+        for (i, entry) in self.allow_networks.iter().enumerate() {
+            if let Err(e) = Network::parse(entry) {
+                c.add(&format!("allow_networks[{i}]"), e.to_string());
+            }
+        }
+    }
+
+    pub fn policy(&self) -> Result<EgressPolicy, PolicyError> {
+        EgressPolicy::new(&self.allow, &self.allow_networks)
+    }
+}
+
+/// What the network capabilities (HTTP and sockets) share of one sink:
+/// where it may connect, how its names resolve, and its counts.
+#[derive(Clone)]
+pub struct Egress {
+    pub policy: Arc<EgressPolicy>,
+    pub resolver: Resolver,
+    pub counter: Arc<EgressCounter>,
+}
+
 /// The complete egress policy of one sink.
 #[derive(Clone, Debug, Default)]
 pub struct EgressPolicy {

@@ -7,29 +7,59 @@
 //! interruption bounds guest CPU time; one thread per engine advances the
 //! epoch every `epoch_tick`, and stops when the engine is dropped.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
 use wasmtime::component::Linker;
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::capability;
 use super::error::RuntimeError;
 use super::state::InstanceState;
+use crate::problem::Checker;
 
-#[derive(Clone, Debug)]
+/// `runtime`: the engine every sink of the node shares.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields, default)]
 pub struct EngineConfig {
-    /// Instances that may exist at once, across every sink of the node.
+    /// Sink instances that may exist at once, across the node.
     pub max_instances: u32,
     /// The largest linear memory any instance may have (per-sink caps are
     /// at most this).
+    #[serde(rename = "max_memory_mib", with = "crate::settings::mebibytes")]
+    #[schema(value_type = u32)]
     pub max_memory_bytes: usize,
     /// How often the epoch advances: the granularity of CPU deadlines.
+    #[serde(rename = "epoch_tick_ms", with = "crate::settings::millis")]
+    #[schema(value_type = u64)]
     pub epoch_tick: Duration,
+    /// Compiled components (default `<data_dir>/components`).
+    #[schema(value_type = Option<String>)]
+    pub cache_dir: Option<PathBuf>,
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { max_instances: 256, max_memory_bytes: 64 << 20, epoch_tick: Duration::from_millis(10) }
+        EngineConfig {
+            max_instances: 256,
+            max_memory_bytes: 64 << 20,
+            epoch_tick: Duration::from_millis(10),
+            cache_dir: None,
+        }
+    }
+}
+
+impl EngineConfig {
+    /// The memory cap in MiB, as `runtime.max_memory_mib` says it.
+    pub fn max_memory_mib(&self) -> u64 {
+        (self.max_memory_bytes >> 20) as u64
+    }
+
+    pub fn check(&self, c: &mut Checker) {
+        c.within("max_instances", u64::from(self.max_instances), 1, 100_000);
+        c.within("max_memory_mib", self.max_memory_mib(), 1, 4_096);
+        c.within_ms("epoch_tick_ms", self.epoch_tick, 1, 1_000);
     }
 }
 

@@ -34,6 +34,7 @@ mod instance;
 pub mod labels;
 pub mod outcome;
 mod pool;
+mod settings;
 mod sink;
 mod state;
 pub mod tls;
@@ -53,12 +54,13 @@ pub use error::{ComponentError, LoadError, RuntimeError};
 pub use labels::SinkLabel;
 pub use outcome::{Failure, Outcome};
 pub use pool::PoolSnapshot;
+pub use settings::{SinkDefaults, SinkSettings};
 pub use sink::{BatchLimits, ComponentSource, Sink, SinkLimits, SinkSpec};
 
 use self::cache::{Compiled, ComponentCache};
 use self::capability::SinkContext;
 use self::component::SinkComponent;
-use self::egress::{EgressCounter, EgressPolicy};
+use self::egress::EgressCounter;
 use self::instance::StoreFactory;
 use self::log::LogChannel;
 use self::pool::{InstancePool, StartError};
@@ -152,9 +154,8 @@ impl Runtime {
                 ),
             });
         }
-        let policy = EgressPolicy::new(&spec.allow, &spec.allow_networks)
-            .map(Arc::new)
-            .map_err(|source| LoadError::Policy { label: label.clone(), source })?;
+        let policy =
+            spec.egress.policy().map(Arc::new).map_err(|source| LoadError::Policy { label: label.clone(), source })?;
         let options = serde_json::to_string(&spec.options)
             .map_err(|source| LoadError::OptionsJson { label: label.clone(), source })?;
         let tls = tls::TlsSettings::build(spec.tls.as_ref(), self.tls.clone())
@@ -164,13 +165,11 @@ impl Runtime {
         let egress = Arc::new(EgressCounter::default());
         let context = SinkContext {
             label: label.clone(),
-            directory: spec.directory.clone(),
+            filesystem: spec.filesystem.clone(),
             clock: spec.clock.clone(),
             http_limits: limits.http,
             upstream: spec.upstream.clone(),
-            policy,
-            resolver: spec.resolver.clone(),
-            egress: egress.clone(),
+            egress: egress::Egress { policy, resolver: spec.resolver.clone(), counter: egress.clone() },
             log: log.clone(),
             tls,
         };

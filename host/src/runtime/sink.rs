@@ -4,14 +4,18 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
 use super::bindings::Hook;
+use super::capability::FilesystemSettings;
 use super::clock::ManualClock;
-use super::egress::{EgressCounter, EgressCounts, Resolver};
+use super::egress::{EgressCounter, EgressCounts, EgressSettings, Resolver};
 use super::http::{HttpLimits, Upstream};
 use super::labels::SinkLabel;
 use super::log::{LogChannel, LogLine, LogRate};
 use super::outcome::Outcome;
 use super::pool::{InstancePool, PoolSnapshot};
+use crate::problem::Checker;
 
 /// Where a sink's component comes from.
 #[derive(Clone, Debug)]
@@ -57,11 +61,25 @@ pub struct SinkLimits {
 /// The bounds of one batch: dispatch hands a batching sink up to
 /// `max_hooks` hooks and `max_bytes` of bodies per call, and waits at most
 /// `max_wait` for a batch to fill before sending what it has.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields, default)]
 pub struct BatchLimits {
+    /// Hooks per call at most (1 turns batching off).
     pub max_hooks: usize,
+    /// Body bytes per call at most (a single larger hook still goes alone).
     pub max_bytes: u64,
+    /// How long a batch may wait for more hooks before it is sent as is.
+    #[serde(rename = "max_wait_ms", with = "crate::settings::millis")]
+    #[schema(value_type = u64)]
     pub max_wait: Duration,
+}
+
+impl BatchLimits {
+    pub fn check(&self, c: &mut Checker) {
+        c.within("max_hooks", self.max_hooks as u64, 1, 10_000);
+        c.within("max_bytes", self.max_bytes, 1, 64 << 20);
+        c.within_ms("max_wait_ms", self.max_wait, 0, 60_000);
+    }
 }
 
 impl Default for BatchLimits {
@@ -91,13 +109,13 @@ pub struct SinkSpec {
     pub component: ComponentSource,
     /// Handed to the component's `configure` as JSON text.
     pub options: serde_json::Value,
-    /// `scheme://host[:port]` entries the sink may reach.
-    pub allow: Vec<String>,
-    /// Private networks (CIDR) the sink may reach by name.
-    pub allow_networks: Vec<String>,
-    /// A host directory the component sees as `/`, read-write: its only
-    /// filesystem (the `file` sink's output). None by default.
-    pub directory: Option<PathBuf>,
+    /// Where it may connect (the HTTP and socket capabilities).
+    pub egress: EgressSettings,
+    /// What it sees as `/` (the filesystem capability).
+    pub filesystem: FilesystemSettings,
+    /// The trust roots, server name and client certificate of the
+    /// connections it opens (`tls:`), if it has any.
+    pub tls: Option<crate::runtime::tls::TlsSettings>,
     pub limits: SinkLimits,
     pub upstream: Upstream,
     /// A controllable clock instead of the host's (plugin tests).
@@ -106,8 +124,6 @@ pub struct SinkSpec {
     pub resolver: Resolver,
     /// Keep guest log lines for inspection (plugin tests).
     pub capture_logs: bool,
-    /// The sink's TLS settings (`tls:`), if it has any.
-    pub tls: Option<crate::runtime::tls::TlsSettings>,
 }
 
 impl SinkSpec {
@@ -116,15 +132,14 @@ impl SinkSpec {
             label,
             component,
             options: serde_json::Value::Object(Default::default()),
-            allow: Vec::new(),
-            allow_networks: Vec::new(),
-            directory: None,
+            egress: EgressSettings::default(),
+            filesystem: FilesystemSettings::default(),
+            tls: None,
             limits: SinkLimits::default(),
             upstream: Upstream::Network,
             clock: None,
             capture_logs: false,
             resolver: Resolver::System,
-            tls: None,
         }
     }
 }

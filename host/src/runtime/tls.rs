@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 /// What an operator writes under a sink's `tls:`. A PEM value is either the
 /// PEM text itself (it starts with `-----BEGIN`) or the path of a file
 /// holding it.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct TlsSettings {
     /// Secure every connection the sink opens (on when the section is given).
@@ -31,6 +31,8 @@ pub struct TlsSettings {
     pub server_name: Option<String>,
     /// A client certificate chain for mutual TLS, with its `key`.
     pub cert: Option<String>,
+    /// Hidden when shown if given inline (a path is not a secret).
+    #[serde(serialize_with = "crate::settings::pem_or_path")]
     pub key: Option<String>,
     /// Accept any server certificate. For a test bench only: anyone on the
     /// path can read and change the traffic. The boot banner says so.

@@ -49,12 +49,12 @@ impl<'r> TestSinkBuilder<'r> {
     }
 
     pub fn allow<S: Into<String>>(mut self, entries: impl IntoIterator<Item = S>) -> Self {
-        self.spec.allow.extend(entries.into_iter().map(Into::into));
+        self.spec.egress.allow.extend(entries.into_iter().map(Into::into));
         self
     }
 
     pub fn allow_networks<S: Into<String>>(mut self, networks: impl IntoIterator<Item = S>) -> Self {
-        self.spec.allow_networks.extend(networks.into_iter().map(Into::into));
+        self.spec.egress.allow_networks.extend(networks.into_iter().map(Into::into));
         self
     }
 
@@ -66,7 +66,7 @@ impl<'r> TestSinkBuilder<'r> {
 
     /// A host directory the sink sees as `/` (the `file` sink's output).
     pub fn directory(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
-        self.spec.directory = Some(dir.into());
+        self.spec.filesystem.directory = Some(dir.into());
         self
     }
 

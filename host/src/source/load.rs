@@ -18,12 +18,12 @@ pub struct SourceSettings {
     pub on_verify_failure: OnVerifyFailure,
     pub dedupe: Option<DedupeRule>,
     pub forward_headers: ForwardHeaders,
-    pub sinks: Vec<SinkSettings>,
+    pub sinks: Vec<BindingSpec>,
 }
 
-/// One sink of a source: its index (delivery rows are keyed by it) and
+/// One sink of a source to load: its index (delivery rows are keyed by it) and
 /// what to load.
-pub struct SinkSettings {
+pub struct BindingSpec {
     pub index: u16,
     pub spec: SinkSpec,
 }
@@ -32,7 +32,7 @@ pub struct SinkSettings {
 pub async fn load(settings: SourceSettings, runtime: &Runtime, wal: WalMode) -> Result<Source, Vec<Problem>> {
     let mut problems = Vec::new();
     let mut sinks = Vec::with_capacity(settings.sinks.len());
-    for SinkSettings { index, spec } in settings.sinks {
+    for BindingSpec { index, spec } in settings.sinks {
         let name = spec.label.sink.clone();
         match runtime.load(spec).await {
             Ok(sink) => sinks.push(SinkBinding { index, sink: Arc::new(sink) }),

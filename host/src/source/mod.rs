@@ -20,6 +20,7 @@ mod directory;
 mod forward;
 mod load;
 mod reload;
+mod section;
 pub mod verify;
 
 use std::sync::Arc;
@@ -28,8 +29,9 @@ pub use admit::Admission;
 pub use dedupe::DedupeRule;
 pub use directory::{Directory, LiveDirectory, Origin, StaticDirectory};
 pub use forward::ForwardHeaders;
-pub use load::{SinkSettings, SourceSettings, load, load_all, load_error_key};
+pub use load::{BindingSpec, SourceSettings, load, load_all, load_error_key};
 pub use reload::{ReloadFailure, ReloadReport, Swapped, reload_sinks};
+pub use section::{DedupeKeySection, SourceSection, VerifySection, valid_name};
 pub use verify::Verifier;
 
 /// The most sinks one source may be bound to.
@@ -40,8 +42,9 @@ pub const MAX_FORWARD_HEADERS: usize = 128;
 
 use crate::runtime::Sink;
 
-/// What to do with a request whose signature fails.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// What to do with a request whose signature fails (`on_verify_failure`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
 pub enum OnVerifyFailure {
     /// `401`, nothing stored.
     #[default]

@@ -26,7 +26,7 @@ pub const MAX_SECRETS: usize = 8;
 /// Default timestamp tolerance, seconds either side of now.
 pub const DEFAULT_TOLERANCE_S: u64 = 300;
 
-#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum HashAlg {
     Sha1,
@@ -45,7 +45,7 @@ impl HashAlg {
     }
 }
 
-#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Encoding {
     Hex,
@@ -102,9 +102,10 @@ pub enum SchemeError {
 }
 
 /// The description of a custom `hmac` scheme, as configured.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CustomHmac {
+    /// The header carrying the signature.
     pub header: String,
     /// `plain` (default), `pairs` or `list`.
     #[serde(default = "default_parse")]
@@ -115,6 +116,7 @@ pub struct CustomHmac {
     /// `pairs`: the keys of signatures and timestamp (`v1`, `t`).
     #[serde(default = "default_signature_key")]
     pub signature_key: String,
+    /// `pairs`: the key of the timestamp (default `t`).
     #[serde(default = "default_timestamp_key")]
     pub timestamp_key: String,
     /// `list`: the version tag of entries (`v1`).
@@ -123,11 +125,16 @@ pub struct CustomHmac {
     /// What was signed: `{body}`, `{ts}`, `{header:NAME}` and literals.
     #[serde(default = "default_template")]
     pub template: String,
+    /// `sha256` (default), `sha1` or `sha512`.
     #[serde(default = "default_hash")]
     pub hash: HashAlg,
+    /// How the signature is written: `hex` (default) or `base64`.
     #[serde(default = "default_encoding")]
     pub encoding: Encoding,
+    /// A header carrying the signing time (`{ts}` in the template), checked
+    /// against `tolerance_s`.
     pub timestamp_header: Option<String>,
+    /// How far the signing time may be from now, in seconds (default 300).
     #[serde(default = "default_tolerance")]
     pub tolerance_s: u64,
 }

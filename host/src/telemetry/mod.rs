@@ -2,4 +2,7 @@
 //! on ([`logs`]) and OpenTelemetry traces of each hook ([`traces`]).
 
 pub mod logs;
+mod settings;
 pub mod traces;
+
+pub use settings::{LogSettings, ObservabilitySettings, OtlpSettings};

@@ -46,18 +46,7 @@ struct Traces {
 
 static TRACES: OnceLock<Traces> = OnceLock::new();
 
-/// Where spans go (`observability.otlp`, converted by `config`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OtlpSettings {
-    /// The collector's OTLP/HTTP address; `/v1/traces` is added unless the
-    /// path already ends so.
-    pub endpoint: String,
-    /// OTLP's JSON encoding rather than protobuf.
-    pub json: bool,
-    /// Sent with every export (a hosted collector's API key).
-    pub headers: Vec<(String, String)>,
-    pub service_name: String,
-}
+pub use super::settings::OtlpSettings;
 
 /// Start exporting to `otlp`'s collector (an `https` one verified by
 /// `tls`); requests run on `runtime`.
@@ -66,9 +55,9 @@ pub fn start(
     tls: Arc<rustls::ClientConfig>,
     runtime: tokio::runtime::Handle,
 ) -> Result<(), TraceError> {
-    let protocol = if otlp.json { Protocol::HttpJson } else { Protocol::HttpBinary };
+    let protocol = if otlp.json() { Protocol::HttpJson } else { Protocol::HttpBinary };
     let endpoint = traces_url(&otlp.endpoint);
-    let headers = otlp.headers.iter().cloned().collect();
+    let headers = otlp.headers.iter().map(|(name, value)| (name.clone(), value.0.clone())).collect();
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_http_client(Collector { runtime, tls })

@@ -2,9 +2,10 @@
 //! (JSON) in the store's source records (or, without a store, a file), so
 //! they come back at boot.
 
-use crate::config::{Config, SourceSection};
+use crate::config::Config;
 use crate::queue::{Queue, QueueError};
 use crate::runtime::Runtime;
+use crate::source::SourceSection;
 use crate::source::{LiveDirectory, Origin};
 use crate::store::StoreError;
 use crate::store::keys::records::{RecordKey, RecordKind};

@@ -57,8 +57,6 @@ use crate::intake::Intake;
 use crate::store::keys::meta;
 use crate::store::{Cf, Durability, Store};
 
-/// How long a dedupe key stays live.
-pub const DEFAULT_DEDUPE_TTL_MS: u64 = 72 * 3600 * 1000;
 /// Calls merged into one commit at most.
 const MAX_GROUP_CALLS: usize = 1024;
 

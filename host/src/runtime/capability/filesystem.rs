@@ -14,6 +14,14 @@ use crate::runtime::state::InstanceState;
 
 pub struct Filesystem;
 
+/// A sink's filesystem settings, as written (`directory`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FilesystemSettings {
+    /// A host directory the component sees as `/`, read-write: its only
+    /// filesystem (the `file` sink's output). None by default.
+    pub directory: Option<PathBuf>,
+}
+
 /// One sink's directory, checked when the sink loads.
 struct Preopen(Option<PathBuf>);
 
@@ -24,7 +32,7 @@ impl Capability for Filesystem {
     }
 
     fn for_sink(&self, sink: &SinkContext) -> Result<Arc<dyn SinkCapability>, LoadError> {
-        if let Some(path) = &sink.directory {
+        if let Some(path) = &sink.filesystem.directory {
             let reason = match std::fs::metadata(path) {
                 Ok(meta) if meta.is_dir() => None,
                 Ok(_) => Some("not a directory".to_string()),
@@ -34,7 +42,7 @@ impl Capability for Filesystem {
                 return Err(LoadError::Directory { label: sink.label.clone(), path: path.clone(), reason });
             }
         }
-        Ok(Arc::new(Preopen(sink.directory.clone())))
+        Ok(Arc::new(Preopen(sink.filesystem.directory.clone())))
     }
 }
 

@@ -22,15 +22,15 @@ mod sandbox;
 mod sockets;
 mod tcp_client;
 
+pub use filesystem::FilesystemSettings;
 pub use tcp_client::Connection as TcpConnection;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use wasmtime::component::Linker;
 use wasmtime_wasi::WasiCtxBuilder;
 
-use super::egress::{EgressCounter, EgressPolicy, Resolver};
+use super::egress::Egress;
 use super::error::LoadError;
 use super::labels::SinkLabel;
 use super::state::{AttemptTrace, DenialRecord, Extensions, InstanceState};
@@ -65,18 +65,15 @@ pub const ALL: &[&dyn Capability] = &[
 pub struct SinkContext {
     pub label: SinkLabel,
     /// The host directory the sink sees as `/`, if it has one.
-    pub directory: Option<PathBuf>,
+    pub filesystem: FilesystemSettings,
     /// A controllable clock instead of the host's (plugin tests).
     pub clock: Option<Arc<clocks::ManualClock>>,
     pub http_limits: http::HttpLimits,
     /// Where HTTP requests go: the network, or scripted peers (tests).
     pub upstream: http::Upstream,
-    /// Where the sink may connect (HTTP and TCP both consume it).
-    pub policy: Arc<EgressPolicy>,
-    /// How the sink's host names resolve.
-    pub resolver: Resolver,
-    /// Counts the sink's connects and refusals.
-    pub egress: Arc<EgressCounter>,
+    /// Where the sink may connect, how its names resolve, and the count of
+    /// its connects and refusals (HTTP and sockets both consume it).
+    pub egress: Egress,
     /// The sink's log channel, shared with its pool and the harness.
     pub log: Arc<log::LogChannel>,
     /// The sink's TLS: trust roots, client certificate, server name.

@@ -34,9 +34,9 @@ impl Capability for Sockets {
 
     fn for_sink(&self, sink: &SinkContext) -> Result<Arc<dyn SinkCapability>, LoadError> {
         Ok(Arc::new(SocketGate {
-            policy: sink.policy.clone(),
-            resolver: sink.resolver.clone(),
-            counter: sink.egress.clone(),
+            policy: sink.egress.policy.clone(),
+            resolver: sink.egress.resolver.clone(),
+            counter: sink.egress.counter.clone(),
         }))
     }
 }

@@ -63,13 +63,13 @@ impl Capability for TcpClient {
 
     fn for_sink(&self, sink: &SinkContext) -> Result<Arc<dyn SinkCapability>, LoadError> {
         let connector = EgressConnector::new(
-            sink.policy.clone(),
-            sink.resolver.clone(),
-            sink.egress.clone(),
+            sink.egress.policy.clone(),
+            sink.egress.resolver.clone(),
+            sink.egress.counter.clone(),
             sink.tls.http.clone(),
         );
         Ok(Arc::new(Arc::new(SinkTcp {
-            policy: sink.policy.clone(),
+            policy: sink.egress.policy.clone(),
             connector,
             tls: sink.tls.tcp.clone().map(TlsConnector::from),
             server_name: sink.tls.server_name.clone(),

@@ -93,16 +93,21 @@ impl HttpEgress {
         let transport = match &sink.upstream {
             Upstream::Network => {
                 let connector = EgressConnector::new(
-                    sink.policy.clone(),
-                    sink.resolver.clone(),
-                    sink.egress.clone(),
+                    sink.egress.policy.clone(),
+                    sink.egress.resolver.clone(),
+                    sink.egress.counter.clone(),
                     sink.tls.http.clone(),
                 );
                 Transport::Network(ConnectionPool::new(connector, limits.max_idle_per_host))
             }
             Upstream::Scripted(peers) => Transport::Scripted(peers.clone()),
         };
-        Arc::new(HttpEgress { policy: sink.policy.clone(), limits, transport, counter: sink.egress.clone() })
+        Arc::new(HttpEgress {
+            policy: sink.egress.policy.clone(),
+            limits,
+            transport,
+            counter: sink.egress.counter.clone(),
+        })
     }
 
     /// A `wasi:http` request: its options asked for, its small body

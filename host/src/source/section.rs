@@ -1,0 +1,162 @@
+//! One source as the operator writes it under `sources.{name}` (or sends
+//! it to the admin API), and its checks.
+
+use serde::{Deserialize, Serialize};
+
+use super::verify::{CustomHmac, Scheme};
+use super::{DedupeRule, ForwardHeaders, MAX_FORWARD_HEADERS, MAX_SINKS, OnVerifyFailure, Verifier, valid_tenant};
+use crate::problem::{Checker, Problem};
+use crate::settings::Secrets;
+
+/// `sources.{name}`.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, utoipa::ToSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct SourceSection {
+    /// The tenant whose hooks these are.
+    pub tenant: String,
+    pub verify: Option<VerifySection>,
+    pub on_verify_failure: OnVerifyFailure,
+    pub dedupe: Option<DedupeKeySection>,
+    /// Names of entries under `sinks`, delivered in this order of index.
+    pub sinks: Vec<String>,
+    /// Only these request headers reach the sinks (default: all but
+    /// credentials, hop-by-hop headers and `x-ankusa-*`, which never do).
+    pub forward_headers: Option<Vec<String>>,
+}
+
+impl Default for SourceSection {
+    fn default() -> Self {
+        SourceSection {
+            tenant: crate::tenant::DEFAULT_TENANT.into(),
+            verify: None,
+            on_verify_failure: OnVerifyFailure::Reject,
+            dedupe: None,
+            sinks: Vec::new(),
+            forward_headers: None,
+        }
+    }
+}
+
+/// How a source's signatures are checked: a preset or a custom `hmac`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, utoipa::ToSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct VerifySection {
+    /// `github`, `stripe`, `standard_webhooks`, `shopify` or `slack`.
+    pub preset: Option<String>,
+    pub hmac: Option<CustomHmac>,
+    /// One secret, or a list (rotation, newest first, at most 8).
+    pub secret: Secrets,
+}
+
+/// Where a source's dedupe key is: one of the three.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, utoipa::ToSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct DedupeKeySection {
+    /// `github`, `standard_webhooks`, `svix`, `shopify` or `stripe`.
+    pub preset: Option<String>,
+    /// A request header holding the provider's delivery id.
+    pub header: Option<String>,
+    /// A dot-path into the JSON body.
+    pub json_path: Option<String>,
+}
+
+/// Sink and source names: what tenant ids may be.
+pub fn valid_name(name: &str) -> bool {
+    valid_tenant(name)
+}
+
+impl SourceSection {
+    /// The problems of source `name`; `is_sink` says whether a sink of
+    /// that name is configured (`known_sinks` lists them for the message).
+    /// The admin API checks sources created at runtime with this too.
+    pub fn check(&self, c: &mut Checker, name: &str, is_sink: impl Fn(&str) -> bool, known_sinks: &str) {
+        if !valid_name(name) {
+            c.add("", "a source name is 1-64 of A-Z a-z 0-9 _ -");
+        }
+        if !valid_tenant(&self.tenant) {
+            c.add("tenant", "a tenant id is 1-64 of A-Z a-z 0-9 _ -");
+        }
+        if self.sinks.is_empty() {
+            c.add("sinks", "at least one sink");
+        }
+        if self.sinks.len() > MAX_SINKS {
+            c.add("sinks", format!("at most {MAX_SINKS} sinks"));
+        }
+        if self.forward_headers.as_ref().map_or(0, Vec::len) > MAX_FORWARD_HEADERS {
+            c.add("forward_headers", format!("at most {MAX_FORWARD_HEADERS} names"));
+        }
+        for (i, sink) in self.sinks.iter().enumerate() {
+            if !is_sink(sink) {
+                c.add(&format!("sinks[{i}]"), format!("no sink named `{sink}` (sinks: {known_sinks})"));
+            }
+        }
+        match &self.verify {
+            Some(verify) => {
+                if let Err(problem) = verify.verifier(&c.key("verify")) {
+                    c.push(problem);
+                }
+            }
+            None if self.on_verify_failure != OnVerifyFailure::Reject => {
+                c.add("on_verify_failure", "only meaningful with `verify`");
+            }
+            None => {}
+        }
+        for (i, name) in self.forward_headers.iter().flatten().enumerate() {
+            if http::HeaderName::try_from(name.as_str()).is_err() {
+                c.add(&format!("forward_headers[{i}]"), format!("{name:?} is not a header name"));
+            }
+        }
+        if let Some(dedupe) = &self.dedupe
+            && let Err(problem) = dedupe.rule(&c.key("dedupe"))
+        {
+            c.push(problem);
+        }
+    }
+
+    /// Which of a hook's headers its sinks receive.
+    pub fn forward(&self) -> ForwardHeaders {
+        match &self.forward_headers {
+            Some(names) => ForwardHeaders::Only(names.iter().map(|n| n.to_ascii_lowercase()).collect()),
+            None => ForwardHeaders::Safe,
+        }
+    }
+}
+
+impl VerifySection {
+    /// The verifier this section describes; problems are under `key`.
+    pub fn verifier(&self, key: &str) -> Result<Verifier, Problem> {
+        let scheme = match (&self.preset, &self.hmac) {
+            (Some(preset), None) => {
+                Scheme::preset(preset).map_err(|e| Problem::new(format!("{key}.preset"), e.to_string()))
+            }
+            (None, Some(hmac)) => Scheme::custom(hmac).map_err(|e| Problem::new(format!("{key}.hmac"), e.to_string())),
+            _ => Err(Problem::new(key, "exactly one of `preset` or `hmac`")),
+        }?;
+        let secrets: Vec<String> = self.secret.0.iter().map(|s| s.0.clone()).collect();
+        Verifier::new(scheme, &secrets).map_err(|e| Problem::new(format!("{key}.secret"), e.to_string()))
+    }
+}
+
+impl DedupeKeySection {
+    /// The rule this section describes; problems are under `key`.
+    pub fn rule(&self, key: &str) -> Result<DedupeRule, Problem> {
+        match (&self.preset, &self.header, &self.json_path) {
+            (Some(preset), None, None) => DedupeRule::preset(preset).ok_or_else(|| {
+                Problem::new(
+                    format!("{key}.preset"),
+                    format!("unknown preset `{preset}` (github, standard_webhooks, svix, shopify, stripe)"),
+                )
+            }),
+            (None, Some(header), None) if !header.is_empty() && http::HeaderName::try_from(header.as_str()).is_ok() => {
+                Ok(DedupeRule::header(header))
+            }
+            (None, Some(header), None) => {
+                Err(Problem::new(format!("{key}.header"), format!("{header:?} is not a header name")))
+            }
+            (None, None, Some(path)) => DedupeRule::json_path(path).ok_or_else(|| {
+                Problem::new(format!("{key}.json_path"), format!("{path:?} is not a dot-path (data.object.id)"))
+            }),
+            _ => Err(Problem::new(key, "exactly one of `preset`, `header` or `json_path`")),
+        }
+    }
+}
