@@ -65,3 +65,37 @@ fn the_book_builds_and_its_examples_pass() {
     assert!(dir.path().join("reference/configuration.html").exists());
     mdbook(&["test"]);
 }
+
+/// Every relative link of the README and the book leads to a file that is
+/// there (a page moved or renamed is caught here, not by a reader).
+#[test]
+fn every_relative_link_leads_somewhere() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut pages = vec![root.join("README.md"), root.join("ARCHITECTURE.md")];
+    let mut folders = vec![docs().join("src")];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).expect("read the book") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                folders.push(path);
+            } else if path.extension().is_some_and(|e| e == "md") {
+                pages.push(path);
+            }
+        }
+    }
+    let mut broken = Vec::new();
+    for page in &pages {
+        let text = std::fs::read_to_string(page).expect("read a page");
+        for target in text.split("](").skip(1).filter_map(|rest| rest.split(')').next()) {
+            let target = target.split('#').next().unwrap_or_default();
+            if target.is_empty() || target.contains("://") || target.contains(' ') {
+                continue;
+            }
+            let base = page.parent().expect("a page is in a folder");
+            if !base.join(target).exists() {
+                broken.push(format!("{}: {target}", page.strip_prefix(&root).unwrap_or(page).display()));
+            }
+        }
+    }
+    assert!(broken.is_empty(), "links to nothing:\n{}", broken.join("\n"));
+}

@@ -329,25 +329,8 @@ pub fn attempted(a: Attempt<'_>) {
     ));
 }
 
-tokio::task_local! {
-    /// The `traceparent` of the delivery attempt running on this task.
-    static CURRENT: String;
-}
-
-/// Run `call` with `traceparent` as the current attempt's (for the HTTP
-/// requests a sink makes during it).
-pub async fn scope<F: Future>(traceparent: Option<String>, call: F) -> F::Output {
-    match traceparent {
-        Some(value) => CURRENT.scope(value, call).await,
-        None => call.await,
-    }
-}
-
-/// The current attempt's `traceparent`, if traces are on and an attempt
-/// runs on this task.
-pub fn current_traceparent() -> Option<String> {
-    CURRENT.try_with(Clone::clone).ok()
-}
+/// The attempt's `traceparent` rides its task (the runtime reads it).
+pub use crate::runtime::traceparent::{current as current_traceparent, scope};
 
 /// Sends the exporter's requests on the node's runtime (the batch
 /// processor exports from a thread of its own), over TLS for `https`.

@@ -26,17 +26,17 @@
 use std::path::Path;
 use std::sync::OnceLock;
 
-pub use ankusa::error_class::ErrorClass;
-pub use ankusa::runtime::http::RecordedRequest;
-pub use ankusa::runtime::log::LogLine;
-pub use ankusa::runtime::tls::TlsSettings;
-pub use ankusa::runtime::{
+pub use ankusa_runtime::error_class::ErrorClass;
+pub use ankusa_runtime::http::RecordedRequest;
+pub use ankusa_runtime::log::LogLine;
+pub use ankusa_runtime::sinktest::cases;
+pub use ankusa_runtime::sinktest::{PeerReply, SinkUnderTest, TestHook, TestSinkBuilder};
+pub use ankusa_runtime::tls::TlsSettings;
+pub use ankusa_runtime::{
     ComponentSource, Failure, Hook, LoadError, LogLevel, Outcome, PoolSnapshot, Runtime, SinkLimits,
 };
-pub use ankusa::sinktest::cases;
-pub use ankusa::sinktest::{PeerReply, SinkUnderTest, TestHook, TestSinkBuilder};
 
-use ankusa::runtime::EngineConfig;
+use ankusa_runtime::EngineConfig;
 
 /// Owns a sink runtime sized for tests.
 pub struct Harness {
@@ -45,7 +45,7 @@ pub struct Harness {
 
 impl Harness {
     /// A harness with its own engine (64 instance slots, no disk cache).
-    pub fn new() -> Result<Self, ankusa::runtime::RuntimeError> {
+    pub fn new() -> Result<Self, ankusa_runtime::RuntimeError> {
         let config = EngineConfig { max_instances: 64, ..EngineConfig::default() };
         Ok(Harness { runtime: Runtime::new(config, None)? })
     }
@@ -53,7 +53,7 @@ impl Harness {
     /// A harness whose compiled components are cached in `dir`, so a large
     /// (Python, JavaScript) component compiles once per machine, not once
     /// per test run.
-    pub fn with_cache_dir(dir: impl Into<std::path::PathBuf>) -> Result<Self, ankusa::runtime::RuntimeError> {
+    pub fn with_cache_dir(dir: impl Into<std::path::PathBuf>) -> Result<Self, ankusa_runtime::RuntimeError> {
         let config = EngineConfig { max_instances: 64, ..EngineConfig::default() };
         Ok(Harness { runtime: Runtime::new(config, Some(dir.into()))? })
     }

@@ -12,8 +12,8 @@ use wasmtime::component::{HasSelf, Linker};
 use wasmtime_wasi_http::{DEFAULT_FORBIDDEN_HEADERS, Error as HttpError};
 
 use super::{Asked, HttpEgress, InstanceHttp, WasiBody};
-use crate::runtime::bindings::ankusa::sink::http_client::{self, Error, Request, Response};
-use crate::runtime::state::{AttemptTrace, DenialRecord, InstanceState};
+use crate::bindings::ankusa::sink::http_client::{self, Error, Request, Response};
+use crate::state::{AttemptTrace, DenialRecord, InstanceState};
 
 pub(super) fn link(linker: &mut Linker<InstanceState>) -> wasmtime::Result<()> {
     http_client::add_to_linker::<_, HasSelf<InstanceState>>(linker, |state| state)

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use wasmtime::component::{HasSelf, Linker};
 
 use super::{Capability, InstanceBuilder, SinkCapability, SinkContext};
-use crate::runtime::bindings::ankusa;
-use crate::runtime::error::LoadError;
-use crate::runtime::state::InstanceState;
+use crate::bindings::ankusa;
+use crate::error::LoadError;
+use crate::state::InstanceState;
 
 pub struct Sandbox;
 

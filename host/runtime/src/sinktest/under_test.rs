@@ -4,10 +4,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::peers::{PeerReply, ScriptedPeers};
-use crate::runtime::clock::ManualClock;
-use crate::runtime::http::{RecordedRequest, Upstream};
-use crate::runtime::log::LogLine;
-use crate::runtime::{ComponentSource, Hook, LoadError, Outcome, PoolSnapshot, Runtime, Sink, SinkLabel, SinkSpec};
+use crate::clock::ManualClock;
+use crate::http::{RecordedRequest, Upstream};
+use crate::log::LogLine;
+use crate::{ComponentSource, Hook, LoadError, Outcome, PoolSnapshot, Runtime, Sink, SinkLabel, SinkSpec};
 
 /// The wall clock a test starts at unless told otherwise (2023-11-14).
 pub const DEFAULT_TEST_TIME: u64 = 1_700_000_000;
@@ -59,7 +59,7 @@ impl<'r> TestSinkBuilder<'r> {
     }
 
     /// The sink's TLS settings, as under `tls:` in a config.
-    pub fn tls(mut self, settings: crate::runtime::tls::TlsSettings) -> Self {
+    pub fn tls(mut self, settings: crate::tls::TlsSettings) -> Self {
         self.spec.tls = Some(settings);
         self
     }
@@ -90,7 +90,7 @@ impl<'r> TestSinkBuilder<'r> {
         self
     }
 
-    pub fn limits(mut self, edit: impl FnOnce(&mut crate::runtime::SinkLimits)) -> Self {
+    pub fn limits(mut self, edit: impl FnOnce(&mut crate::SinkLimits)) -> Self {
         edit(&mut self.spec.limits);
         self
     }
@@ -119,11 +119,11 @@ impl<'r> TestSinkBuilder<'r> {
     /// `addrs` (names not listed do not resolve).
     pub fn resolve(mut self, name: &str, addrs: impl IntoIterator<Item = std::net::IpAddr>) -> Self {
         let mut table = match &self.spec.resolver {
-            crate::runtime::egress::Resolver::Fixed(table) => (**table).clone(),
-            crate::runtime::egress::Resolver::System => Default::default(),
+            crate::egress::Resolver::Fixed(table) => (**table).clone(),
+            crate::egress::Resolver::System => Default::default(),
         };
         table.insert(name.to_ascii_lowercase(), addrs.into_iter().collect());
-        self.spec.resolver = crate::runtime::egress::Resolver::Fixed(Arc::new(table));
+        self.spec.resolver = crate::egress::Resolver::Fixed(Arc::new(table));
         self
     }
 
@@ -188,7 +188,7 @@ impl SinkUnderTest {
     }
 
     /// Connects the sink attempted and destinations it was refused.
-    pub fn egress(&self) -> crate::runtime::egress::EgressCounts {
+    pub fn egress(&self) -> crate::egress::EgressCounts {
         self.sink.egress()
     }
 

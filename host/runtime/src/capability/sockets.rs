@@ -12,9 +12,9 @@ use wasmtime::component::Linker;
 use wasmtime_wasi::sockets::SocketAddrUse;
 
 use super::{Capability, InstanceBuilder, SinkCapability, SinkContext};
-use crate::runtime::egress::{EgressCounter, EgressPolicy, Resolver};
-use crate::runtime::error::LoadError;
-use crate::runtime::state::InstanceState;
+use crate::egress::{EgressCounter, EgressPolicy, Resolver};
+use crate::error::LoadError;
+use crate::state::InstanceState;
 
 pub struct Sockets;
 

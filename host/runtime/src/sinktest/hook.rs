@@ -1,6 +1,6 @@
 //! Hooks for tests, with every field defaulted to something plausible.
 
-use crate::runtime::Hook;
+use crate::Hook;
 
 /// Builds a [`Hook`] for a test delivery.
 #[derive(Clone, Debug)]

@@ -15,10 +15,10 @@ use std::time::{Duration, Instant};
 use wasmtime::component::{HasSelf, Linker};
 
 use super::{Capability, InstanceBuilder, SinkCapability, SinkContext};
-use crate::runtime::bindings::{Level, ankusa};
-use crate::runtime::error::LoadError;
-use crate::runtime::labels::SinkLabel;
-use crate::runtime::state::InstanceState;
+use crate::bindings::{Level, ankusa};
+use crate::error::LoadError;
+use crate::labels::SinkLabel;
+use crate::state::InstanceState;
 
 pub const MAX_LINE_BYTES: usize = 4096;
 /// How often a sink's suppressed lines are reported, at most: a sink

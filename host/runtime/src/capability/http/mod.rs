@@ -37,9 +37,9 @@ pub use upstream::{RecordedRequest, ReplyFuture, ScriptedReply, ScriptedUpstream
 use self::body::GuardedBody;
 use self::pool::{ConnectionPool, PoolError};
 use super::{Capability, InstanceBuilder, SinkCapability, SinkContext};
-use crate::runtime::egress::{EgressCounter, EgressPolicy, EgressScheme, Host};
-use crate::runtime::error::LoadError;
-use crate::runtime::state::{AttemptTrace, DenialRecord, InstanceState};
+use crate::egress::{EgressCounter, EgressPolicy, EgressScheme, Host};
+use crate::error::LoadError;
+use crate::state::{AttemptTrace, DenialRecord, InstanceState};
 
 type WasiBody = wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 type SendResult = Result<(http::Response<WasiBody>, Box<dyn Future<Output = Result<(), HttpError>> + Send>), HttpError>;

@@ -331,7 +331,7 @@ fn arm(warm: &mut Warm, timeout: Duration) {
         said.take();
     }
     // Read here, on the attempt's own task, for the sink's HTTP requests.
-    state.trace.set(crate::telemetry::traces::current_traceparent());
+    state.trace.set(crate::traceparent::current());
     warm.store.set_epoch_deadline(1);
     warm.uses += 1;
 }

@@ -12,8 +12,8 @@ use wasmtime::component::Linker;
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock};
 
 use super::{Capability, InstanceBuilder, SinkCapability, SinkContext};
-use crate::runtime::error::LoadError;
-use crate::runtime::state::InstanceState;
+use crate::error::LoadError;
+use crate::state::InstanceState;
 
 #[derive(Debug)]
 pub struct ManualClock {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::runtime::http::{RecordedRequest, ReplyFuture, ScriptedReply, ScriptedUpstream};
+use crate::http::{RecordedRequest, ReplyFuture, ScriptedReply, ScriptedUpstream};
 
 /// One scripted answer.
 #[derive(Clone, Debug, PartialEq, Eq)]

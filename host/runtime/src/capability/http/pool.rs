@@ -21,7 +21,7 @@ use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 use wasmtime_wasi_http::Error as HttpError;
 
-use crate::runtime::capability::connector::{ConnectError, EgressConnector};
+use crate::capability::connector::{ConnectError, EgressConnector};
 
 type Key = (bool, String);
 type GuestBody = wasmtime_wasi_http::p2::body::HyperOutgoingBody;

@@ -9,8 +9,8 @@ use wasmtime::component::Linker;
 use wasmtime_wasi::FsPerms;
 
 use super::{Capability, InstanceBuilder, SinkCapability, SinkContext};
-use crate::runtime::error::LoadError;
-use crate::runtime::state::InstanceState;
+use crate::error::LoadError;
+use crate::state::InstanceState;
 
 pub struct Filesystem;
 

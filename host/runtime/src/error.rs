@@ -49,7 +49,7 @@ pub enum LoadError {
     #[error("{label}: {source}")]
     Policy { label: SinkLabel, source: PolicyError },
     #[error("{label}: {source}")]
-    Tls { label: SinkLabel, source: crate::runtime::tls::TlsConfigError },
+    Tls { label: SinkLabel, source: crate::tls::TlsConfigError },
     #[error("{label}: options rejected{}: {message}", field.as_ref().map(|f| format!(" at `{f}`")).unwrap_or_default())]
     Options { label: SinkLabel, field: Option<String>, message: String },
     #[error("{label}: options are not valid JSON: {0}", .source)]

@@ -21,23 +21,36 @@
 //!
 //! Callers: dispatch (deliveries), edge in direct mode, the CLI (`sink
 //! inspect`, `sink test`) and the plugin test harness.
+//!
+//! A crate of its own, so that a sink author's tests (`ankusa-harness`)
+//! build the component host and nothing of the node: no store, no broker
+//! client, no web server. Beside the runtime it holds what the node's
+//! settings share ([`settings`], [`problem`]), the error classes of an
+//! attempt ([`error_class`]), and the scripted peers and JSON cases sink
+//! tests use ([`sinktest`]).
 
 mod bindings;
 pub mod builtin;
 mod cache;
 pub mod capability;
 mod component;
+pub mod digest;
 pub mod egress;
 mod engine;
 mod error;
+pub mod error_class;
 mod instance;
 pub mod labels;
 pub mod outcome;
 mod pool;
-mod settings;
+pub mod problem;
+mod section;
+pub mod settings;
 mod sink;
+pub mod sinktest;
 mod state;
 pub mod tls;
+pub mod traceparent;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -54,7 +67,7 @@ pub use error::{ComponentError, LoadError, RuntimeError};
 pub use labels::SinkLabel;
 pub use outcome::{Failure, Outcome};
 pub use pool::PoolSnapshot;
-pub use settings::{SinkDefaults, SinkSettings};
+pub use section::{SinkDefaults, SinkSettings};
 pub use sink::{BatchLimits, ComponentSource, Sink, SinkLimits, SinkSpec};
 
 use self::cache::{Compiled, ComponentCache};

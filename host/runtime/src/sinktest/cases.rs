@@ -37,7 +37,7 @@ use super::hook::TestHook;
 use super::peers::PeerReply;
 use super::under_test::{DEFAULT_TEST_TIME, TestSinkBuilder};
 use crate::error_class::ErrorClass;
-use crate::runtime::{ComponentSource, LoadError, Outcome, Runtime};
+use crate::{ComponentSource, LoadError, Outcome, Runtime};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CasesError {

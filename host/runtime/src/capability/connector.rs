@@ -18,7 +18,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
-use crate::runtime::egress::{Denied, EgressCounter, EgressPolicy, Host, Resolver};
+use crate::egress::{Denied, EgressCounter, EgressPolicy, Host, Resolver};
 
 /// Why a connection was not made.
 #[derive(Debug, thiserror::Error)]

@@ -208,7 +208,7 @@ mod tests {
     use super::*;
 
     fn default_http() -> Arc<ClientConfig> {
-        crate::runtime::capability::connector::default_tls_config().expect("default config")
+        crate::capability::connector::default_tls_config().expect("default config")
     }
 
     #[test]

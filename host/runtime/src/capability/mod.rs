@@ -77,7 +77,7 @@ pub struct SinkContext {
     /// The sink's log channel, shared with its pool and the harness.
     pub log: Arc<log::LogChannel>,
     /// The sink's TLS: trust roots, client certificate, server name.
-    pub tls: Arc<crate::runtime::tls::SinkTls>,
+    pub tls: Arc<crate::tls::SinkTls>,
 }
 
 /// A new instance being set up.

@@ -20,10 +20,10 @@ use wasmtime::component::{HasSelf, Linker, Resource};
 
 use super::connector::{ConnectError, EgressConnector, EgressStream, secure};
 use super::{Capability, InstanceBuilder, SinkCapability, SinkContext};
-use crate::runtime::bindings::ankusa::sink::tcp_client::{self, Error};
-use crate::runtime::egress::{EgressPolicy, EgressScheme, Host};
-use crate::runtime::error::LoadError;
-use crate::runtime::state::{DenialRecord, InstanceState};
+use crate::bindings::ankusa::sink::tcp_client::{self, Error};
+use crate::egress::{EgressPolicy, EgressScheme, Host};
+use crate::error::LoadError;
+use crate::state::{DenialRecord, InstanceState};
 
 /// The most one `read` returns, whatever the guest asks for.
 const MAX_READ: u32 = 256 * 1024;

@@ -7,7 +7,7 @@
 //! own bindings, so only `ankusa:sink/*` gets new types here.
 
 wasmtime::component::bindgen!({
-    path: "../wit",
+    path: "../../wit",
     world: "ankusa:sink/batch-sink-world",
     imports: {
         // The host awaits the network here; the guest sees one blocking call.
@@ -22,7 +22,7 @@ wasmtime::component::bindgen!({
         "wasi:clocks": wasmtime_wasi::p2::bindings::clocks,
         "wasi:random": wasmtime_wasi::p2::bindings::random,
         "wasi:http": wasmtime_wasi_http::p2::bindings::http,
-        "ankusa:sink/tcp-client.connection": crate::runtime::capability::TcpConnection,
+        "ankusa:sink/tcp-client.connection": crate::capability::TcpConnection,
     },
 });
 

@@ -115,7 +115,7 @@ pub struct SinkSpec {
     pub filesystem: FilesystemSettings,
     /// The trust roots, server name and client certificate of the
     /// connections it opens (`tls:`), if it has any.
-    pub tls: Option<crate::runtime::tls::TlsSettings>,
+    pub tls: Option<crate::tls::TlsSettings>,
     pub limits: SinkLimits,
     pub upstream: Upstream,
     /// A controllable clock instead of the host's (plugin tests).
