@@ -194,12 +194,10 @@ fn split_host_port(s: &str) -> Option<(&str, Option<u16>)> {
     }
 }
 
-/// An IP network in CIDR form.
+/// An IP network in CIDR form (a bare address is the network of that one
+/// address).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Network {
-    addr: IpAddr,
-    prefix: u8,
-}
+pub struct Network(ipnet::IpNet);
 
 impl Network {
     pub fn parse(s: &str) -> Result<Network, PolicyError> {
@@ -209,32 +207,19 @@ impl Network {
             None => (s, None),
         };
         let addr: IpAddr = addr.parse().map_err(|_| err("not an IP address"))?;
-        let max = if addr.is_ipv4() { 32 } else { 128 };
-        let prefix = match prefix {
-            Some(p) => p.parse::<u8>().ok().filter(|p| *p <= max).ok_or_else(|| err("bad prefix length"))?,
-            None => max,
+        let network = match prefix {
+            Some(p) => p
+                .parse::<u8>()
+                .ok()
+                .and_then(|p| ipnet::IpNet::new(addr, p).ok())
+                .ok_or_else(|| err("bad prefix length"))?,
+            None => ipnet::IpNet::from(addr),
         };
-        Ok(Network { addr, prefix })
+        Ok(Network(network))
     }
 
     pub fn contains(&self, ip: IpAddr) -> bool {
-        match (self.addr, ip) {
-            (IpAddr::V4(net), IpAddr::V4(ip)) => prefix_eq(&net.octets(), &ip.octets(), self.prefix),
-            (IpAddr::V6(net), IpAddr::V6(ip)) => prefix_eq(&net.octets(), &ip.octets(), self.prefix),
-            _ => false,
-        }
-    }
-}
-
-fn prefix_eq(a: &[u8], b: &[u8], bits: u8) -> bool {
-    let full = usize::from(bits / 8);
-    if a[..full] != b[..full] {
-        return false;
-    }
-    let rest = bits % 8;
-    rest == 0 || {
-        let mask = 0xFFu8 << (8 - rest);
-        a[full] & mask == b[full] & mask
+        self.0.contains(&ip)
     }
 }
 
@@ -574,5 +559,22 @@ mod tests {
         assert!(matches!(AllowEntry::parse("tcp://x"), Err(PolicyError::Allow { .. })));
         assert!(matches!(Network::parse("10.0.0.0/33"), Err(PolicyError::Network { .. })));
         assert_eq!(AllowEntry::parse("https://[::1]").unwrap().to_string(), "https://[::1]:443");
+    }
+
+    #[test]
+    fn networks_hold_their_addresses_and_no_others() {
+        let net = |s: &str| Network::parse(s).unwrap();
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert!(net("10.0.0.0/8").contains(ip("10.255.1.2")));
+        assert!(!net("10.0.0.0/8").contains(ip("11.0.0.1")));
+        assert!(net("10.1.2.3/8").contains(ip("10.9.9.9")), "host bits past the prefix do not matter");
+        assert!(net("192.168.1.7").contains(ip("192.168.1.7")));
+        assert!(!net("192.168.1.7").contains(ip("192.168.1.8")), "a bare address is one address");
+        assert!(net("fd00::/8").contains(ip("fd12::1")));
+        assert!(!net("0.0.0.0/0").contains(ip("::1")), "families never mix");
+        assert!(net("0.0.0.0/0").contains(ip("8.8.8.8")));
+        for bad in ["10.0.0.0/33", "::/129", "10.0.0.0/x", "example.com/8", "10.0.0/8"] {
+            assert!(matches!(Network::parse(bad), Err(PolicyError::Network { .. })), "{bad}");
+        }
     }
 }

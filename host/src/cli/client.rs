@@ -105,15 +105,12 @@ pub fn query(pairs: &[(&str, Option<String>)]) -> String {
     if parts.is_empty() { String::new() } else { format!("?{}", parts.join("&")) }
 }
 
-/// Percent-encode a query value.
+/// Percent-encode a query value: everything but RFC 3986's unreserved
+/// characters.
 fn encode(value: &str) -> String {
-    value
-        .bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
-            other => format!("%{other:02X}"),
-        })
-        .collect()
+    const RESERVED: &percent_encoding::AsciiSet =
+        &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~');
+    percent_encoding::utf8_percent_encode(value, RESERVED).to_string()
 }
 
 /// Print `value` as JSON (for `--json`).
@@ -131,4 +128,20 @@ pub fn spinner(message: &str) -> indicatif::ProgressBar {
     bar.set_message(message.to_string());
     bar.enable_steady_tick(Duration::from_millis(120));
     bar
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn query_values_are_percent_encoded_and_absent_ones_left_out() {
+        let q = super::query(&[
+            ("source", Some("orders & co/eu".into())),
+            ("tenant", None),
+            ("since", Some("2026-12-05T10:00:00+01:00".into())),
+            ("class", Some("retry_after-x.y~z".into())),
+        ]);
+        assert_eq!(q, "?source=orders%20%26%20co%2Feu&since=2026-12-05T10%3A00%3A00%2B01%3A00&class=retry_after-x.y~z");
+        assert_eq!(super::query(&[("tenant", None)]), "");
+        assert_eq!(super::query(&[("name", Some("é".into()))]), "?name=%C3%A9");
+    }
 }
