@@ -36,18 +36,20 @@ pub mod config;
 pub mod dispatch;
 pub mod edge;
 pub mod fleet;
-pub mod intake;
-pub mod metrics;
 pub mod node;
-pub mod queue;
 pub mod replay;
 pub mod source;
-pub mod store;
 pub mod telemetry;
 pub mod tenant;
 
-// The component runtime and what every settings type shares are their own
-// crate (`ankusa-runtime`, all a sink author's tests build); named here as
-// the node's own modules.
+// The component runtime is a crate of its own (`ankusa-runtime`, all a
+// sink author's tests build); named here as the node's own module.
 pub use ankusa_runtime as runtime;
-pub use ankusa_runtime::{digest, error_class, problem, settings, sinktest};
+pub use ankusa_runtime::sinktest;
+
+// The storage, the queue and what every crate shares are crates of their
+// own too (`ankusa-store`, `ankusa-queue`, `ankusa-common`), so the layers
+// below the node cannot reach up into it.
+pub use ankusa_common::{digest, error_class, metrics, problem, settings};
+pub use ankusa_queue::queue;
+pub use ankusa_store::{intake, store};

@@ -24,33 +24,29 @@
 //!
 //! A crate of its own, so that a sink author's tests (`ankusa-harness`)
 //! build the component host and nothing of the node: no store, no broker
-//! client, no web server. Beside the runtime it holds what the node's
-//! settings share ([`settings`], [`problem`]), the error classes of an
-//! attempt ([`error_class`]), and the scripted peers and JSON cases sink
-//! tests use ([`sinktest`]).
+//! client, no web server. Beside the runtime it holds the scripted peers
+//! and JSON cases sink tests use ([`sinktest`]).
 
 mod bindings;
 pub mod builtin;
 mod cache;
 pub mod capability;
 mod component;
-pub mod digest;
 pub mod egress;
 mod engine;
 mod error;
-pub mod error_class;
 mod instance;
 pub mod labels;
 pub mod outcome;
 mod pool;
-pub mod problem;
 mod section;
-pub mod settings;
 mod sink;
 pub mod sinktest;
 mod state;
 pub mod tls;
 pub mod traceparent;
+
+pub use ankusa_common::{digest, error_class, problem, settings};
 
 use std::collections::HashMap;
 use std::path::PathBuf;

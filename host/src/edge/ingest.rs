@@ -23,7 +23,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::batcher::SubmitError;
-use super::server::{Edge, Mode};
+use super::state::{Edge, Mode};
 use crate::queue::{Entry, EntryOutcome, Envelope, QueueError, Refusal};
 use crate::source::{Admission, OnVerifyFailure, Source, valid_tenant};
 use crate::telemetry::traces;

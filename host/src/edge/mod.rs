@@ -11,6 +11,7 @@ mod ingest;
 pub mod rate;
 pub mod server;
 mod settings;
+mod state;
 
 pub use framing::DEFAULT_MAX_LINE;
 pub use ingest::readiness;

@@ -4,7 +4,6 @@
 //! size (`431`), and a refusal of requests framed two ways (`400`, see
 //! `framing`).
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,13 +16,10 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 
-use super::batcher::Batcher;
 pub use super::framing::Refusal;
 use super::framing::{Followed, Framing, Watch};
-use super::rate::Gcra;
 pub use super::settings::EdgeConfig;
-use crate::queue::Queue;
-use crate::source::Directory;
+pub use super::state::{Edge, Mode};
 
 /// The default limit on a request head.
 pub const DEFAULT_MAX_HEADER_BYTES: usize = 64 << 10;
@@ -32,49 +28,6 @@ pub const DEFAULT_MAX_HEADER_BYTES: usize = 64 << 10;
 const HEAD_SLACK: usize = 1024;
 /// The smallest head limit: hyper's read buffer cannot be smaller.
 pub const MIN_MAX_HEADER_BYTES: usize = 8 << 10;
-
-/// Where accepted hooks go.
-pub enum Mode {
-    /// `disk` / `dual`: the batcher and the queue.
-    Queue { queue: Arc<Queue>, batcher: Batcher },
-    /// `none`: straight to the sinks.
-    Direct,
-}
-
-pub struct Edge {
-    pub config: EdgeConfig,
-    pub directory: Arc<dyn Directory>,
-    pub mode: Mode,
-    pub tenant_limits: Gcra,
-    pub pen_limits: Gcra,
-}
-
-impl Edge {
-    /// Must run inside a tokio runtime (queue mode starts the batcher).
-    pub fn new(config: EdgeConfig, directory: Arc<dyn Directory>, queue: Option<Arc<Queue>>) -> Edge {
-        let mode = match queue {
-            Some(queue) => Mode::Queue { batcher: Batcher::start(queue.clone(), config.batcher.clone()), queue },
-            None => Mode::Direct,
-        };
-        Edge {
-            tenant_limits: Gcra::new(
-                config.rate_limits.default,
-                config.rate_limits.tenants.iter().map(|(t, r)| (t.clone(), *r)).collect(),
-            ),
-            pen_limits: Gcra::new(config.quarantine.rate(), HashMap::new()),
-            config,
-            directory,
-            mode,
-        }
-    }
-
-    pub fn queue(&self) -> Option<&Arc<Queue>> {
-        match &self.mode {
-            Mode::Queue { queue, .. } => Some(queue),
-            Mode::Direct => None,
-        }
-    }
-}
 
 pub fn router(edge: Arc<Edge>) -> Router {
     let mut router = Router::new()

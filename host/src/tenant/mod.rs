@@ -10,5 +10,6 @@ pub use erase::{Erase, EraseCounts, ErasePhase, Erasures};
 pub use limits::{StoredRate, put_limit, stored_limits};
 pub use sources::{SourceRecords, delete_source, put_source, stored_sources};
 
-/// The tenant of a source that names none.
-pub const DEFAULT_TENANT: &str = "default";
+/// The tenant of a source that names none (the queue's, which files rows
+/// of hooks without one under it).
+pub use crate::queue::DEFAULT_TENANT;

@@ -4,7 +4,8 @@
 
 use super::commit::{Call, Kind, Logged, Message, Prepared};
 use super::handoff::Handoff;
-use super::{DeliveryRow, EntryOutcome, Queue, QueueError, RowState};
+use super::rows::rows_anew;
+use super::{EntryOutcome, Queue, QueueError};
 use crate::store::Batch;
 
 /// One hook to take over.
@@ -65,22 +66,4 @@ impl Queue {
     pub fn set_outcome_log(&self, log: std::sync::Arc<dyn super::OutcomeLog>) {
         let _ = self.outcome_log.set(log);
     }
-}
-
-/// Encoded delivery rows of a hook committed again: each live row due at
-/// `now_ms` (its due index entry is written at the commit's time, and a
-/// row must agree with its index entry), and a row already given up on
-/// dead as it was. A takeover imports a dead letter dead in the same
-/// write, so dispatch never sees it due in between.
-pub(super) fn rows_anew(rows: &[(u16, Vec<u8>)], now_ms: u64) -> Result<Vec<(u16, Vec<u8>)>, QueueError> {
-    rows.iter()
-        .map(|(sink, value)| {
-            let row = DeliveryRow::decode(0, *sink, value)
-                .map_err(|e| QueueError::Corrupt(format!("a handed-over row: {e}")))?;
-            if matches!(row.state, RowState::Dead { .. }) {
-                return Ok((*sink, value.clone()));
-            }
-            Ok((*sink, DeliveryRow { state: RowState::Due { due_at: now_ms }, ..row }.encode()))
-        })
-        .collect()
 }

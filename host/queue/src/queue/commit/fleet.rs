@@ -451,7 +451,7 @@ impl Writer {
     fn settle_call(&mut self, now_ms: u64) -> Call {
         let mut entries = self.fleet().map(|fleet| std::mem::take(&mut fleet.unsettled)).unwrap_or_default();
         for entry in &mut entries {
-            match crate::queue::import::rows_anew(&entry.rows, now_ms) {
+            match crate::queue::rows::rows_anew(&entry.rows, now_ms) {
                 Ok(rows) => entry.rows = rows,
                 Err(e) => tracing::error!("an unsettled hook's rows do not decode: {e}"),
             }
@@ -511,7 +511,7 @@ impl Writer {
             call.entries.push(Prepared {
                 envelope: handoff.envelope,
                 encoded: handoff.encoded,
-                rows: crate::queue::import::rows_anew(&handoff.rows, now_ms)?,
+                rows: crate::queue::rows::rows_anew(&handoff.rows, now_ms)?,
                 dedupe: None,
                 prefetched: None,
                 msg_id: None,

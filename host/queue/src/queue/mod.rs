@@ -45,6 +45,10 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 pub use archive::{Archived, archive_key_tenant};
+
+/// The tenant of a source that names none.
+pub const DEFAULT_TENANT: &str = "default";
+
 pub use damage::{named_keys, rebuild_index};
 pub use dlq::{DeadEntry, DeadPage, DeadQuery, MAX_EXAMINED, SinkSelector};
 pub use durability::{DurabilityError, SinkDurability, SourceDurability, WalMode, check_durable, validate_config};

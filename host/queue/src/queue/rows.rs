@@ -165,6 +165,24 @@ impl DeliveryRow {
     }
 }
 
+/// Encoded delivery rows of a hook committed again: each live row due at
+/// `now_ms` (its due index entry is written at the commit's time, and a
+/// row must agree with its index entry), and a row already given up on
+/// dead as it was. A takeover imports a dead letter dead in the same
+/// write, so dispatch never sees it due in between.
+pub(crate) fn rows_anew(rows: &[(u16, Vec<u8>)], now_ms: u64) -> Result<Vec<(u16, Vec<u8>)>, super::QueueError> {
+    rows.iter()
+        .map(|(sink, value)| {
+            let row = DeliveryRow::decode(0, *sink, value)
+                .map_err(|e| super::QueueError::Corrupt(format!("a handed-over row: {e}")))?;
+            if matches!(row.state, RowState::Dead { .. }) {
+                return Ok((*sink, value.clone()));
+            }
+            Ok((*sink, DeliveryRow { state: RowState::Due { due_at: now_ms }, ..row }.encode()))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -48,7 +48,7 @@ impl Queue {
         let envelope = hook.and_then(|bytes| Envelope::decode(seq, &bytes).ok());
         let (tenant, source) = match &envelope {
             Some(hook) => (hook.tenant_id.clone(), hook.source_id.clone()),
-            None => (crate::tenant::DEFAULT_TENANT.to_string(), String::new()),
+            None => (crate::queue::DEFAULT_TENANT.to_string(), String::new()),
         };
         let now = self.config.clock.now_ms();
         let row = DeliveryRow {

@@ -1,0 +1,54 @@
+//! What every request to the edge shares: its settings, the sources, where
+//! accepted hooks go, and the rate limits' state.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::batcher::Batcher;
+use super::rate::Gcra;
+use super::settings::EdgeConfig;
+use crate::queue::Queue;
+use crate::source::Directory;
+
+/// Where accepted hooks go.
+pub enum Mode {
+    /// `disk` / `dual`: the batcher and the queue.
+    Queue { queue: Arc<Queue>, batcher: Batcher },
+    /// `none`: straight to the sinks.
+    Direct,
+}
+
+pub struct Edge {
+    pub config: EdgeConfig,
+    pub directory: Arc<dyn Directory>,
+    pub mode: Mode,
+    pub tenant_limits: Gcra,
+    pub pen_limits: Gcra,
+}
+
+impl Edge {
+    /// Must run inside a tokio runtime (queue mode starts the batcher).
+    pub fn new(config: EdgeConfig, directory: Arc<dyn Directory>, queue: Option<Arc<Queue>>) -> Edge {
+        let mode = match queue {
+            Some(queue) => Mode::Queue { batcher: Batcher::start(queue.clone(), config.batcher.clone()), queue },
+            None => Mode::Direct,
+        };
+        Edge {
+            tenant_limits: Gcra::new(
+                config.rate_limits.default,
+                config.rate_limits.tenants.iter().map(|(t, r)| (t.clone(), *r)).collect(),
+            ),
+            pen_limits: Gcra::new(config.quarantine.rate(), HashMap::new()),
+            config,
+            directory,
+            mode,
+        }
+    }
+
+    pub fn queue(&self) -> Option<&Arc<Queue>> {
+        match &self.mode {
+            Mode::Queue { queue, .. } => Some(queue),
+            Mode::Direct => None,
+        }
+    }
+}
