@@ -21,8 +21,10 @@ pub mod dedupe;
 mod dlq;
 mod durability;
 pub mod envelope;
+mod error;
 pub mod handoff;
 mod import;
+mod open;
 mod purge;
 mod quarantine;
 mod readiness;
@@ -36,11 +38,9 @@ mod settle;
 mod tenants;
 mod transitions;
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use thiserror::Error;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
@@ -53,7 +53,9 @@ pub use damage::{named_keys, rebuild_index};
 pub use dlq::{DeadEntry, DeadPage, DeadQuery, MAX_EXAMINED, SinkSelector};
 pub use durability::{DurabilityError, SinkDurability, SourceDurability, WalMode, check_durable, validate_config};
 pub use envelope::{Envelope, Verification, VerifyStatus};
+pub use error::{QueueError, Refusal, Side};
 pub use import::Imported;
+pub use open::{Engines, has_rows, rebuild};
 pub use purge::{PURGE_CHUNK, PurgeCounts, PurgeKinds, PurgeStep};
 pub use quarantine::{DEFAULT_PEN_BYTES, PenEntry, is_pen_key};
 pub use readiness::NotReady;
@@ -61,12 +63,14 @@ pub use records::record_write;
 pub use recount::{CounterDrift, Recount, rebuild_counters};
 pub use reply::EntryReply;
 pub use rows::{DeliveryRow, RowState};
-pub use settings::{ArchiveSettings, DEFAULT_DEDUPE_TTL_MS, DedupeSettings, TenantsSettings, WalSettings};
+pub use settings::{
+    ArchiveSettings, Clock, DEFAULT_DEDUPE_TTL_MS, DEFAULT_DISK_RESERVE_BYTES, DedupeSettings, QueueConfig,
+    TenantsSettings, WalSettings,
+};
 pub use transitions::{ClaimDecision, FinalOutcome, OutcomeLog, Settlement, SourcePending, TenantPending};
 
-use crate::intake::{Intake, IntakeLog, IntakeOptions, Replay};
 use crate::store::keys::{self, counters, deliveries, hooks};
-use crate::store::{Batch, Cf, Durability, Scan, Store, StoreError, StoreOptions};
+use crate::store::{Batch, Cf, Scan, Store};
 use commit::{Call, Kind, Logged, Message, Prepared};
 use reply::Reply;
 
@@ -79,94 +83,6 @@ pub enum EntryOutcome {
     Duplicate(Envelope),
     /// Not written, and not acked.
     Refused(Refusal),
-}
-
-/// Which of the two durable copies (`dual` mode) a half result lacks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Side {
-    Intake,
-    Store,
-}
-
-/// Why an entry (or a whole release / redrive) was not acked.
-#[derive(Clone, Debug, PartialEq, Eq, Error)]
-pub enum Refusal {
-    /// Its tenant would be one past `tenants.max`.
-    #[error("tenant_limit")]
-    TenantLimit,
-    /// An erase of its tenant is running.
-    #[error("tenant_erasing")]
-    TenantErasing,
-    /// Its dedupe key would be a new live key past a quota.
-    #[error("dedupe_quota")]
-    DedupeQuota,
-    /// `dual` or `fleet`: the intake log could not take the batch (in
-    /// `fleet` it may hold hooks of it; nothing is acked or stored).
-    #[error("intake_unavailable")]
-    IntakeUnavailable,
-    /// `dual`: the intake log is full until the store checkpoints.
-    #[error("intake_pending")]
-    IntakePending,
-    /// The store could not commit the batch; nothing written.
-    #[error("store_unavailable")]
-    StoreUnavailable,
-    /// `dual`: one copy has the batch, the other (`missing`) does not.
-    /// Not acked; replay on the next boot completes it.
-    #[error("half: {missing:?} unavailable: {reason}")]
-    Half { missing: Side, reason: String },
-}
-
-#[derive(Clone, Debug, Error, PartialEq, Eq)]
-pub enum QueueError {
-    /// The writer could not start the batch before the caller's deadline;
-    /// nothing was written and no seq was consumed.
-    #[error("deadline_exceeded")]
-    DeadlineExceeded,
-    /// The caller went away while its batch waited for the writer; nothing
-    /// was written and no seq was consumed. (It is the answer to a caller
-    /// no longer there: what shows it is the batch's absence.)
-    #[error("caller_gone")]
-    CallerGone,
-    /// A read or a job's write failed.
-    #[error("store_unavailable: {0}")]
-    Store(#[from] StoreError),
-    /// The operating system refused what the queue needs to run (a
-    /// thread, randomness).
-    #[error("{0}")]
-    Os(String),
-    /// A whole call refused (a release or redrive, where one entry's
-    /// refusal refuses all, or a commit that failed).
-    #[error("{0}")]
-    Refused(Refusal),
-    /// A DLQ cursor this node did not issue.
-    #[error("invalid_cursor")]
-    InvalidCursor,
-    /// A DLQ query naming more tenants than one call may examine keys.
-    #[error("a DLQ query names at most {max} tenants")]
-    TooManyTenants { max: usize },
-    /// A stored row does not decode.
-    #[error("corrupt store: {0}")]
-    Corrupt(String),
-    /// Only a tenant without rows can be forgotten.
-    #[error("tenant {0} still holds delivery rows")]
-    TenantHasRows(String),
-    /// `dual` mode found the store and its intake log out of step.
-    #[error("{0}")]
-    Intake(String),
-    /// The quarantine pen is at its byte cap; it never evicts.
-    #[error("quarantine_full")]
-    QuarantineFull,
-    /// The writer has stopped (the node is shutting down).
-    #[error("the queue is closed")]
-    Closed,
-}
-
-impl QueueError {
-    /// The store holds damaged data here (a checksum mismatch, or a row
-    /// that does not decode): reading it again will not help.
-    pub fn is_damage(&self) -> bool {
-        matches!(self, QueueError::Corrupt(_) | QueueError::Store(StoreError::Corruption { .. }))
-    }
 }
 
 /// One hook to enqueue, with the sinks bound to its source at ack time.
@@ -211,106 +127,11 @@ pub struct CommitStats {
     pub checkpoints: u64,
 }
 
-#[derive(Clone, Debug)]
-pub struct QueueConfig {
-    /// `disk` or `dual` (`none` runs no queue at all).
-    pub wal: WalMode,
-    /// `dual`: where the intake log lives (ideally another volume).
-    pub intake_dir: Option<PathBuf>,
-    /// `dual`: roll intake segments at this size.
-    pub intake_segment_bytes: u64,
-    /// `dual`: refuse new hooks while the intake log holds more.
-    pub intake_max_bytes: u64,
-    pub dedupe_ttl_ms: u64,
-    pub dedupe_max_entries: Option<u64>,
-    pub dedupe_max_entries_per_tenant: Option<u64>,
-    pub tenants_max: Option<usize>,
-    /// Keep every accepted hook this long for `archive` replays (no archive
-    /// when absent).
-    pub archive_retention_ms: Option<u64>,
-    /// The store's live WAL at most (see [`StoreOptions::wal_max_bytes`]).
-    pub store_wal_max_bytes: u64,
-    /// Readiness fails while the store's filesystem has fewer free bytes
-    /// (0: never on free space alone).
-    pub disk_reserve_bytes: u64,
-    /// Failures to inject into the store (fault tests only).
-    pub store_faults: Option<Arc<crate::store::Faults>>,
-    /// Where commits read the time (dedupe expiry, due times).
-    pub clock: Clock,
-}
-
-/// The queue's wall clock: the system's, or one a test moves by hand.
-#[derive(Clone, Debug, Default)]
-pub enum Clock {
-    #[default]
-    System,
-    /// Unix milliseconds, set by the test.
-    Manual(Arc<std::sync::atomic::AtomicU64>),
-}
-
-impl Clock {
-    /// A manual clock standing at `unix_ms`.
-    pub fn manual(unix_ms: u64) -> Clock {
-        Clock::Manual(Arc::new(std::sync::atomic::AtomicU64::new(unix_ms)))
-    }
-
-    pub fn now_ms(&self) -> u64 {
-        match self {
-            Clock::System => now_ms(),
-            Clock::Manual(at) => at.load(Ordering::SeqCst),
-        }
-    }
-
-    /// Move a manual clock forward (the system clock moves by itself).
-    pub fn advance(&self, by_ms: u64) {
-        if let Clock::Manual(at) = self {
-            at.fetch_add(by_ms, Ordering::SeqCst);
-        }
-    }
-}
-
-/// The free space under the store below which a node is not ready.
-pub const DEFAULT_DISK_RESERVE_BYTES: u64 = 128 << 20;
-
 /// The kinds of counters kept per tenant and per node.
 pub const COUNTER_KINDS: [&str; 6] = ["pending", "scheduled", "inflight", "dead", "bytes", "dedupe_keys"];
 
 /// The counter key of `kind` for a tenant, or for the node.
 pub use counters::counter as counter_key;
-
-/// The storage a queue runs on: a store, and in `dual` mode an intake log
-/// with what it replayed when it opened (in `fleet` mode the hook log).
-pub struct Engines {
-    pub store: Arc<dyn Store>,
-    pub intake: Option<Intake>,
-}
-
-impl Engines {
-    /// The embedded engines: RocksDB at `path`, and in `dual` mode the
-    /// segment log in `config.intake_dir`.
-    pub fn embedded(path: &Path, config: &QueueConfig) -> Result<Engines, QueueError> {
-        let options = StoreOptions {
-            faults: config.store_faults.clone(),
-            wal_max_bytes: config.store_wal_max_bytes,
-            ..StoreOptions::new(path)
-        };
-        let store = crate::store::open_embedded(&options)?;
-        let intake = match config.wal {
-            WalMode::Dual => {
-                let dir = config
-                    .intake_dir
-                    .clone()
-                    .ok_or_else(|| QueueError::Intake("wal.mode dual needs an intake log directory".into()))?;
-                let options = IntakeOptions { dir, segment_bytes: config.intake_segment_bytes };
-                let (log, replay) = crate::intake::open(options).map_err(|e| QueueError::Intake(e.to_string()))?;
-                Some(Intake::Groups(log, replay))
-            }
-            // `fleet`'s log is JetStream, plugged in by the node.
-            WalMode::Disk | WalMode::None | WalMode::Fleet => None,
-        };
-        Ok(Engines { store, intake })
-    }
-}
 
 pub struct Queue {
     store: Arc<dyn Store>,
@@ -337,96 +158,12 @@ pub struct Queue {
     claims_until: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
-/// Whether `store` holds any delivery row (a check before a mode change).
-pub fn has_rows(store: &dyn Store) -> Result<bool, QueueError> {
-    Ok(!store.scan(&Scan::prefix(Cf::Deliveries, &[], 1))?.is_empty())
-}
-
 /// Wall-clock unix milliseconds (due times, dead times, dedupe expiry).
 pub fn now_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
 impl Queue {
-    /// Open (or create) the queue on the embedded engines at `path` and
-    /// start its writer (see [`Queue::start`]).
-    pub fn open(path: &Path, config: QueueConfig) -> Result<Queue, QueueError> {
-        Queue::start(Engines::embedded(path, &config)?, config)
-    }
-
-    /// Start the queue on `engines`. In `dual` mode the intake log's replay
-    /// comes first: batches it has that the store lacks (a half commit
-    /// before a crash) are written to the store.
-    pub fn start(engines: Engines, config: QueueConfig) -> Result<Queue, QueueError> {
-        let Engines { store, intake } = engines;
-        let intake = match intake {
-            Some(Intake::Groups(log, replay)) => {
-                Some(Intake::Groups(complete_from_intake(store.as_ref(), log, &replay)?, Replay::default()))
-            }
-            other => other,
-        };
-        recount::repair_counters_if_damaged(store.as_ref())?;
-        let next_seq = recover_next_seq(store.as_ref())?;
-        let tenants = Arc::new(tenants::TenantBook::load(store.as_ref())?);
-        let limits = commit::Limits {
-            dedupe_ttl_ms: config.dedupe_ttl_ms,
-            dedupe_max_entries: config.dedupe_max_entries,
-            dedupe_max_entries_per_tenant: config.dedupe_max_entries_per_tenant,
-            tenants_max: config.tenants_max,
-            intake_max_bytes: config.intake_max_bytes,
-            archive: config.archive_retention_ms.is_some(),
-        };
-        let due_floor = Arc::new(transitions::DueFloor::default());
-        let spawned = commit::spawn(commit::WriterParts {
-            due_floor: due_floor.clone(),
-            store: store.clone(),
-            next_seq,
-            limits,
-            tenants: tenants.clone(),
-            intake,
-        })?;
-        let recovery = recovery::Recovery::spawn(spawned.messages.downgrade(), spawned.stats.clone(), store.clone())
-            .map_err(|e| QueueError::Os(format!("cannot start the recovery thread: {e}")))?;
-        Ok(Queue {
-            store,
-            recovery: Some(recovery),
-            outcome_log: std::sync::OnceLock::new(),
-            claims_paused: std::sync::atomic::AtomicBool::new(false),
-            claims_until: std::sync::Mutex::new(None),
-            writer: Some(spawned.messages),
-            writer_thread: Some(spawned.thread),
-            stats: spawned.stats,
-            tenants,
-            config,
-            transitions: std::sync::Mutex::new(()),
-            pen: std::sync::Mutex::new(()),
-            due_floor,
-        })
-    }
-
-    /// Stop the writer after the calls already queued, and release the
-    /// store (so it can be opened again, by this process or another),
-    /// without blocking the async runtime.
-    pub async fn close(mut self) {
-        let recovery = self.recovery.take();
-        let _ = tokio::task::spawn_blocking(move || drop(recovery)).await;
-        let writer = self.writer.take();
-        let thread = self.writer_thread.take();
-        let store = self.store.clone();
-        drop(writer);
-        let _ = tokio::task::spawn_blocking(move || {
-            if let Some(thread) = thread {
-                let _ = thread.join();
-            }
-            // A clean stop leaves nothing in the store's WAL to replay, so
-            // the next start is quick.
-            if let Err(e) = store.flush() {
-                tracing::warn!("flushing the store on close failed: {e}");
-            }
-        })
-        .await;
-    }
-
     fn writer(&self) -> Result<&mpsc::Sender<Message>, QueueError> {
         self.writer.as_ref().ok_or(QueueError::Closed)
     }
@@ -761,90 +498,4 @@ impl Queue {
             checkpoints: self.stats.checkpoints.load(Ordering::Relaxed),
         }
     }
-}
-
-impl Drop for Queue {
-    /// A queue dropped without `close` still stops its writer before the
-    /// store goes: the database is never closed under a running thread
-    /// (nor left open while the process exits).
-    fn drop(&mut self) {
-        drop(self.recovery.take());
-        drop(self.writer.take());
-        if let Some(thread) = self.writer_thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-/// Write to the store every batch the intake log replayed that the store
-/// lacks. A new store beside a non-empty intake log is refused: that is a
-/// lost store, and `ankusa store rebuild` is how it comes back.
-fn complete_from_intake(
-    store: &dyn Store,
-    log: Box<dyn IntakeLog>,
-    replay: &Replay,
-) -> Result<Box<dyn IntakeLog>, QueueError> {
-    if store.created() && !replay.records.is_empty() {
-        return Err(QueueError::Intake(format!(
-            "the store at {} is new but the intake log holds {} batches: the store was lost; \
-             rebuild it with `ankusa store rebuild` instead of starting empty",
-            store.location(),
-            replay.records.len()
-        )));
-    }
-    let applied = apply_intake(store, &replay.records)?;
-    if applied > 0 {
-        tracing::warn!(batches = applied, "completed half-committed batches from the intake log");
-    }
-    Ok(log)
-}
-
-/// Write to the store the intake records it lacks (those at or past its seq
-/// marker); how many.
-fn apply_intake(store: &dyn Store, records: &[crate::intake::Record]) -> Result<usize, QueueError> {
-    let marker = store.seq_marker()?.unwrap_or(1);
-    let mut applied = 0;
-    for record in records.iter().filter(|r| r.first_seq >= marker) {
-        let batch = Batch::decode(&record.payload)
-            .map_err(|e| QueueError::Intake(format!("intake batch at seq {}: {e}", record.first_seq)))?;
-        store.write(&batch, Durability::Synced)?;
-        applied += 1;
-    }
-    Ok(applied)
-}
-
-/// Build a new store at `store_dir` from the intake log at `intake_dir`:
-/// every batch it holds, in order. Refuses a store directory that is not
-/// empty. Returns (batches, hooks) restored.
-pub fn rebuild(intake_dir: &Path, store_dir: &Path) -> Result<(usize, u64), QueueError> {
-    let replay = crate::intake::read_all(intake_dir).map_err(|e| QueueError::Intake(e.to_string()))?;
-    let store = crate::store::open_embedded(&StoreOptions::new(store_dir))?;
-    if !store.created() {
-        return Err(QueueError::Intake(format!(
-            "{} already holds a store; rebuild into a new, empty directory",
-            store_dir.display()
-        )));
-    }
-    let mut hooks = 0;
-    for record in &replay.records {
-        let batch = Batch::decode(&record.payload)
-            .map_err(|e| QueueError::Intake(format!("intake batch at seq {}: {e}", record.first_seq)))?;
-        hooks += batch.ops().iter().filter(|op| matches!(op, crate::store::WriteOp::Put { cf: Cf::Hooks, .. })).count()
-            as u64;
-        store.write(&batch, Durability::Buffered)?;
-    }
-    store.flush()?;
-    Ok((replay.records.len(), hooks))
-}
-
-/// `next_seq = max(stored marker, last hook key + 1)`: the marker covers
-/// seqs whose hooks were since deleted, the scan covers a marker that is
-/// behind (it never is after a clean commit, but costs nothing to check).
-fn recover_next_seq(store: &dyn Store) -> Result<u64, QueueError> {
-    let marker = store.seq_marker()?.unwrap_or(1);
-    let after_last = match store.last_key(Cf::Hooks)? {
-        Some(key) => hooks::parse(&key).ok_or_else(|| QueueError::Corrupt("hook key".into()))? + 1,
-        None => 1,
-    };
-    Ok(marker.max(after_last))
 }

@@ -2,16 +2,79 @@
 //! sections, and how they make the [`QueueConfig`] a queue opens with.
 
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Clock, DEFAULT_DISK_RESERVE_BYTES, QueueConfig, WalMode};
+use super::WalMode;
 use crate::problem::Checker;
 use crate::settings::as_millis;
 
 /// How long a dedupe key absorbs retries unless configured.
 pub const DEFAULT_DEDUPE_TTL_MS: u64 = 72 * 3600 * 1000;
+
+#[derive(Clone, Debug)]
+pub struct QueueConfig {
+    /// `disk` or `dual` (`none` runs no queue at all).
+    pub wal: WalMode,
+    /// `dual`: where the intake log lives (ideally another volume).
+    pub intake_dir: Option<PathBuf>,
+    /// `dual`: roll intake segments at this size.
+    pub intake_segment_bytes: u64,
+    /// `dual`: refuse new hooks while the intake log holds more.
+    pub intake_max_bytes: u64,
+    pub dedupe_ttl_ms: u64,
+    pub dedupe_max_entries: Option<u64>,
+    pub dedupe_max_entries_per_tenant: Option<u64>,
+    pub tenants_max: Option<usize>,
+    /// Keep every accepted hook this long for `archive` replays (no archive
+    /// when absent).
+    pub archive_retention_ms: Option<u64>,
+    /// The store's live WAL at most (see [`StoreOptions::wal_max_bytes`]).
+    pub store_wal_max_bytes: u64,
+    /// Readiness fails while the store's filesystem has fewer free bytes
+    /// (0: never on free space alone).
+    pub disk_reserve_bytes: u64,
+    /// Failures to inject into the store (fault tests only).
+    pub store_faults: Option<Arc<crate::store::Faults>>,
+    /// Where commits read the time (dedupe expiry, due times).
+    pub clock: Clock,
+}
+
+/// The queue's wall clock: the system's, or one a test moves by hand.
+#[derive(Clone, Debug, Default)]
+pub enum Clock {
+    #[default]
+    System,
+    /// Unix milliseconds, set by the test.
+    Manual(Arc<std::sync::atomic::AtomicU64>),
+}
+
+impl Clock {
+    /// A manual clock standing at `unix_ms`.
+    pub fn manual(unix_ms: u64) -> Clock {
+        Clock::Manual(Arc::new(std::sync::atomic::AtomicU64::new(unix_ms)))
+    }
+
+    pub fn now_ms(&self) -> u64 {
+        match self {
+            Clock::System => super::now_ms(),
+            Clock::Manual(at) => at.load(Ordering::SeqCst),
+        }
+    }
+
+    /// Move a manual clock forward (the system clock moves by itself).
+    pub fn advance(&self, by_ms: u64) {
+        if let Clock::Manual(at) = self {
+            at.fetch_add(by_ms, Ordering::SeqCst);
+        }
+    }
+}
+
+/// The free space under the store below which a node is not ready.
+pub const DEFAULT_DISK_RESERVE_BYTES: u64 = 128 << 20;
 
 /// `wal`: where a hook is durable before it is acked.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize, utoipa::ToSchema)]

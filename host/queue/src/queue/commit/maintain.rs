@@ -71,7 +71,7 @@ impl Writer {
         if let CommitPath::Dual(dual) = &self.path {
             // `dual`: batches the intake log has and the store lost.
             let records = lock(&dual.log).replay().map_err(|e| QueueError::Intake(e.to_string()))?;
-            crate::queue::apply_intake(self.store.as_ref(), &records)?;
+            crate::queue::open::apply_intake(self.store.as_ref(), &records)?;
         }
         // `fleet`: hooks the log has and the store lost (written, never
         // synced) are committed again before any other group.
