@@ -6,7 +6,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use ankusa::intake::{IntakeError, IntakeOptions, MAGIC, Record, SegmentLog};
+use ankusa::intake::{IntakeError, IntakeOptions, LoggedGroup, MAGIC, SegmentLog};
 use proptest::prelude::*;
 
 /// Appends `payloads` as records with seqs 1, 2, … to a fresh log in `dir`
@@ -24,11 +24,11 @@ fn write(dir: &Path, payloads: &[Vec<u8>]) -> (PathBuf, Vec<u64>) {
     (segment, ends)
 }
 
-fn expected(payloads: &[Vec<u8>], count: usize) -> Vec<Record> {
+fn expected(payloads: &[Vec<u8>], count: usize) -> Vec<LoggedGroup> {
     payloads[..count]
         .iter()
         .enumerate()
-        .map(|(n, payload)| Record { first_seq: n as u64 + 1, last_seq: n as u64 + 1, payload: payload.clone() })
+        .map(|(n, payload)| LoggedGroup { first_seq: n as u64 + 1, last_seq: n as u64 + 1, payload: payload.clone() })
         .collect()
 }
 

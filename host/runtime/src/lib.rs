@@ -75,7 +75,9 @@ use self::log::LogChannel;
 use self::pool::{InstancePool, StartError};
 use self::state::InstanceState;
 
-struct Prepared {
+/// A component compiled and checked against the sink world, with the
+/// `InstancePre` its instances start from.
+struct CheckedComponent {
     compiled: Compiled,
     component: SinkComponent,
 }
@@ -87,7 +89,7 @@ pub struct Runtime {
     cache: ComponentCache,
     /// Components compiled and checked, by sha256: each gets its
     /// `InstancePre` once, however many sinks use it.
-    prepared: Mutex<HashMap<String, Arc<Prepared>>>,
+    checked: Mutex<HashMap<String, Arc<CheckedComponent>>>,
     tls: Arc<rustls::ClientConfig>,
     config: EngineConfig,
 }
@@ -102,7 +104,7 @@ impl Runtime {
             engine,
             linker,
             cache,
-            prepared: Mutex::new(HashMap::new()),
+            checked: Mutex::new(HashMap::new()),
             tls: http::default_tls_config()?,
             config,
         })
@@ -112,15 +114,15 @@ impl Runtime {
         &self.config
     }
 
-    fn prepare(&self, bytes: &[u8]) -> Result<Arc<Prepared>, ComponentError> {
+    fn prepare(&self, bytes: &[u8]) -> Result<Arc<CheckedComponent>, ComponentError> {
         let sha256 = ComponentCache::digest(bytes);
-        if let Some(hit) = self.prepared.lock().unwrap_or_else(|e| e.into_inner()).get(&sha256) {
+        if let Some(hit) = self.checked.lock().unwrap_or_else(|e| e.into_inner()).get(&sha256) {
             return Ok(hit.clone());
         }
         let compiled = self.cache.load_or_compile(&self.engine, bytes, sha256.clone())?;
         let component = component::prepare(&self.engine, &self.linker, &compiled)?;
-        let prepared = Arc::new(Prepared { compiled, component });
-        self.prepared.lock().unwrap_or_else(|e| e.into_inner()).insert(sha256, prepared.clone());
+        let prepared = Arc::new(CheckedComponent { compiled, component });
+        self.checked.lock().unwrap_or_else(|e| e.into_inner()).insert(sha256, prepared.clone());
         Ok(prepared)
     }
 

@@ -66,7 +66,7 @@ fn delivery(row: &DeliveryRow) -> DeliveryView {
         }
     };
     DeliveryView {
-        sink: Some(row.component.clone()),
+        sink: Some(row.sink_name.clone()),
         sink_index: row.sink,
         state,
         attempts: row.attempts,

@@ -488,7 +488,7 @@ impl Scheduler {
     fn bound_sink(&self, row: &DeliveryRow) -> Option<Target> {
         let source = self.directory.resolve(Some(&row.tenant), &row.source)?;
         let binding = source.sinks.iter().find(|b| b.index == row.sink)?;
-        (binding.sink.label().sink == row.component)
+        (binding.sink.label().sink == row.sink_name)
             .then(|| Target { sink: binding.sink.clone(), forward: source.forward_headers.clone() })
     }
 

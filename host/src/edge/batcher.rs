@@ -89,7 +89,8 @@ impl SubmitError {
     }
 }
 
-struct Record {
+/// One entry a handler submitted, waiting to get into a call.
+struct Submitted {
     entry: Entry,
     deadline: Instant,
     reply: EntryReply,
@@ -118,7 +119,7 @@ impl Drop for Admission {
 }
 
 pub struct Batcher {
-    partitions: Vec<mpsc::UnboundedSender<Record>>,
+    partitions: Vec<mpsc::UnboundedSender<Submitted>>,
     next: AtomicUsize,
     load: Arc<Load>,
     config: BatcherConfig,
@@ -151,7 +152,7 @@ impl Batcher {
             drop(admission);
             let _ = reply.send(outcome.map_err(SubmitError::from_queue));
         });
-        let record = Record { entry, deadline: Instant::now() + self.config.deadline, reply };
+        let record = Submitted { entry, deadline: Instant::now() + self.config.deadline, reply };
         let index = self.next.fetch_add(1, Ordering::Relaxed) % self.partitions.len();
         if let Err(mpsc::error::SendError(record)) = self.partitions[index].send(record) {
             (record.reply)(Err(QueueError::Closed));
@@ -177,7 +178,7 @@ impl Batcher {
     }
 }
 
-async fn partition(queue: Arc<Queue>, mut rx: mpsc::UnboundedReceiver<Record>, max_batch: usize) {
+async fn partition(queue: Arc<Queue>, mut rx: mpsc::UnboundedReceiver<Submitted>, max_batch: usize) {
     while let Some(first) = rx.recv().await {
         let mut records = vec![first];
         while records.len() < max_batch {
@@ -189,7 +190,7 @@ async fn partition(queue: Arc<Queue>, mut rx: mpsc::UnboundedReceiver<Record>, m
         // A record whose caller left is still committed: it may be the
         // provider's only copy until it retries, and dedupe absorbs that.
         let now = Instant::now();
-        let (late, records): (Vec<Record>, Vec<Record>) = records.into_iter().partition(|r| r.deadline <= now);
+        let (late, records): (Vec<Submitted>, Vec<Submitted>) = records.into_iter().partition(|r| r.deadline <= now);
         for record in late {
             (record.reply)(Err(QueueError::DeadlineExceeded));
         }

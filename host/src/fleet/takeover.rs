@@ -426,7 +426,7 @@ fn undecodable(node: &str, position: u64, bytes: Vec<u8>, reason: &str) -> (Impo
         sink: 0,
         tenant,
         source,
-        component: String::new(),
+        sink_name: String::new(),
         bytes: envelope.size() as u64,
         attempts: 0,
         replay_id: None,

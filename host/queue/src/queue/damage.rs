@@ -56,7 +56,7 @@ impl Queue {
             sink,
             tenant,
             source,
-            component: String::new(),
+            sink_name: String::new(),
             bytes: 0,
             attempts: 0,
             replay_id: None,

@@ -247,7 +247,7 @@ impl Queue {
             }
             let Some(row) = self.row_for_dlq(seq, sink)? else { continue };
             let RowState::Dead { reason, class, .. } = &row.state else { continue };
-            if !query.admits(&row.source, (sink, Some(&row.component)), *class) {
+            if !query.admits(&row.source, (sink, Some(&row.sink_name)), *class) {
                 continue;
             }
             let Some((envelope, unreadable)) = self.hook_for_dlq(&row)? else { continue };
@@ -256,7 +256,7 @@ impl Queue {
                 reason: reason.clone(),
                 at,
                 sink,
-                sink_name: row.component.clone(),
+                sink_name: row.sink_name.clone(),
                 error_class: *class,
                 attempts: row.attempts,
                 unreadable,

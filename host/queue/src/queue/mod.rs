@@ -213,13 +213,13 @@ impl Queue {
                 let rows_of_hook = u16::try_from(sinks.len()).unwrap_or(0);
                 let rows = sinks
                     .into_iter()
-                    .map(|(sink, component)| {
+                    .map(|(sink, sink_name)| {
                         let row = DeliveryRow {
                             seq: 0,
                             sink,
                             tenant: envelope.tenant_id.clone(),
                             source: envelope.source_id.clone(),
-                            component,
+                            sink_name,
                             bytes: envelope.size(),
                             attempts: 0,
                             replay_id: replay_id.map(str::to_string),

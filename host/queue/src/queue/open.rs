@@ -168,7 +168,7 @@ fn complete_from_intake(
 
 /// Write to the store the intake records it lacks (those at or past its seq
 /// marker); how many.
-pub(super) fn apply_intake(store: &dyn Store, records: &[crate::intake::Record]) -> Result<usize, QueueError> {
+pub(super) fn apply_intake(store: &dyn Store, records: &[crate::intake::LoggedGroup]) -> Result<usize, QueueError> {
     let marker = store.seq_marker()?.unwrap_or(1);
     let mut applied = 0;
     for record in records.iter().filter(|r| r.first_seq >= marker) {

@@ -68,7 +68,7 @@ pub struct DeliveryRow {
     pub source: String,
     /// The name of the sink bound at this index when the hook was acked
     /// (a reloaded component keeps its name, so its rows still deliver).
-    pub component: String,
+    pub sink_name: String,
     /// The hook's stored size (counted once per row).
     pub bytes: u64,
     pub attempts: u32,
@@ -108,7 +108,7 @@ impl DeliveryRow {
     pub fn index_entries(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
         let value = match &self.state {
             RowState::Dead { class, .. } => {
-                DeadSummary { source: self.source.clone(), class: *class, sink: Some(self.component.clone()) }.encode()
+                DeadSummary { source: self.source.clone(), class: *class, sink: Some(self.sink_name.clone()) }.encode()
             }
             RowState::Due { .. } | RowState::Inflight { .. } => Vec::new(),
         };
@@ -120,7 +120,7 @@ impl DeliveryRow {
         w.u8(VERSION)
             .str(&self.tenant)
             .str(&self.source)
-            .str(&self.component)
+            .str(&self.sink_name)
             .u64(self.bytes)
             .u32(self.attempts)
             .opt_str(self.replay_id.as_deref());
@@ -140,7 +140,7 @@ impl DeliveryRow {
         let version = r.one_of(&[1, VERSION])?;
         let tenant = r.string("tenant")?;
         let source = r.string("source")?;
-        let component = r.string("component")?;
+        let sink_name = r.string("sink name")?;
         let size = r.u64()?;
         let attempts = r.u32()?;
         let replay_id = r.opt_string("replay id")?;
@@ -161,7 +161,7 @@ impl DeliveryRow {
         };
         let rows_of_hook = if version >= 2 { r.u16()? } else { 0 };
         r.end()?;
-        Ok(DeliveryRow { seq, sink, tenant, source, component, bytes: size, attempts, replay_id, state, rows_of_hook })
+        Ok(DeliveryRow { seq, sink, tenant, source, sink_name, bytes: size, attempts, replay_id, state, rows_of_hook })
     }
 }
 
@@ -193,7 +193,7 @@ mod tests {
             sink: 2,
             tenant: "acme".into(),
             source: "stripe".into(),
-            component: "c9c1".into(),
+            sink_name: "c9c1".into(),
             bytes: 1024,
             attempts: 3,
             replay_id: Some("r-1".into()),
@@ -243,7 +243,7 @@ mod tests {
         let expected = DeadSummary {
             source: "stripe".into(),
             class: Some(ErrorClass::Permanent),
-            sink: Some(dead.component.clone()),
+            sink: Some(dead.sink_name.clone()),
         };
         for (_, value) in dead.index_entries() {
             assert_eq!(DeadSummary::decode(&value), Some(expected.clone()));

@@ -124,7 +124,7 @@ pub trait IntakeLog: Send + 'static {
     fn truncate_below(&mut self, seq: u64) -> Result<(), IntakeError>;
     /// Every record the log holds now, in order (to complete a store that
     /// recovered from a failed write).
-    fn replay(&self) -> Result<Vec<Record>, IntakeError>;
+    fn replay(&self) -> Result<Vec<LoggedGroup>, IntakeError>;
 }
 
 /// A replicated log of hooks one by one (`wal.mode: fleet`), taken before
@@ -180,9 +180,10 @@ pub enum IntakeError {
     Stopped { path: String, reason: String },
 }
 
-/// One replayed record.
+/// One group as the intake log holds it: the seqs it spans and its
+/// encoded store batch.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Record {
+pub struct LoggedGroup {
     pub first_seq: u64,
     pub last_seq: u64,
     pub payload: Vec<u8>,
@@ -191,7 +192,7 @@ pub struct Record {
 /// What replay found.
 #[derive(Debug, Default)]
 pub struct Replay {
-    pub records: Vec<Record>,
+    pub records: Vec<LoggedGroup>,
     /// Bytes cut from the end of the last segment (a torn, unacked tail).
     pub torn_bytes: u64,
 }

@@ -40,7 +40,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use super::{IntakeError, IntakeLog, Record, Replay};
+use super::{IntakeError, IntakeLog, LoggedGroup, Replay};
 
 /// The first bytes of every segment written now. It differs from the
 /// earlier magics in two bytes, so no single damaged byte turns a sealed
@@ -178,7 +178,7 @@ fn be_u32(bytes: &[u8]) -> u32 {
 /// What one segment holds.
 #[derive(Default)]
 struct Parsed {
-    records: Vec<Record>,
+    records: Vec<LoggedGroup>,
     /// Where a torn tail starts, and why.
     torn: Option<(u64, String)>,
     /// Whether the segment must end in a seal (its format has them).
@@ -240,7 +240,7 @@ fn parse(path: &Path, bytes: &[u8]) -> Result<Parsed, IntakeError> {
         if parsed.sealable && (first_seq, last_seq) == SEAL_SEQS && payload.is_empty() {
             parsed.sealed = true;
         } else {
-            parsed.records.push(Record { first_seq, last_seq, payload: payload.to_vec() });
+            parsed.records.push(LoggedGroup { first_seq, last_seq, payload: payload.to_vec() });
         }
         at += header + len;
     }
@@ -413,7 +413,7 @@ impl IntakeLog for SegmentLog {
 
     /// Read back from the files: every append before returned after its
     /// fsync, so they hold everything appended.
-    fn replay(&self) -> Result<Vec<Record>, IntakeError> {
+    fn replay(&self) -> Result<Vec<LoggedGroup>, IntakeError> {
         read_all(&self.options.dir).map(|replay| replay.records)
     }
 }
