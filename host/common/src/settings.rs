@@ -142,11 +142,12 @@ pub fn as_millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// Bytes in a mebibyte (`*_mib` keys).
+pub const MIB: usize = 1 << 20;
+
 /// Mebibytes in settings (`*_mib` keys), bytes in code.
 pub mod mebibytes {
     use super::*;
-
-    const MIB: usize = 1 << 20;
 
     pub fn serialize<S: Serializer>(bytes: &usize, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_u64((*bytes / MIB) as u64)

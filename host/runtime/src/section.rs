@@ -125,7 +125,7 @@ impl SinkSettings {
         spec.tls = self.tls.clone();
         spec.limits = SinkLimits {
             concurrency: self.concurrency.unwrap_or(concurrency),
-            memory_bytes: self.memory_mib.map_or(defaults.memory_bytes, |m| m as usize * (1 << 20)),
+            memory_bytes: self.memory_mib.map_or(defaults.memory_bytes, |m| m as usize * crate::settings::MIB),
             max_uses: self.max_uses.unwrap_or(limits.max_uses),
             attempt_timeout: defaults.attempt_timeout,
             batch: self.batch,

@@ -330,7 +330,7 @@ pub fn attempted(a: Attempt<'_>) {
 }
 
 /// The attempt's `traceparent` rides its task (the runtime reads it).
-pub use crate::runtime::traceparent::{current as current_traceparent, scope};
+pub use crate::runtime::traceparent::scope;
 
 /// Sends the exporter's requests on the node's runtime (the batch
 /// processor exports from a thread of its own), over TLS for `https`.
