@@ -472,7 +472,10 @@ async function showHook(box, seq, sinkIndex) {
         el("dt", {}, "State"), el("dd", {}, pill(row.state, row.state === "dead" ? "failed" : row.state)),
         el("dt", {}, "Error class"), el("dd", {}, pill(row.error_class || "–")),
         el("dt", {}, "Attempts"), el("dd", {}, row.attempts),
-        el("dt", {}, "Reason"), el("dd", { id: "hook-reason" }, row.reason || "–"),
+        row.due_at != null && [el("dt", {}, "Next attempt"), el("dd", {}, when(row.due_at))],
+        row.failed_at != null
+          ? [el("dt", {}, "Last failure"), el("dd", { id: "hook-reason" }, `${when(row.failed_at)}: ${row.reason}`)]
+          : [el("dt", {}, "Reason"), el("dd", { id: "hook-reason" }, row.reason || "–")],
       ],
     ),
     el("h3", {}, "Headers"),
@@ -681,9 +684,26 @@ async function tenant(root, onStop, id) {
   });
 }
 
+// ---------------------------------------------------------------- hooks
+
+/** One stored hook by its seq (`#/hooks/SEQ`): retrying, dead or waiting. */
+async function hooks(root) {
+  const seq = location.hash.replace(/^#\/?hooks\/?/, "").split("?")[0];
+  const detail = el("div", { id: "hook-detail" });
+  const form = el("form", { class: "filters", id: "hook-lookup" },
+    el("label", {}, "Seq", el("input", { name: "seq", inputmode: "numeric", value: seq })),
+    el("button", { type: "submit" }, "Show"));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    location.hash = `#/hooks/${encodeURIComponent(new FormData(form).get("seq"))}`;
+  });
+  root.append(el("section", { class: "card" }, el("h2", {}, "Hook"), form), el("section", { class: "card" }, detail));
+  if (seq) await showHook(detail, seq, 0).catch(fail(detail));
+}
+
 // ---------------------------------------------------------------- start
 
-const PAGES = { overview, sources, dlq, quarantine, tenants };
+const PAGES = { overview, sources, dlq, hooks, quarantine, tenants };
 
 async function start() {
   $("#login-form").addEventListener("submit", async (event) => {

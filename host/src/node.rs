@@ -210,8 +210,22 @@ impl Node {
     /// the admin API's source writes.
     pub async fn reload_sinks(&self) -> ReloadReport {
         let _writing = self.source_writes.lock().await;
-        crate::source::reload_sinks(&self.sources, &self.runtime, |source, sink| self.config.sink_spec(source, sink))
-            .await
+        let report = crate::source::reload_sinks(&self.sources, &self.runtime, |source, sink| {
+            self.config.sink_spec(source, sink)
+        })
+        .await;
+        self.tell_dispatch(&report);
+        report
+    }
+
+    /// Dispatch hears of each swapped component (see
+    /// [`Dispatcher::component_swapped`]).
+    fn tell_dispatch(&self, report: &ReloadReport) {
+        if let Some(dispatcher) = &self.dispatcher {
+            for swapped in &report.swapped {
+                dispatcher.component_swapped(&swapped.source, &swapped.sink);
+            }
+        }
     }
 
     /// Swap `component` in for the configured sink `name` wherever a source
@@ -227,6 +241,7 @@ impl Node {
             Some(spec)
         })
         .await;
+        self.tell_dispatch(&report);
         Some(report)
     }
 

@@ -175,6 +175,22 @@ impl RunningNode {
     }
 
     /// POST a hook to `/webhooks/{source}`.
+    /// `PUT /v1/sinks/{name}/component` with `component` (what `ankusa
+    /// sink dev` does): (status, answer).
+    pub async fn upload_component(&self, name: &str, component: Vec<u8>) -> (u16, Value) {
+        use http_body_util::Full;
+        let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build_http::<Full<bytes::Bytes>>();
+        let request = http::Request::put(format!("http://{}/v1/sinks/{name}/component", self.admin))
+            .header("content-type", "application/wasm")
+            .body(Full::new(bytes::Bytes::from(component)))
+            .expect("request");
+        let response = client.request(request).await.expect("sent");
+        let status = response.status().as_u16();
+        let bytes = response.into_body().collect().await.expect("body").to_bytes();
+        (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    }
+
     pub async fn post_hook(&self, source: &str, headers: &[(&str, &str)], body: &str) -> (u16, Value) {
         let headers: Vec<(String, String)> = headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         let (status, bytes) =

@@ -99,3 +99,27 @@ fn every_relative_link_leads_somewhere() {
     }
     assert!(broken.is_empty(), "links to nothing:\n{}", broken.join("\n"));
 }
+
+/// Sink authors in any language read the cases file's format in the book:
+/// every field the runner reads is described there.
+#[test]
+fn every_field_of_the_cases_file_is_in_the_book() {
+    let source = std::fs::read_to_string(docs().join("../host/runtime/src/sinktest/cases.rs")).expect("cases.rs");
+    let page = std::fs::read_to_string(docs().join("src/sinks/testing.md")).expect("testing.md");
+    let mut fields = Vec::new();
+    for kind in ["CaseFile", "Case", "CaseHook", "CaseReply", "Expect", "ExpectRequest", "ExpectConfigError"] {
+        let start = source.find(&format!("pub struct {kind} {{")).unwrap_or_else(|| panic!("no struct {kind}"));
+        let body = &source[start..start + source[start..].find("\n}").expect("its end")];
+        for line in body.lines().map(str::trim) {
+            if let Some(name) = line.strip_prefix("pub ").and_then(|l| l.split_once(':')).map(|(n, _)| n) {
+                fields.push((kind, name.to_string()));
+            }
+        }
+    }
+    assert!(fields.len() > 25, "the runner's fields were found: {fields:?}");
+    // As a key in code (`name`, `expect.name`) or in a JSON example ("name").
+    let described =
+        |name: &str| [format!("`{name}`"), format!(".{name}`"), format!("\"{name}\"")].iter().any(|f| page.contains(f));
+    let missing: Vec<_> = fields.iter().filter(|(_, name)| !described(name)).collect();
+    assert!(missing.is_empty(), "fields of the cases file the book does not describe: {missing:?}");
+}

@@ -31,6 +31,28 @@ fn the_same_cases_pass_against_the_wasm_file() {
     assert_eq!(code, Some(0), "{stdout}");
 }
 
+/// Without `--cache-dir`, a compiled component is kept in the user's
+/// cache, so the next `sink test` of it loads without compiling.
+#[test]
+fn compiled_components_are_cached_in_the_users_cache_by_default() {
+    let home = tempfile::tempdir().expect("dir");
+    let wasm = guest_wasm("http");
+    let file = cases("http.json");
+    let out = Command::new(ankusa_bin())
+        .args(["sink", "test", wasm.to_str().expect("utf-8"), file.to_str().expect("utf-8")])
+        .env("XDG_CACHE_HOME", home.path())
+        .env_remove("ANKUSA_COMPONENT_CACHE")
+        .output()
+        .expect("run ankusa");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    let cached: Vec<_> = std::fs::read_dir(home.path().join("ankusa/components"))
+        .expect("the cache folder")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().extension().is_some_and(|x| x == "cwasm"))
+        .collect();
+    assert_eq!(cached.len(), 1, "one compiled component");
+}
+
 #[test]
 fn a_wrong_expectation_fails_with_a_clear_diff() {
     let wrong = br#"{

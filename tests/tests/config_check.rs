@@ -130,6 +130,46 @@ fn every_problem_is_listed_at_once() {
     assert!(stderr.contains("3 problem(s)") || stderr.contains("4 problem(s)"), "{stderr}");
 }
 
+/// The keys `check-config --json` names for `yaml`.
+fn problem_keys(yaml: &str) -> Vec<String> {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = write_config(dir.path(), yaml);
+    let out = ankusa(&["check-config", "--json", "--config", path.to_str().expect("path")], &[]);
+    assert_eq!(out.status.code(), Some(78), "{}", String::from_utf8_lossy(&out.stdout));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    report["problems"]
+        .as_array()
+        .expect("problems")
+        .iter()
+        .filter_map(|p| p["key"].as_str().map(String::from))
+        .collect()
+}
+
+/// A sink whose options its component refuses is listed with a problem
+/// elsewhere in the file, not only once that is fixed.
+#[test]
+fn a_sinks_refused_options_are_listed_with_every_other_problem() {
+    let keys = problem_keys(
+        "dispatch:\n  concurrency: 0\nsinks:\n  hook:\n    component: http\n    options: {url: \"ftp://files.example.com/in\"}\nsources:\n  gh:\n    sinks: [hook]\n",
+    );
+    assert!(keys.contains(&"dispatch.concurrency".to_string()), "{keys:?}");
+    assert!(keys.contains(&"sinks.hook.options".to_string()), "{keys:?}");
+}
+
+/// A `url` its sink's `allow` list does not admit would be refused on
+/// every delivery: the check names the option and the entry that admits it.
+#[test]
+fn a_sink_url_outside_its_allow_list_is_named_with_the_entry_that_admits_it() {
+    let yaml = "sinks:\n  hook:\n    component: http\n    options: {url: \"http://hooks.example.com:8080/in\"}\n    allow: [\"https://hooks.example.com\"]\n  cache:\n    component: redis\n    options: {url: \"redis://:pw@cache.internal\", stream: \"hooks\"}\n    allow: [\"tcp://cache.internal:6379\"]\nsources:\n  gh:\n    sinks: [hook, cache]\n";
+    let out = check(yaml, &[]);
+    assert_eq!(out.status.code(), Some(78));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("sinks.hook.options.url"), "{stderr}");
+    assert!(stderr.contains("\"http://hooks.example.com:8080\" to sinks.hook.allow"), "the entry to add:\n{stderr}");
+    assert!(!stderr.contains("sinks.cache"), "an allowed destination passes:\n{stderr}");
+    assert_eq!(problem_keys(yaml), ["sinks.hook.options.url"]);
+}
+
 #[test]
 fn json_output_lists_problems_for_scripts() {
     let dir = tempfile::tempdir().expect("dir");
@@ -161,6 +201,28 @@ fn a_good_config_passes_with_interpolation_and_overrides() {
     assert_eq!(printed["sources"]["gh"]["verify"]["secret"], "<redacted>");
     assert_eq!(printed["batcher"]["max_batch"], 256, "defaults are filled in");
     assert!(!String::from_utf8_lossy(&out.stdout).contains("12345"), "the secret never prints");
+}
+
+/// A file saved from `print-config` holds `<redacted>` where its secrets
+/// were: checking it names each such key instead of passing it.
+#[test]
+fn a_saved_printed_config_is_refused_at_each_redacted_secret() {
+    let yaml = format!(
+        "{HTTP_SINK}sources:\n  gh:\n    sinks: [hook]\n    verify: {{preset: github, secret: \"${{GH_SECRET}}\"}}\n"
+    );
+    let dir = tempfile::tempdir().expect("dir");
+    let path = write_config(dir.path(), &yaml);
+    let printed = ankusa(&["print-config", "--config", path.to_str().expect("path")], &[("GH_SECRET", "12345")]);
+    assert!(printed.status.success(), "{}", String::from_utf8_lossy(&printed.stderr));
+    let text = String::from_utf8_lossy(&printed.stdout).into_owned();
+    assert!(text.starts_with("# ") && text.lines().next().is_some_and(|l| l.contains("<redacted>")), "{text}");
+    let saved = write_config(dir.path(), &text);
+    let out = ankusa(&["check-config", "--json", "--config", saved.to_str().expect("path")], &[]);
+    assert_eq!(out.status.code(), Some(78), "{}", String::from_utf8_lossy(&out.stdout));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let keys: Vec<&str> =
+        report["problems"].as_array().expect("problems").iter().filter_map(|p| p["key"].as_str()).collect();
+    assert!(keys.contains(&"sources.gh.verify.secret"), "{report}");
 }
 
 #[test]

@@ -91,6 +91,7 @@ fn check_human(log: &str, dead_id: &str) {
     let retried = lines_with(log, "it will be retried");
     assert_eq!(retried.len(), 1, "one line for one retry:\n{log}");
     assert!(retried[0].contains("INFO") && names_hook(retried[0]), "{}", retried[0]);
+    assert!(retried[0].contains("503") && retried[0].contains("seq=1"), "the reason and the hook: {}", retried[0]);
     let dead = lines_with(log, "hook dead-lettered");
     assert_eq!(dead.len(), 1, "one line for one dead letter:\n{log}");
     assert!(names_hook(dead[0]), "{}", dead[0]);
@@ -127,6 +128,9 @@ fn check_json(banner: &str, log: &str, dead_id: &str) {
     let retried = with("delivery failed; it will be retried");
     assert_eq!(retried.len(), 1, "{log}");
     assert_eq!(retried[0]["fields"]["sink"], "hook");
+    assert_eq!(retried[0]["fields"]["seq"], 1);
+    let reason = retried[0]["fields"]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("503"), "the sink's reason: {}", retried[0]);
     let dead = with("hook dead-lettered");
     assert_eq!(dead.len(), 1, "{log}");
     let fields = &dead[0]["fields"];

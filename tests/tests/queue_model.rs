@@ -10,7 +10,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use ankusa::error_class::ErrorClass;
 use ankusa::queue::{
-    Clock, DeadQuery, Entry, EntryOutcome, Envelope, PurgeKinds, Queue, QueueConfig, Refusal, TenantPending,
+    Clock, DeadQuery, Entry, EntryOutcome, Envelope, LastFailure, PurgeKinds, Queue, QueueConfig, Refusal,
+    TenantPending,
 };
 use proptest::prelude::*;
 
@@ -289,7 +290,8 @@ async fn run(ops: Vec<Op>) {
             Op::Retry { pick, delay } => {
                 let inflight = model.inflight();
                 if let Some(&at) = inflight.get(pick % inflight.len().max(1)) {
-                    queue.retry(at.0, at.1, T0 + delay).expect("retry");
+                    let failure = LastFailure::new(ErrorClass::Transient, "the model's failure", T0);
+                    queue.retry(at.0, at.1, T0 + delay, failure).expect("retry");
                     if let Some(row) = model.rows.get_mut(&at) {
                         row.attempts += 1;
                         row.state = State::Due(T0 + delay);

@@ -1,7 +1,9 @@
 //! Delivery row transitions and the counters that follow them.
 
 use ankusa::error_class::ErrorClass;
-use ankusa::queue::{Entry, EntryOutcome, Envelope, Queue, QueueConfig, RowState, Settlement, TenantPending};
+use ankusa::queue::{
+    Entry, EntryOutcome, Envelope, LastFailure, Queue, QueueConfig, RowState, Settlement, TenantPending,
+};
 
 const NOW: u64 = 1_800_000_000_000;
 
@@ -35,12 +37,14 @@ async fn rows_move_through_their_states_and_counters_follow() {
     assert!(queue.claim_due(NOW, 10).expect("claim").is_empty(), "a claimed row is not claimed twice");
     assert_eq!(queue.pending_for_tenant("acme").expect("counters").inflight, 2);
 
-    queue.retry(seq, 0, NOW + 5_000).expect("retry");
+    let failure = LastFailure::new(ErrorClass::Fault, "wasm trap: unreachable", NOW);
+    queue.retry(seq, 0, NOW + 5_000, failure.clone()).expect("retry");
     let counts = queue.pending_for_tenant("acme").expect("counters");
     assert_eq!((counts.pending, counts.scheduled, counts.inflight), (1, 1, 1));
     assert!(queue.claim_due(NOW + 4_999, 10).expect("claim").is_empty(), "not due before its backoff ends");
     let again = queue.claim_due(NOW + 5_000, 10).expect("claim");
     assert_eq!((again.len(), again[0].attempts), (1, 1));
+    assert_eq!(again[0].last_failure, Some(failure), "a retrying row keeps why its attempt failed");
 
     queue.bury(seq, 0, NOW + 6_000, "destination answered 410", ErrorClass::Permanent).expect("bury");
     assert_eq!(queue.dead_for_tenant("acme").expect("dead"), 1);
@@ -83,7 +87,11 @@ async fn one_settle_batch_removes_each_hook_with_its_last_row() {
             (half, 0, Settlement::Complete),
             (single, 0, Settlement::Complete),
             (both, 1, Settlement::Complete),
-            (half, 1, Settlement::Retry { due_at: NOW + 1 }),
+            (
+                half,
+                1,
+                Settlement::Retry { due_at: NOW + 1, failure: LastFailure::new(ErrorClass::Transient, "503", NOW) },
+            ),
         ])
         .expect("settle");
     let left: Vec<u64> = queue.hooks(0, 10).expect("hooks").iter().map(|h| h.seq).collect();

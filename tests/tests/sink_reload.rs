@@ -60,21 +60,6 @@ fn forward_to(receiver: &Receiver) -> (tempfile::TempDir, std::path::PathBuf, Ve
     (dir, component, original)
 }
 
-/// `PUT /v1/sinks/{name}/component` with `body`: (status, answer).
-async fn upload(node: &RunningNode, name: &str, body: Vec<u8>) -> (u16, serde_json::Value) {
-    use http_body_util::{BodyExt, Full};
-    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .build_http::<Full<bytes::Bytes>>();
-    let request = http::Request::put(format!("http://{}/v1/sinks/{name}/component", node.admin))
-        .header("content-type", "application/wasm")
-        .body(Full::new(bytes::Bytes::from(body)))
-        .expect("request");
-    let response = client.request(request).await.expect("sent");
-    let status = response.status().as_u16();
-    let bytes = response.into_body().collect().await.expect("body").to_bytes();
-    (status, serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null))
-}
-
 fn sha256(bytes: &[u8]) -> String {
     use sha2::Digest;
     hex::encode(sha2::Sha256::digest(bytes))
@@ -92,14 +77,14 @@ async fn an_uploaded_component_replaces_the_sink_until_it_is_reloaded_from_its_f
     let loaded = async || node.admin("GET", "/v1/sinks", None, None).await.1[0]["sha256"].as_str().map(String::from);
     assert_eq!(loaded().await, Some(sha256(&original)));
 
-    let (status, answer) = upload(&node, "nope", original.clone()).await;
+    let (status, answer) = node.upload_component("nope", original.clone()).await;
     assert_eq!((status, answer["error"].as_str()), (404, Some("not_found")), "{answer}");
-    let (status, answer) = upload(&node, "forward", b"not a component".to_vec()).await;
+    let (status, answer) = node.upload_component("forward", b"not a component".to_vec()).await;
     assert_eq!((status, answer["error"].as_str()), (422, Some("component_refused")), "{answer}");
     assert_eq!(loaded().await, Some(sha256(&original)), "a refused upload changes nothing");
 
     let big = with_custom_section(&original, &vec![b'x'; 3 << 20]);
-    let (status, answer) = upload(&node, "forward", big.clone()).await;
+    let (status, answer) = node.upload_component("forward", big.clone()).await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["swapped"][0]["to"].as_str(), Some(sha256(&big).as_str()), "{answer}");
     assert_eq!(loaded().await, Some(sha256(&big)));
@@ -107,7 +92,7 @@ async fn an_uploaded_component_replaces_the_sink_until_it_is_reloaded_from_its_f
     assert_eq!(status, 201);
     eventually("the uploaded component delivers", Duration::from_secs(10), async || !receiver.received().is_empty())
         .await;
-    let (status, answer) = upload(&node, "forward", big.clone()).await;
+    let (status, answer) = node.upload_component("forward", big.clone()).await;
     assert_eq!((status, answer["unchanged"].as_u64()), (200, Some(1)), "the same upload again: {answer}");
 
     let (_, report) = node.admin("POST", "/v1/sinks/reload", None, None).await;

@@ -14,6 +14,10 @@
 //!
 //! This module only decides; the HTTP and socket capabilities consume it.
 
+mod destinations;
+
+pub use destinations::{Destination, destinations};
+
 use std::collections::HashMap;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -61,7 +65,7 @@ impl EgressScheme {
         }
     }
 
-    fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Self::Http => "http",
             Self::Https => "https",

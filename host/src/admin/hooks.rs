@@ -52,18 +52,27 @@ pub struct DeliveryView {
     /// For a due row: when its next attempt may run (unix ms).
     pub due_at: Option<u64>,
     pub dead_at: Option<u64>,
+    /// Why it died; while it is retrying, why its last attempt failed.
     pub reason: Option<String>,
+    /// The class of that failure (`transient`, `fault`, ...).
     pub error_class: Option<String>,
+    /// While it is retrying: when its last attempt failed (unix ms).
+    pub failed_at: Option<u64>,
     pub replay_id: Option<String>,
 }
 
 fn delivery(row: &DeliveryRow) -> DeliveryView {
-    let (state, due_at, dead_at, reason, error_class) = match &row.state {
-        RowState::Due { due_at } => ("due", Some(*due_at), None, None, None),
-        RowState::Inflight { .. } => ("inflight", None, None, None, None),
-        RowState::Dead { dead_at, reason, class } => {
-            ("dead", None, Some(*dead_at), Some(reason.clone()), class.map(|c| c.as_str().to_string()))
+    let (state, due_at, dead_at) = match &row.state {
+        RowState::Due { due_at } => ("due", Some(*due_at), None),
+        RowState::Inflight { .. } => ("inflight", None, None),
+        RowState::Dead { dead_at, .. } => ("dead", None, Some(*dead_at)),
+    };
+    let (reason, error_class, failed_at) = match (&row.state, &row.last_failure) {
+        (RowState::Dead { reason, class, .. }, _) => {
+            (Some(reason.clone()), class.map(|c| c.as_str().to_string()), None)
         }
+        (_, Some(last)) => (Some(last.reason.clone()), Some(last.class.as_str().to_string()), Some(last.at)),
+        (_, None) => (None, None, None),
     };
     DeliveryView {
         sink: Some(row.sink_name.clone()),
@@ -74,6 +83,7 @@ fn delivery(row: &DeliveryRow) -> DeliveryView {
         dead_at,
         reason,
         error_class,
+        failed_at,
         replay_id: row.replay_id.clone(),
     }
 }
@@ -133,6 +143,7 @@ pub async fn get(State(node): State<Arc<Node>>, Segments(seq): Segments<String>)
                     dead_at: None,
                     reason: None,
                     error_class: None,
+                    failed_at: None,
                     replay_id: None,
                 });
             }

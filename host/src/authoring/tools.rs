@@ -26,14 +26,21 @@ pub struct ToolCache {
     root: PathBuf,
 }
 
+/// `kind`'s folder in the user's cache: `$XDG_CACHE_HOME/ankusa/KIND`,
+/// else `~/.cache/ankusa/KIND` (else the temporary directory's
+/// `ankusa-KIND`).
+pub fn user_cache(kind: &str) -> PathBuf {
+    let env = |key| std::env::var_os(key).filter(|v| !v.is_empty()).map(PathBuf::from);
+    env("XDG_CACHE_HOME")
+        .map(|d| d.join("ankusa").join(kind))
+        .or_else(|| env("HOME").map(|d| d.join(".cache/ankusa").join(kind)))
+        .unwrap_or_else(|| std::env::temp_dir().join(format!("ankusa-{kind}")))
+}
+
 impl ToolCache {
     pub fn new(root: Option<PathBuf>) -> ToolCache {
         let env = |key| std::env::var_os(key).filter(|v| !v.is_empty()).map(PathBuf::from);
-        let root = root
-            .or_else(|| env("ANKUSA_TOOLS_DIR"))
-            .or_else(|| env("XDG_CACHE_HOME").map(|d| d.join("ankusa/tools")))
-            .or_else(|| env("HOME").map(|d| d.join(".cache/ankusa/tools")))
-            .unwrap_or_else(|| std::env::temp_dir().join("ankusa-tools"));
+        let root = root.or_else(|| env("ANKUSA_TOOLS_DIR")).unwrap_or_else(|| user_cache("tools"));
         ToolCache { root }
     }
 

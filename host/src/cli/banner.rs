@@ -29,6 +29,18 @@ pub fn print(node: &Node, origin: &str, ingest: Option<SocketAddr>, admin: Optio
     }
 }
 
+/// Where hooks are taken, and, when that is every interface, how to keep
+/// it to this host.
+fn ingest_line(addr: SocketAddr, tenant_routing: bool) -> String {
+    let routes = if tenant_routing { "/webhooks/{source}, /webhooks/{tenant}/{source}" } else { "/webhooks/{source}" };
+    let reach = if addr.ip().is_unspecified() {
+        format!("; every interface of this host: --ingest 127.0.0.1:{} for this host only", addr.port())
+    } else {
+        String::new()
+    };
+    format!("ingest: http://{addr} ({routes}{reach})")
+}
+
 fn lines(node: &Node, origin: &str, ingest: Option<SocketAddr>, admin: Option<SocketAddr>) -> Vec<String> {
     let mut lines = Vec::new();
     let config = &node.config;
@@ -112,12 +124,7 @@ fn lines(node: &Node, origin: &str, ingest: Option<SocketAddr>, admin: Option<So
         lines.push(format!("traces: OTLP {} to {} (one trace per hook)", otlp.protocol, otlp.endpoint));
     }
     if let Some(addr) = ingest {
-        let routes = if config.http.tenant_routing {
-            "/webhooks/{source}, /webhooks/{tenant}/{source}"
-        } else {
-            "/webhooks/{source}"
-        };
-        lines.push(format!("ingest: http://{addr} ({routes})"));
+        lines.push(ingest_line(addr, config.http.tenant_routing));
     }
     if let Some(addr) = admin {
         let auth = if config.admin.token.is_some() { "bearer token required" } else { "loopback only, no token" };
@@ -125,4 +132,21 @@ fn lines(node: &Node, origin: &str, ingest: Option<SocketAddr>, admin: Option<So
     }
     lines.push("ready; Ctrl-C to stop".to_string());
     lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ingest_line;
+
+    #[test]
+    fn an_ingest_on_every_interface_says_so_and_how_to_keep_it_local() {
+        let everywhere = ingest_line("0.0.0.0:4000".parse().expect("addr"), false);
+        assert_eq!(
+            everywhere,
+            "ingest: http://0.0.0.0:4000 (/webhooks/{source}; every interface of this host: \
+             --ingest 127.0.0.1:4000 for this host only)"
+        );
+        let local = ingest_line("127.0.0.1:4000".parse().expect("addr"), true);
+        assert_eq!(local, "ingest: http://127.0.0.1:4000 (/webhooks/{source}, /webhooks/{tenant}/{source})");
+    }
 }

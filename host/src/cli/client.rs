@@ -9,18 +9,36 @@ use clap::Args;
 use http_body_util::{BodyExt, Full};
 use serde_json::Value;
 
+/// How a command reaches a running node: the same two options, under the
+/// same heading, in every command that talks to one.
 #[derive(Debug, Clone, Args)]
-pub struct AdminArgs {
-    /// The node's admin API.
-    #[arg(long = "admin-url", env = "ANKUSA_ADMIN_URL", default_value = "http://127.0.0.1:4002", global = true)]
+#[command(next_help_heading = "Admin API")]
+pub struct AdminConnection {
+    /// The node's admin API (`--node` is an older name for it).
+    #[arg(
+        long = "admin-url",
+        alias = "node",
+        env = "ANKUSA_ADMIN_URL",
+        default_value = "http://127.0.0.1:4002",
+        global = true
+    )]
     pub url: String,
     /// Its bearer token, when it requires one.
     #[arg(long, env = "ANKUSA_ADMIN_TOKEN", hide_env_values = true, global = true)]
     pub token: Option<String>,
-    /// Print the API's JSON instead of text.
-    #[arg(long, global = true)]
+}
+
+/// What a command that prints what the API answered takes.
+#[derive(Debug, Clone, Args)]
+pub struct AdminArgs {
+    #[command(flatten)]
+    pub connection: AdminConnection,
+    #[arg(long, global = true, help = JSON_HELP)]
     pub json: bool,
 }
+
+/// The one description of `--json`, wherever a command has it.
+pub const JSON_HELP: &str = "Print JSON instead of text";
 
 /// A refusal of the API: its status and typed error.
 #[derive(Debug, thiserror::Error)]
@@ -38,7 +56,7 @@ pub struct AdminClient {
 }
 
 impl AdminClient {
-    pub fn new(args: &AdminArgs) -> anyhow::Result<AdminClient> {
+    pub fn new(args: &AdminConnection) -> anyhow::Result<AdminClient> {
         let base = args.url.trim_end_matches('/').to_string();
         if !base.starts_with("http://") {
             bail!("--admin-url must be an http:// address (got {base}); put TLS in front of the admin API if needed");

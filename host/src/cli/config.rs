@@ -90,8 +90,7 @@ pub fn refuse_error(args: &ConfigArgs, error: &ConfigError, json: bool) -> ExitC
 pub struct CheckArgs {
     #[command(flatten)]
     config: ConfigArgs,
-    /// One JSON object on stdout instead of text.
-    #[arg(long)]
+    #[arg(long, help = super::client::JSON_HELP)]
     json: bool,
 }
 
@@ -99,14 +98,26 @@ pub struct CheckArgs {
 /// start would, without touching the store. Exit 0, or 78 listing every
 /// problem.
 pub async fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
-    let config = match args.config.load() {
-        Ok(config) => config,
+    let (config, problems) = match args.config.load() {
+        Ok(config) => (config, Vec::new()),
+        Err(ConfigError::Invalid { problems, partial: Some(config), .. }) => (*config, problems),
         Err(e) => return Ok(refuse_error(&args.config, &e, args.json)),
     };
-    let runtime = Runtime::new(config.engine_config(), None)?;
+    // Compiled into the user's cache (or `runtime.cache_dir`), never into
+    // the node's data directory, which a check does not touch.
+    let cache = config.runtime.cache_dir.clone().unwrap_or_else(|| crate::authoring::tools::user_cache("components"));
+    let runtime = Runtime::new(config.engine_config(), Some(cache))?;
+    let mut problems = problems;
+    problems.extend(destinations_outside_allow(&config));
     let loaded = match config.sources_settings() {
-        Ok(settings) => crate::source::load_all(settings, &runtime, config.wal_mode()).await,
-        Err(problems) => Err(problems),
+        // Every other key is right: the sinks load as a start loads them.
+        Ok(settings) if problems.is_empty() => crate::source::load_all(settings, &runtime, config.wal_mode()).await,
+        // Some are not: the sinks are still loaded, so their problems are
+        // listed with the rest rather than after a fix of those.
+        _ => {
+            problems.extend(unloadable_sinks(&config, &runtime, &problems).await);
+            Err(problems)
+        }
     };
     let sources = match loaded {
         Ok(sources) => sources,
@@ -130,6 +141,51 @@ pub async fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The problems of each configured sink that loads with its options
+/// (`problems` already names none of its keys).
+async fn unloadable_sinks(config: &Config, runtime: &Runtime, problems: &[Problem]) -> Vec<Problem> {
+    let mut found = Vec::new();
+    for name in config.sinks.keys() {
+        let section = format!("sinks.{name}");
+        let named = |p: &Problem| p.key == section || p.key.starts_with(&format!("{section}."));
+        if problems.iter().any(named) {
+            continue;
+        }
+        let Some(spec) = config.sink_spec("check-config", name) else { continue };
+        if let Err(e) = runtime.load(spec).await {
+            found.push(Problem::new(crate::source::load_error_key(name, &e), e.to_string()));
+        }
+    }
+    found
+}
+
+/// A sink whose options name a destination its `allow` list does not
+/// admit would be refused on every delivery: each such option, with the
+/// entry that would admit it.
+fn destinations_outside_allow(config: &Config) -> Vec<Problem> {
+    let mut found = Vec::new();
+    for (name, sink) in &config.sinks {
+        // An allow list that does not parse is a problem of its own.
+        let Ok(policy) = crate::runtime::egress::EgressPolicy::new(&sink.allow, &sink.allow_networks) else {
+            continue;
+        };
+        for (destination, refusal) in policy.refused_destinations(&sink.options) {
+            // A URL's password is not printed.
+            let mut named = serde_json::Value::String(destination.named.clone());
+            crate::config::redact_options(&mut named);
+            let named = named.as_str().unwrap_or_default().to_string();
+            found.push(Problem::new(
+                format!("sinks.{name}.options.{}", destination.key),
+                format!(
+                    "{named}: {refusal}, so every delivery would be refused; add \"{}\" to sinks.{name}.allow",
+                    destination.allow_entry()
+                ),
+            ));
+        }
+    }
+    found
+}
+
 #[derive(Debug, Args)]
 pub struct PrintArgs {
     #[command(flatten)]
@@ -138,6 +194,10 @@ pub struct PrintArgs {
     #[arg(long)]
     json: bool,
 }
+
+/// The first line of a printed configuration.
+const PRINTED_HEADER: &str = "# The configuration in force, defaults filled in. Secrets are shown as <redacted>: \
+a file saved from this output does not load until they are put back.";
 
 /// The configuration in force, every default filled in, secrets redacted.
 pub fn print(args: PrintArgs) -> anyhow::Result<ExitCode> {
@@ -149,6 +209,8 @@ pub fn print(args: PrintArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&shown)?);
     } else {
+        // JSON has no comments: there the marker itself says it.
+        println!("{PRINTED_HEADER}");
         print!("{}", serde_norway::to_string(&shown)?);
     }
     Ok(ExitCode::SUCCESS)

@@ -23,7 +23,7 @@ enum FleetCommand {
 }
 
 pub async fn fleet(args: FleetArgs) -> anyhow::Result<ExitCode> {
-    let client = AdminClient::new(&args.admin)?;
+    let client = AdminClient::new(&args.admin.connection)?;
     let FleetCommand::Status = args.command;
     let status = client.get("/v1/fleet").await?;
     if args.admin.json {

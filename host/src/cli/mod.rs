@@ -5,6 +5,7 @@ mod banner;
 mod client;
 mod config;
 mod fleet;
+mod hooks;
 mod operate;
 mod run;
 mod sink;
@@ -34,12 +35,13 @@ enum Command {
     PrintConfig(config::PrintArgs),
     /// Print the version.
     Version {
-        /// As JSON.
-        #[arg(long)]
+        #[arg(long, help = client::JSON_HELP)]
         json: bool,
     },
     /// List the dead-letter queue of a running node.
     Dlq(operate::DlqArgs),
+    /// Show a running node's stored hooks and their deliveries.
+    Hooks(hooks::HooksArgs),
     /// Start and follow replay jobs on a running node.
     Replay(operate::ReplayArgs),
     /// A running node's tenants: usage and erase.
@@ -81,6 +83,7 @@ pub fn main() -> ExitCode {
                 Ok(ExitCode::SUCCESS)
             }
             Command::Dlq(args) => operate::dlq(args).await,
+            Command::Hooks(args) => hooks::hooks(args).await,
             Command::Replay(args) => operate::replay(args).await,
             Command::Tenant(args) => operate::tenant(args).await,
             Command::Fleet(args) => fleet::fleet(args).await,

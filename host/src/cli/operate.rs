@@ -18,8 +18,10 @@ pub struct DlqFilters {
     /// Only these tenants' rows (comma-separated).
     #[arg(long)]
     tenant: Option<String>,
-    /// Only rows dead at or after this time (unix ms).
-    #[arg(long)]
+    /// Only rows dead at or after this time: RFC 3339
+    /// (`2026-12-06T09:00:00Z`), a duration ago (`10m`, `2h`, `1d`), or
+    /// unix milliseconds.
+    #[arg(long, value_parser = parse_since)]
     since: Option<u64>,
     /// Only this sink's rows (its name).
     #[arg(long)]
@@ -27,6 +29,23 @@ pub struct DlqFilters {
     /// Only rows dead with this class.
     #[arg(long)]
     error_class: Option<String>,
+}
+
+/// A point in time as `--since` and `--until` take it, in unix
+/// milliseconds.
+fn parse_since(text: &str) -> Result<u64, String> {
+    if let Ok(ms) = text.parse::<u64>() {
+        return Ok(ms);
+    }
+    let now = std::time::SystemTime::now();
+    let at = match humantime::parse_duration(text) {
+        Ok(ago) => now.checked_sub(ago).ok_or_else(|| format!("{text} ago is before 1970"))?,
+        Err(_) => humantime::parse_rfc3339_weak(text).map_err(|_| {
+            format!("`{text}`: give RFC 3339 (2026-12-06T09:00:00Z), a duration ago (10m, 2h) or unix ms")
+        })?,
+    };
+    let since = at.duration_since(std::time::UNIX_EPOCH).map_err(|_| format!("{text} is before 1970"))?;
+    Ok(since.as_millis() as u64)
 }
 
 #[derive(Debug, Args)]
@@ -56,7 +75,7 @@ enum DlqCommand {
 }
 
 pub async fn dlq(args: DlqArgs) -> anyhow::Result<ExitCode> {
-    let client = AdminClient::new(&args.admin)?;
+    let client = AdminClient::new(&args.admin.connection)?;
     let DlqCommand::List { filters, limit, mut cursor, all } = args.command;
     let mut total = 0usize;
     loop {
@@ -125,9 +144,9 @@ enum ReplayCommand {
         id: Option<String>,
         #[command(flatten)]
         filters: DlqFilters,
-        /// `dlq`: dead before this time; `archive`: received before it
-        /// (unix ms). Default: when the job starts.
-        #[arg(long)]
+        /// `dlq`: dead before this time; `archive`: received before it (as
+        /// `--since` takes a time). Default: when the job starts.
+        #[arg(long, value_parser = parse_since)]
         until: Option<u64>,
         /// Rows moved per second at most.
         #[arg(long)]
@@ -171,7 +190,7 @@ impl Kind {
 }
 
 pub async fn replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
-    let client = AdminClient::new(&args.admin)?;
+    let client = AdminClient::new(&args.admin.connection)?;
     let json = args.admin.json;
     let job = match args.command {
         ReplayCommand::Start { kind, id, filters, until, rate, max_lag_ms, wait } => {
@@ -285,7 +304,7 @@ enum TenantCommand {
 }
 
 pub async fn tenant(args: TenantArgs) -> anyhow::Result<ExitCode> {
-    let client = AdminClient::new(&args.admin)?;
+    let client = AdminClient::new(&args.admin.connection)?;
     let answer = match args.command {
         TenantCommand::Usage { tenant } => client.get(&format!("/v1/tenants/{tenant}/usage")).await?,
         TenantCommand::Status { tenant } => client.get(&format!("/v1/tenants/{tenant}")).await?,
@@ -319,5 +338,20 @@ async fn follow_erase(client: &AdminClient, tenant: &str) -> anyhow::Result<Valu
             return Ok(erase);
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_since;
+
+    #[test]
+    fn since_takes_milliseconds_rfc_3339_and_durations_ago() {
+        assert_eq!(parse_since("1800000000000"), Ok(1_800_000_000_000));
+        assert_eq!(parse_since("2027-01-15T08:00:00Z"), Ok(1_800_000_000_000));
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_millis() as u64;
+        let ago = now - parse_since("10m").expect("a duration");
+        assert!((600_000..605_000).contains(&ago), "{ago}");
+        assert!(parse_since("yesterday").is_err_and(|e| e.contains("RFC 3339")));
     }
 }

@@ -16,14 +16,30 @@ use crate::authoring::{template, wit};
 use crate::runtime::{ComponentInfo, ComponentSource, EngineConfig, LoadError, Runtime, SinkLabel, SinkSpec, builtin};
 use crate::sinktest::cases;
 
+use super::client::{AdminConnection, JSON_HELP};
+
 #[derive(Debug, clap::Args)]
 pub struct SinkArgs {
-    /// Cache compiled components here (a Python or JavaScript sink takes
-    /// seconds to compile; the cache makes later runs instant).
-    #[arg(long, global = true, env = "ANKUSA_COMPONENT_CACHE")]
-    cache_dir: Option<PathBuf>,
     #[command(subcommand)]
     command: SinkCommand,
+}
+
+/// Where compiled components are kept, for the commands that run one.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ComponentCacheArgs {
+    /// Keep compiled components here, by content hash, instead of
+    /// ~/.cache/ankusa/components (a Python or JavaScript sink compiles for
+    /// seconds; from the cache it loads at once).
+    #[arg(long, env = "ANKUSA_COMPONENT_CACHE")]
+    cache_dir: Option<PathBuf>,
+}
+
+impl ComponentCacheArgs {
+    /// A runtime for one-off commands, compiling into the cache.
+    fn runtime(&self) -> anyhow::Result<Runtime> {
+        let dir = self.cache_dir.clone().unwrap_or_else(|| crate::authoring::tools::user_cache("components"));
+        Ok(Runtime::new(EngineConfig { max_instances: 16, ..EngineConfig::default() }, Some(dir))?)
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -35,9 +51,10 @@ pub enum SinkCommand {
         /// The sink's options (JSON), to validate them and ask for durability.
         #[arg(long)]
         options: Option<String>,
-        /// Print JSON.
-        #[arg(long)]
+        #[arg(long, help = JSON_HELP)]
         json: bool,
+        #[command(flatten)]
+        cache: ComponentCacheArgs,
     },
     /// Run JSON test cases against a component (with neither given: the
     /// project here, its build/NAME.wasm against its cases.json).
@@ -45,11 +62,12 @@ pub enum SinkCommand {
         /// A `.wasm` component, or the name of a built-in sink.
         #[arg(requires = "cases")]
         component: Option<String>,
-        /// The cases file.
+        /// The cases file (its format: `docs/src/sinks/testing.md`).
         cases: Option<PathBuf>,
-        /// Print a JSON report.
-        #[arg(long)]
+        #[arg(long, help = JSON_HELP)]
         json: bool,
+        #[command(flatten)]
+        cache: ComponentCacheArgs,
     },
     /// Start a sink project: a working sink that logs each hook and can
     /// POST it, its test cases, the WIT, a README.
@@ -70,18 +88,16 @@ pub enum SinkCommand {
         /// Where fetched toolchains are kept (default: ~/.cache/ankusa/tools).
         #[arg(long, env = "ANKUSA_TOOLS_DIR")]
         tools_dir: Option<PathBuf>,
+        #[command(flatten)]
+        cache: ComponentCacheArgs,
     },
     /// Rebuild on every save, run cases.json, and on green swap the new
     /// component into a running node (one line per cycle).
     Dev {
         /// The project (default: the current folder).
         dir: Option<PathBuf>,
-        /// The node's admin API.
-        #[arg(long, env = "ANKUSA_ADMIN_URL", default_value = "http://127.0.0.1:4002")]
-        node: String,
-        /// Its bearer token, when it requires one.
-        #[arg(long, env = "ANKUSA_ADMIN_TOKEN", hide_env_values = true)]
-        token: Option<String>,
+        #[command(flatten)]
+        admin: AdminConnection,
         /// The sink of the node's config to replace (default: the project's name).
         #[arg(long)]
         sink: Option<String>,
@@ -91,6 +107,8 @@ pub enum SinkCommand {
         /// How often to look for changed files, in milliseconds.
         #[arg(long, default_value_t = 250)]
         poll_ms: u64,
+        #[command(flatten)]
+        cache: ComponentCacheArgs,
     },
     /// Write the WIT this binary loads (`sink.wit` and `deps/`) into DIR,
     /// for a project's componentize tool.
@@ -116,29 +134,30 @@ fn component_bytes(reference: &str) -> anyhow::Result<Vec<u8>> {
 
 pub async fn execute(args: SinkArgs) -> anyhow::Result<ExitCode> {
     // Only the commands that run a component need an engine.
-    let runtime =
-        || Runtime::new(EngineConfig { max_instances: 16, ..EngineConfig::default() }, args.cache_dir.clone());
     match args.command {
-        SinkCommand::Inspect { component, options, json } => inspect(&runtime()?, &component, options, json).await,
-        SinkCommand::Test { component: Some(component), cases: Some(cases), json } => {
-            test(&runtime()?, &component, &cases, json).await
+        SinkCommand::Inspect { component, options, json, cache } => {
+            inspect(&cache.runtime()?, &component, options, json).await
         }
-        SinkCommand::Test { json, .. } => {
+        SinkCommand::Test { component: Some(component), cases: Some(cases), json, cache } => {
+            test(&cache.runtime()?, &component, &cases, json).await
+        }
+        SinkCommand::Test { json, cache, .. } => {
             let project = Project::open(&project_dir(None))?;
-            test(&runtime()?, &project.output().to_string_lossy(), &project.cases(), json).await
+            test(&cache.runtime()?, &project.output().to_string_lossy(), &project.cases(), json).await
         }
         SinkCommand::Wit { dir, force } => write_wit(&dir, force),
         SinkCommand::New { name, lang, dir } => new_project(&name, &lang, dir),
-        SinkCommand::Build { dir, tools_dir } => build_project(&runtime()?, &project_dir(dir), tools_dir).await,
-        SinkCommand::Dev { dir, node, token, sink, tools_dir, poll_ms } => {
+        SinkCommand::Build { dir, tools_dir, cache } => {
+            build_project(&cache.runtime()?, &project_dir(dir), tools_dir).await
+        }
+        SinkCommand::Dev { dir, admin, sink, tools_dir, poll_ms, cache } => {
             let project = Project::open(&project_dir(dir))?;
-            let admin = super::client::AdminArgs { url: node, token, json: false };
             let options = super::sink_dev::DevOptions {
                 sink: sink.unwrap_or_else(|| project.name().to_string()),
                 tools: ToolCache::new(tools_dir),
                 poll: std::time::Duration::from_millis(poll_ms.max(20)),
             };
-            super::sink_dev::run(&runtime()?, project, &admin, options).await
+            super::sink_dev::run(&cache.runtime()?, project, &admin, options).await
         }
     }
 }

@@ -13,7 +13,7 @@ use crate::authoring::watch;
 use crate::runtime::{ComponentSource, Runtime};
 use crate::sinktest::cases;
 
-use super::client::{AdminArgs, AdminClient};
+use super::client::{AdminClient, AdminConnection};
 
 pub struct DevOptions {
     /// The sink of the node's config to replace.
@@ -25,7 +25,7 @@ pub struct DevOptions {
 pub async fn run(
     runtime: &Runtime,
     project: Project,
-    admin: &AdminArgs,
+    admin: &AdminConnection,
     options: DevOptions,
 ) -> anyhow::Result<ExitCode> {
     let client = AdminClient::new(admin)?;

@@ -22,8 +22,7 @@ enum StoreCommand {
         /// The store's directory.
         #[arg(long, default_value = "data/store")]
         store: PathBuf,
-        /// As JSON.
-        #[arg(long)]
+        #[arg(long, help = super::client::JSON_HELP)]
         json: bool,
     },
     /// Read every key and value with checksums verified; exit 1 naming

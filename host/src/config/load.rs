@@ -17,7 +17,14 @@ pub enum ConfigError {
     #[error("cannot read the config file {path}: {source}")]
     Read { path: String, source: std::io::Error },
     #[error("{origin}: {} problem(s)\n{}", .problems.len(), list(.problems))]
-    Invalid { origin: String, problems: Vec<Problem> },
+    Invalid {
+        origin: String,
+        problems: Vec<Problem>,
+        /// The file as far as it typed (each bad key at its default), for
+        /// checks that go on past these problems (`check-config` loads its
+        /// sinks); `None` when it did not type at all.
+        partial: Option<Box<Config>>,
+    },
 }
 
 impl ConfigError {
@@ -46,6 +53,7 @@ pub fn load_str(text: &str, origin: &str, env: &BTreeMap<String, String>) -> Res
     let tree: Value = serde_norway::from_str(text).map_err(|e| ConfigError::Invalid {
         origin: origin.to_string(),
         problems: vec![Problem::new("", e.to_string())],
+        partial: None,
     })?;
     from_tree(tree, origin, env)
 }
@@ -102,7 +110,7 @@ fn from_tree(mut tree: Value, origin: &str, env: &BTreeMap<String, String>) -> R
     }
     match typed {
         Some(config) if problems.is_empty() => Ok(config),
-        _ => Err(ConfigError::Invalid { origin: origin.to_string(), problems }),
+        partial => Err(ConfigError::Invalid { origin: origin.to_string(), problems, partial: partial.map(Box::new) }),
     }
 }
 

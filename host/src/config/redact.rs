@@ -8,7 +8,7 @@
 
 use serde_json::Value;
 
-use super::Config;
+use super::{Config, Problem};
 use crate::settings::{REDACTED, hiding_secrets};
 
 /// Option keys hidden wherever they appear inside sink options.
@@ -25,6 +25,34 @@ pub fn redacted(config: &Config) -> Value {
         }
     }
     value
+}
+
+/// Every value of `config` that holds the redaction marker instead of a
+/// secret: a file saved from `print-config` and loaded as it is would
+/// otherwise send `<redacted>` as a password.
+pub fn redaction_markers(config: &Config) -> Vec<Problem> {
+    fn walk(value: &Value, at: &str, found: &mut Vec<Problem>) {
+        let key = |field: &str| if at.is_empty() { field.to_string() } else { format!("{at}.{field}") };
+        match value {
+            Value::Object(map) => map.iter().for_each(|(field, item)| walk(item, &key(field), found)),
+            Value::Array(items) => {
+                items.iter().enumerate().for_each(|(i, item)| walk(item, &key(&i.to_string()), found))
+            }
+            Value::String(s) if s.contains(REDACTED) => found.push(Problem::new(
+                at,
+                format!(
+                    "holds `{REDACTED}`, the marker print-config writes in place of a secret: \
+                     give the secret itself (or `${{VAR}}`)"
+                ),
+            )),
+            _ => {}
+        }
+    }
+    let mut found = Vec::new();
+    if let Ok(value) = serde_json::to_value(config) {
+        walk(&value, "", &mut found);
+    }
+    found
 }
 
 /// Hide credential-like keys and URL passwords in a sink's options.

@@ -53,6 +53,7 @@ pub fn check(config: &Config) -> Vec<Problem> {
     for (name, source) in &config.sources {
         found.extend(config.source_problems(name, source));
     }
+    found.extend(super::redact::redaction_markers(config));
     found
 }
 

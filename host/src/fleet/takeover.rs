@@ -436,6 +436,7 @@ fn undecodable(node: &str, position: u64, bytes: Vec<u8>, reason: &str) -> (Impo
             class: Some(ErrorClass::Fault),
         },
         rows_of_hook: 1,
+        last_failure: None,
     };
     let handoff = handoff::Handoff { encoded: envelope.encode(), envelope, rows: vec![(0, row.encode())] };
     (Imported { handoff, origin: format!("import.{node}.{position}") }, 1)

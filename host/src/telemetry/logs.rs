@@ -44,11 +44,12 @@ pub const WINDOW: Duration = Duration::from_secs(10);
 /// metrics still count them).
 const MAX_KEYS: usize = 4096;
 
-/// Events counted per key: the first of a quiet key is told at once, the
-/// rest of its window are told as one line when the window ends.
+/// Events counted per key: the first of a quiet key is told at once by
+/// the caller, with what only it knows (a reason, a seq); the rest of its
+/// window are told as one line when the window ends.
 pub struct Tally<K> {
     keys: Mutex<HashMap<K, Window>>,
-    tell: fn(&K, Told),
+    tell_more: fn(&K, u64),
 }
 
 struct Window {
@@ -56,39 +57,26 @@ struct Window {
     more: u64,
 }
 
-/// What a tally tells about a key.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Told {
-    /// The first event after a quiet window.
-    First,
-    /// This many more in the window that just ended.
-    More(u64),
-}
-
 impl<K: Hash + Eq + Clone> Tally<K> {
-    pub fn new(tell: fn(&K, Told)) -> Tally<K> {
-        Tally { keys: Mutex::new(HashMap::new()), tell }
+    pub fn new(tell_more: fn(&K, u64)) -> Tally<K> {
+        Tally { keys: Mutex::new(HashMap::new()), tell_more }
     }
 
-    /// Count one event of `key`; tell it if its key was quiet.
-    pub fn event(&self, key: K) {
-        let first = {
-            let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
-            let full = keys.len() >= MAX_KEYS;
-            match keys.get_mut(&key) {
-                Some(window) => {
-                    window.more += 1;
-                    false
-                }
-                None if full => false,
-                None => {
-                    keys.insert(key.clone(), Window { opened: Instant::now(), more: 0 });
-                    true
-                }
+    /// Count one event of `key`: true if its key was quiet, and the caller
+    /// is to tell it now.
+    pub fn event(&self, key: K) -> bool {
+        let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+        let full = keys.len() >= MAX_KEYS;
+        match keys.get_mut(&key) {
+            Some(window) => {
+                window.more += 1;
+                false
             }
-        };
-        if first {
-            (self.tell)(&key, Told::First);
+            None if full => false,
+            None => {
+                keys.insert(key, Window { opened: Instant::now(), more: 0 });
+                true
+            }
         }
     }
 
@@ -112,7 +100,7 @@ impl<K: Hash + Eq + Clone> Tally<K> {
             });
         }
         for (key, more) in told {
-            (self.tell)(&key, Told::More(more));
+            (self.tell_more)(&key, more);
         }
     }
 }
@@ -128,16 +116,15 @@ type Retrying = (String, String, &'static str);
 fn refused() -> &'static Tally<Refusal> {
     static TALLY: OnceLock<Tally<Refusal>> = OnceLock::new();
     TALLY.get_or_init(|| {
-        Tally::new(|(source, reason, status), told| match told {
-            Told::First => tracing::info!(source = %source, reason, status, "webhook refused"),
-            Told::More(n) => tracing::info!(
+        Tally::new(|(source, reason, status), n| {
+            tracing::info!(
                 source = %source,
                 reason,
                 status,
                 count = n,
                 "webhook refused {n} more times in the last {}s",
                 WINDOW.as_secs()
-            ),
+            )
         })
     })
 }
@@ -145,16 +132,15 @@ fn refused() -> &'static Tally<Refusal> {
 fn retrying() -> &'static Tally<Retrying> {
     static TALLY: OnceLock<Tally<Retrying>> = OnceLock::new();
     TALLY.get_or_init(|| {
-        Tally::new(|(source, sink, class), told| match told {
-            Told::First => tracing::info!(source = %source, sink = %sink, class, "delivery failed; it will be retried"),
-            Told::More(n) => tracing::info!(
+        Tally::new(|(source, sink, class), n| {
+            tracing::info!(
                 source = %source,
                 sink = %sink,
                 class,
                 count = n,
                 "delivery failed {n} more times in the last {}s; retried",
                 WINDOW.as_secs()
-            ),
+            )
         })
     })
 }
@@ -162,12 +148,18 @@ fn retrying() -> &'static Tally<Retrying> {
 /// A webhook answered with an error status (`source`: `None` when the
 /// request named no source this node knows).
 pub fn webhook_refused(source: Option<&str>, reason: &'static str, status: u16) {
-    refused().event((source.unwrap_or("-").to_string(), reason, status));
+    let source = source.unwrap_or("-");
+    if refused().event((source.to_string(), reason, status)) {
+        tracing::info!(source = %source, reason, status, "webhook refused");
+    }
 }
 
-/// A delivery attempt failed and its row is due again.
-pub fn delivery_retrying(source: &str, sink: &str, class: &'static str) {
-    retrying().event((source.to_string(), sink.to_string(), class));
+/// A delivery attempt failed and its row is due again: the first of a
+/// quiet (source, sink, class) is told with its hook and the sink's reason.
+pub fn delivery_retrying(source: &str, sink: &str, class: &'static str, seq: u64, attempt: u32, reason: &str) {
+    if retrying().event((source.to_string(), sink.to_string(), class)) {
+        tracing::info!(source = %source, sink = %sink, class, seq, attempt, reason, "delivery failed; it will be retried");
+    }
 }
 
 /// Tell the tallies' repeats every second until the process ends.
@@ -195,20 +187,23 @@ mod tests {
     static FIRSTS: AtomicU64 = AtomicU64::new(0);
     static MORE: AtomicU64 = AtomicU64::new(0);
 
-    fn count(_: &&'static str, told: Told) {
-        match told {
-            Told::First => FIRSTS.fetch_add(1, Ordering::SeqCst),
-            Told::More(n) => MORE.fetch_add(n, Ordering::SeqCst),
-        };
+    fn count(_: &&'static str, n: u64) {
+        MORE.fetch_add(n, Ordering::SeqCst);
+    }
+
+    fn event(tally: &Tally<&'static str>, key: &'static str) {
+        if tally.event(key) {
+            FIRSTS.fetch_add(1, Ordering::SeqCst);
+        }
     }
 
     #[test]
     fn a_flood_is_told_once_per_window_and_every_event_is_counted() {
         let tally = Tally::new(count);
         for _ in 0..1000 {
-            tally.event("flood");
+            event(&tally, "flood");
         }
-        tally.event("other");
+        event(&tally, "other");
         assert_eq!(FIRSTS.load(Ordering::SeqCst), 2, "one line per key at once");
         tally.flush(Duration::from_secs(60));
         assert_eq!(MORE.load(Ordering::SeqCst), 0, "a window still open tells nothing");
@@ -218,7 +213,7 @@ mod tests {
         // window has none yet.
         tally.flush(Duration::ZERO);
         assert_eq!(MORE.load(Ordering::SeqCst), 999);
-        tally.event("other");
+        event(&tally, "other");
         assert_eq!(FIRSTS.load(Ordering::SeqCst), 3, "a quiet key's next event is told at once");
     }
 }

@@ -68,6 +68,7 @@ impl Queue {
             // Not known: a delivery of a replay then looks for the hook's
             // other rows before it deletes the hook.
             rows_of_hook: u16::MAX,
+            last_failure: None,
         };
         batch.delete(Cf::Index, due_key);
         batch.put(Cf::Deliveries, row.key(), row.encode());

@@ -22,9 +22,12 @@ mod dlq;
 mod durability;
 pub mod envelope;
 mod error;
+mod gate;
 pub mod handoff;
+mod hasten;
 mod import;
 mod open;
+mod pending;
 mod purge;
 mod quarantine;
 mod readiness;
@@ -56,18 +59,19 @@ pub use envelope::{Envelope, Verification, VerifyStatus};
 pub use error::{QueueError, Refusal, Side};
 pub use import::Imported;
 pub use open::{Engines, has_rows, rebuild};
+pub use pending::{SourcePending, TenantPending};
 pub use purge::{PURGE_CHUNK, PurgeCounts, PurgeKinds, PurgeStep};
 pub use quarantine::{DEFAULT_PEN_BYTES, PenEntry, is_pen_key};
 pub use readiness::NotReady;
 pub use records::record_write;
 pub use recount::{CounterDrift, Recount, rebuild_counters};
 pub use reply::EntryReply;
-pub use rows::{DeliveryRow, RowState};
+pub use rows::{DeliveryRow, LastFailure, RowState};
 pub use settings::{
     ArchiveSettings, Clock, DEFAULT_DEDUPE_TTL_MS, DEFAULT_DISK_RESERVE_BYTES, DedupeSettings, QueueConfig,
     TenantsSettings, WalSettings,
 };
-pub use transitions::{ClaimDecision, FinalOutcome, OutcomeLog, Settlement, SourcePending, TenantPending};
+pub use transitions::{ClaimDecision, FinalOutcome, OutcomeLog, Settlement};
 
 use crate::store::keys::{self, counters, deliveries, hooks};
 use crate::store::{Batch, Cf, Scan, Store};
@@ -225,6 +229,7 @@ impl Queue {
                             replay_id: replay_id.map(str::to_string),
                             state: RowState::Due { due_at: now_ms },
                             rows_of_hook,
+                            last_failure: None,
                         };
                         // The row's value holds neither its seq nor its sink:
                         // they are its key, which the writer makes.

@@ -5,8 +5,12 @@ use super::codec::{CodecError, Reader, Writer};
 use crate::error_class::ErrorClass;
 use crate::store::keys::{deliveries, index};
 
-/// Version 2 adds `rows_of_hook`; version 1 rows are still read.
-const VERSION: u8 = 2;
+/// Version 2 adds `rows_of_hook`, version 3 `last_failure`; rows of every
+/// earlier version are still read.
+const VERSION: u8 = 3;
+
+/// A reason is kept on a retrying row up to this many bytes.
+pub const MAX_FAILURE_REASON: usize = 1024;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RowState {
@@ -59,6 +63,27 @@ impl DeadSummary {
     }
 }
 
+/// Why a row's last attempt failed, kept while it is retrying, so an
+/// operator sees why a hook waits before it is dead.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LastFailure {
+    pub class: ErrorClass,
+    /// Cut to [`MAX_FAILURE_REASON`] bytes.
+    pub reason: String,
+    /// When the attempt failed, unix ms.
+    pub at: u64,
+}
+
+impl LastFailure {
+    pub fn new(class: ErrorClass, reason: &str, at: u64) -> LastFailure {
+        let mut end = reason.len().min(MAX_FAILURE_REASON);
+        while !reason.is_char_boundary(end) {
+            end -= 1;
+        }
+        LastFailure { class, reason: reason[..end].to_string(), at }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeliveryRow {
     pub seq: u64,
@@ -78,6 +103,9 @@ pub struct DeliveryRow {
     /// first version). A stored hook never gains rows, so the row of a hook
     /// stored with one is its last: completing it needs no look for others.
     pub rows_of_hook: u16,
+    /// The last failed attempt's class and reason (none before the first
+    /// failure, nor after a replay revives the row).
+    pub last_failure: Option<LastFailure>,
 }
 
 impl DeliveryRow {
@@ -132,12 +160,16 @@ impl DeliveryRow {
             }
         };
         w.u16(self.rows_of_hook);
+        match &self.last_failure {
+            None => w.u8(0),
+            Some(f) => w.u8(1).str(f.class.as_str()).str(&f.reason).u64(f.at),
+        };
         w.finish()
     }
 
     pub fn decode(seq: u64, sink: u16, bytes: &[u8]) -> Result<DeliveryRow, CodecError> {
         let mut r = Reader::new(bytes, "delivery row");
-        let version = r.one_of(&[1, VERSION])?;
+        let version = r.one_of(&[1, 2, VERSION])?;
         let tenant = r.string("tenant")?;
         let source = r.string("source")?;
         let sink_name = r.string("sink name")?;
@@ -160,8 +192,30 @@ impl DeliveryRow {
             _ => return Err(CodecError::Invalid { what: "delivery row", field: "state" }),
         };
         let rows_of_hook = if version >= 2 { r.u16()? } else { 0 };
+        let last_failure = match version {
+            3.. if r.u8()? == 1 => {
+                let class = r
+                    .string("error class")?
+                    .parse::<ErrorClass>()
+                    .map_err(|_| CodecError::Invalid { what: "delivery row", field: "error class" })?;
+                Some(LastFailure { class, reason: r.string("reason")?, at: r.u64()? })
+            }
+            _ => None,
+        };
         r.end()?;
-        Ok(DeliveryRow { seq, sink, tenant, source, sink_name, bytes: size, attempts, replay_id, state, rows_of_hook })
+        Ok(DeliveryRow {
+            seq,
+            sink,
+            tenant,
+            source,
+            sink_name,
+            bytes: size,
+            attempts,
+            replay_id,
+            state,
+            rows_of_hook,
+            last_failure,
+        })
     }
 }
 
@@ -199,16 +253,29 @@ mod tests {
             replay_id: Some("r-1".into()),
             state,
             rows_of_hook: 2,
+            last_failure: Some(LastFailure::new(ErrorClass::Fault, "wasm trap: unreachable", 9)),
         }
     }
 
     #[test]
-    fn rows_of_the_first_version_are_read_with_rows_of_hook_unknown() {
-        let current = row(RowState::Due { due_at: 10 });
-        let mut first = current.encode();
+    fn rows_of_earlier_versions_are_read_without_what_they_lacked() {
+        let current = DeliveryRow { last_failure: None, ..row(RowState::Due { due_at: 10 }) };
+        let mut second = current.encode();
+        second[0] = 2;
+        second.truncate(second.len() - 1);
+        assert_eq!(DeliveryRow::decode(7, 2, &second), Ok(current.clone()));
+        let mut first = second;
         first[0] = 1;
         first.truncate(first.len() - 2);
         assert_eq!(DeliveryRow::decode(7, 2, &first), Ok(DeliveryRow { rows_of_hook: 0, ..current }));
+    }
+
+    #[test]
+    fn a_long_reason_is_cut_on_a_character_boundary() {
+        let reason = "é".repeat(MAX_FAILURE_REASON);
+        let kept = LastFailure::new(ErrorClass::Transient, &reason, 1).reason;
+        assert!(kept.len() <= MAX_FAILURE_REASON && kept.len() >= MAX_FAILURE_REASON - 1, "{}", kept.len());
+        assert!(reason.starts_with(&kept));
     }
 
     #[test]

@@ -17,14 +17,11 @@
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::rows::{DeliveryRow, RowState};
+use super::rows::{DeliveryRow, LastFailure, RowState};
 use super::{Queue, QueueError, counter_key};
 use crate::error_class::ErrorClass;
 use crate::store::keys::{self, counters, deliveries, hooks, index, prefix_end};
 use crate::store::{Batch, Cf, Durability, Scan, StoreError, WriteOp};
-
-/// Reads (seq, sink) from an index key.
-type PositionOf = fn(&[u8]) -> Option<(u64, u16)>;
 
 /// What dispatch makes of a due row it is offered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,8 +38,8 @@ pub enum ClaimDecision {
 pub enum Settlement {
     /// Delivered: the row goes, and the hook with its last row.
     Complete,
-    /// Failed, to be tried again at `due_at`.
-    Retry { due_at: u64 },
+    /// Failed, to be tried again at `due_at`; the row keeps why.
+    Retry { due_at: u64, failure: LastFailure },
     /// Not started (its sink's breaker opened): due again at `due_at`,
     /// attempts unchanged.
     Park { due_at: u64 },
@@ -63,25 +60,6 @@ pub enum FinalOutcome {
 /// only hand them on.
 pub trait OutcomeLog: Send + Sync + 'static {
     fn record(&self, outcomes: Vec<(u64, u16, FinalOutcome)>);
-}
-
-/// Index entries read per step of a walk.
-const WALK_CHUNK: usize = 1024;
-
-/// A source's undelivered rows, counted by walking them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SourcePending {
-    pub pending: u64,
-    pub inflight: u64,
-}
-
-/// A tenant's undelivered rows and bytes, from its counters.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct TenantPending {
-    pub pending: i64,
-    pub scheduled: i64,
-    pub inflight: i64,
-    pub bytes: i64,
 }
 
 /// A lower bound on the due time of every live due-index entry.
@@ -150,7 +128,7 @@ impl DueFloor {
 
 impl Queue {
     /// Write a transition's batch, noting the due entries it adds.
-    fn write_rows(&self, batch: &Batch, durability: Durability) -> Result<(), QueueError> {
+    pub(super) fn write_rows(&self, batch: &Batch, durability: Durability) -> Result<(), QueueError> {
         self.store.write(batch, durability)?;
         self.due_floor.note(batch);
         Ok(())
@@ -178,79 +156,6 @@ impl Queue {
                 batch.add_counter(counter_key(Some(&row.tenant), "bytes"), -(row.bytes as i64));
             }
         }
-    }
-
-    /// Stop (or resume) handing out due rows: a fleet node that cannot
-    /// renew its lease stops delivering before a peer may take it over.
-    /// Rows already claimed finish as usual.
-    pub fn pause_claims(&self, paused: bool) {
-        let was = self.claims_paused.swap(paused, std::sync::atomic::Ordering::AcqRel);
-        if was && !paused {
-            self.stats.committed.notify_one();
-        }
-    }
-
-    /// `fleet`: hand out due rows only before `until`. The lease loop moves
-    /// it each time it proves the lease (renewed, and not taken over), to
-    /// half a lease past the renewal's send: a node paused, cut off or
-    /// stalled claims nothing once that passes, even before its loop runs
-    /// again to find out why.
-    pub fn prove_claims_until(&self, until: std::time::Instant) {
-        let mut claims_until = self.claims_until.lock().unwrap_or_else(|e| e.into_inner());
-        let reopened = claims_until.is_some_and(|was| was <= std::time::Instant::now());
-        *claims_until = Some(until);
-        if reopened {
-            self.stats.committed.notify_one();
-        }
-    }
-
-    /// `fleet`: whether claims are bound to a lease (see
-    /// [`Queue::lease_lapsed`]).
-    pub fn leased(&self) -> bool {
-        self.claims_until.lock().unwrap_or_else(|e| e.into_inner()).is_some()
-    }
-
-    /// `fleet`: resolves once the lease is no longer proven (claims close),
-    /// so that an attempt in flight is dropped before a peer may take this
-    /// node over; never resolves outside a fleet. Each poll first reads
-    /// the clock itself: a process resumed after a pause (`SIGSTOP`) sees
-    /// the lapse before anything else of the attempt runs, whatever its
-    /// timer has yet to notice.
-    pub async fn lease_lapsed(&self) {
-        let mut sleep: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
-        std::future::poll_fn(|cx| {
-            let until = *self.claims_until.lock().unwrap_or_else(|e| e.into_inner());
-            let Some(until) = until else {
-                return std::task::Poll::Pending;
-            };
-            if std::time::Instant::now() >= until {
-                return std::task::Poll::Ready(());
-            }
-            let deadline = tokio::time::Instant::from_std(until);
-            match sleep.as_mut() {
-                Some(timer) if timer.deadline() == deadline => {}
-                Some(timer) => timer.as_mut().reset(deadline),
-                None => sleep = Some(Box::pin(tokio::time::sleep_until(deadline))),
-            }
-            match sleep.as_mut().map(|timer| timer.as_mut().poll(cx)) {
-                // The proof may have moved meanwhile: look again.
-                Some(std::task::Poll::Ready(())) => {
-                    cx.waker().wake_by_ref();
-                    std::task::Poll::Pending
-                }
-                _ => std::task::Poll::Pending,
-            }
-        })
-        .await
-    }
-
-    /// Whether due rows may be handed out now.
-    pub fn claims_open(&self) -> bool {
-        if self.claims_paused.load(std::sync::atomic::Ordering::Acquire) {
-            return false;
-        }
-        let claims_until = self.claims_until.lock().unwrap_or_else(|e| e.into_inner());
-        claims_until.is_none_or(|until| std::time::Instant::now() < until)
     }
 
     /// Claim up to `limit` rows due at or before `now_ms`, oldest due first.
@@ -365,9 +270,9 @@ impl Queue {
         self.settle(&[(seq, sink, Settlement::Complete)])
     }
 
-    /// The attempt failed and will be retried at `due_at`.
-    pub fn retry(&self, seq: u64, sink: u16, due_at: u64) -> Result<(), QueueError> {
-        self.settle(&[(seq, sink, Settlement::Retry { due_at })])
+    /// The attempt failed for `failure` and will be retried at `due_at`.
+    pub fn retry(&self, seq: u64, sink: u16, due_at: u64, failure: LastFailure) -> Result<(), QueueError> {
+        self.settle(&[(seq, sink, Settlement::Retry { due_at, failure })])
     }
 
     /// Put a claimed row back, due at `due_at`, its attempts unchanged:
@@ -432,7 +337,7 @@ impl Queue {
                     }
                     continue;
                 }
-                Settlement::Retry { due_at } | Settlement::Park { due_at } => RowState::Due { due_at: *due_at },
+                Settlement::Retry { due_at, .. } | Settlement::Park { due_at } => RowState::Due { due_at: *due_at },
                 Settlement::Bury { dead_at, reason, class } => {
                     if let Some(replay) = &row.replay_id {
                         batch.add_counter(counters::replay_died(replay), 1);
@@ -451,7 +356,11 @@ impl Queue {
                 Settlement::Park { .. } => row.attempts,
                 _ => row.attempts + 1,
             };
-            Self::move_row(&mut batch, &row, Some(&DeliveryRow { attempts, state, ..row.clone() }));
+            let last_failure = match settlement {
+                Settlement::Retry { failure, .. } => Some(failure.clone()),
+                _ => row.last_failure.clone(),
+            };
+            Self::move_row(&mut batch, &row, Some(&DeliveryRow { attempts, state, last_failure, ..row.clone() }));
         }
         emptied.sort_unstable();
         emptied.dedup();
@@ -498,6 +407,7 @@ impl Queue {
                 attempts: 0,
                 replay_id: Some(replay_id.to_string()),
                 state: RowState::Due { due_at: now_ms },
+                last_failure: None,
                 ..row.clone()
             };
             Self::move_row(&mut batch, &row, Some(&next));
@@ -562,74 +472,6 @@ impl Queue {
                 _ => return Ok(recovered),
             }
         }
-    }
-
-    /// `{pending, scheduled, inflight, bytes}` of a tenant: O(1).
-    pub fn pending_for_tenant(&self, tenant: &str) -> Result<TenantPending, QueueError> {
-        Ok(TenantPending {
-            pending: self.counter(Some(tenant), "pending")?,
-            scheduled: self.counter(Some(tenant), "scheduled")?,
-            inflight: self.counter(Some(tenant), "inflight")?,
-            bytes: self.counter(Some(tenant), "bytes")?,
-        })
-    }
-
-    /// The undelivered rows of one source: due (now or after a backoff)
-    /// and inflight. With `tenant`, walks only that tenant's rows (the
-    /// owner index); without, both state indexes: O(backlog) either way.
-    pub fn pending_for_source(&self, source: &str, tenant: Option<&str>) -> Result<SourcePending, QueueError> {
-        let mut counts = SourcePending::default();
-        let mut tally = |row: &DeliveryRow| {
-            if row.source == source {
-                match row.state {
-                    RowState::Due { .. } => counts.pending += 1,
-                    RowState::Inflight { .. } => counts.inflight += 1,
-                    RowState::Dead { .. } => {}
-                }
-            }
-        };
-        let walks: Vec<(Vec<u8>, PositionOf)> = match tenant {
-            Some(t) => vec![(index::owner_prefix(t), index::parse_owner)],
-            None => vec![
-                (vec![index::DUE], |key| index::parse_due(key).map(|(_, seq, sink)| (seq, sink))),
-                (vec![index::INFLIGHT], index::parse_inflight),
-            ],
-        };
-        for (prefix, position) in walks {
-            let mut from = prefix.clone();
-            loop {
-                let found = self.store.scan(&Scan {
-                    cf: Cf::Index,
-                    from: from.clone(),
-                    to: prefix_end(&prefix),
-                    reverse: false,
-                    limit: WALK_CHUNK,
-                })?;
-                let positions: Vec<(u64, u16)> = found
-                    .iter()
-                    .map(|(k, _)| position(k))
-                    .collect::<Option<_>>()
-                    .ok_or_else(|| QueueError::Corrupt("index key".into()))?;
-                let row_keys: Vec<Vec<u8>> = positions.iter().map(|(seq, sink)| deliveries::row(*seq, *sink)).collect();
-                for ((seq, sink), value) in positions.iter().zip(self.store.multi_get(Cf::Deliveries, &row_keys)?) {
-                    if let Some(bytes) = value {
-                        let row = DeliveryRow::decode(*seq, *sink, &bytes)
-                            .map_err(|e| QueueError::Corrupt(format!("row {seq}/{sink}: {e}")))?;
-                        tally(&row);
-                    }
-                }
-                match found.last() {
-                    Some((last, _)) if found.len() == WALK_CHUNK => from = keys::after(last),
-                    _ => break,
-                }
-            }
-        }
-        Ok(counts)
-    }
-
-    /// The dead rows of a tenant: O(1).
-    pub fn dead_for_tenant(&self, tenant: &str) -> Result<i64, QueueError> {
-        self.counter(Some(tenant), "dead")
     }
 }
 

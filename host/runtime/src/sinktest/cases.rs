@@ -25,6 +25,7 @@
 //! `class`, `retry_after_ms`, `reason_contains`, `durable`, `requests`
 //! (each a subset of method, url, headers, body), `request_count`,
 //! `logs_contain`, or `config_error` (`{"field": ...}`: loading must fail).
+//! The authors' reference of the format: `docs/src/sinks/testing.md`.
 
 use std::collections::BTreeMap;
 use std::path::Path;

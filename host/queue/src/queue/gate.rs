@@ -1,0 +1,80 @@
+//! The claims gate: whether due rows may be handed out now. A fleet
+//! node binds it to its lease, so a node paused, cut off or stalled stops
+//! delivering before a peer may take its rows over.
+
+use super::Queue;
+
+impl Queue {
+    /// Stop (or resume) handing out due rows: a fleet node that cannot
+    /// renew its lease stops delivering before a peer may take it over.
+    /// Rows already claimed finish as usual.
+    pub fn pause_claims(&self, paused: bool) {
+        let was = self.claims_paused.swap(paused, std::sync::atomic::Ordering::AcqRel);
+        if was && !paused {
+            self.stats.committed.notify_one();
+        }
+    }
+
+    /// `fleet`: hand out due rows only before `until`. The lease loop moves
+    /// it each time it proves the lease (renewed, and not taken over), to
+    /// half a lease past the renewal's send: a node paused, cut off or
+    /// stalled claims nothing once that passes, even before its loop runs
+    /// again to find out why.
+    pub fn prove_claims_until(&self, until: std::time::Instant) {
+        let mut claims_until = self.claims_until.lock().unwrap_or_else(|e| e.into_inner());
+        let reopened = claims_until.is_some_and(|was| was <= std::time::Instant::now());
+        *claims_until = Some(until);
+        if reopened {
+            self.stats.committed.notify_one();
+        }
+    }
+
+    /// `fleet`: whether claims are bound to a lease (see
+    /// [`Queue::lease_lapsed`]).
+    pub fn leased(&self) -> bool {
+        self.claims_until.lock().unwrap_or_else(|e| e.into_inner()).is_some()
+    }
+
+    /// `fleet`: resolves once the lease is no longer proven (claims close),
+    /// so that an attempt in flight is dropped before a peer may take this
+    /// node over; never resolves outside a fleet. Each poll first reads
+    /// the clock itself: a process resumed after a pause (`SIGSTOP`) sees
+    /// the lapse before anything else of the attempt runs, whatever its
+    /// timer has yet to notice.
+    pub async fn lease_lapsed(&self) {
+        let mut sleep: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
+        std::future::poll_fn(|cx| {
+            let until = *self.claims_until.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(until) = until else {
+                return std::task::Poll::Pending;
+            };
+            if std::time::Instant::now() >= until {
+                return std::task::Poll::Ready(());
+            }
+            let deadline = tokio::time::Instant::from_std(until);
+            match sleep.as_mut() {
+                Some(timer) if timer.deadline() == deadline => {}
+                Some(timer) => timer.as_mut().reset(deadline),
+                None => sleep = Some(Box::pin(tokio::time::sleep_until(deadline))),
+            }
+            match sleep.as_mut().map(|timer| timer.as_mut().poll(cx)) {
+                // The proof may have moved meanwhile: look again.
+                Some(std::task::Poll::Ready(())) => {
+                    cx.waker().wake_by_ref();
+                    std::task::Poll::Pending
+                }
+                _ => std::task::Poll::Pending,
+            }
+        })
+        .await
+    }
+
+    /// Whether due rows may be handed out now.
+    pub fn claims_open(&self) -> bool {
+        if self.claims_paused.load(std::sync::atomic::Ordering::Acquire) {
+            return false;
+        }
+        let claims_until = self.claims_until.lock().unwrap_or_else(|e| e.into_inner());
+        claims_until.is_none_or(|until| std::time::Instant::now() < until)
+    }
+}

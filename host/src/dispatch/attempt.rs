@@ -1,0 +1,134 @@
+//! One attempt: read the hooks, call the sink (once, or once for a
+//! batch), trace it, and hand each row's outcome over.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use opentelemetry::trace::SpanId;
+
+use super::DispatchConfig;
+use super::lane::{Claimed, SinkKey, Target};
+use super::outcome::{Done, Report, RowDone, bury_unreadable, settle_one, withdraw};
+use crate::error_class::ErrorClass;
+use crate::queue::Queue;
+use crate::runtime::{Failure, Outcome};
+use crate::telemetry::traces::{self, HookTrace};
+
+/// One call: read the hooks, call the sink (once for the lot if there are
+/// several: they share a key, so a sink that batches), and hand each row's
+/// outcome over.
+pub(super) async fn deliver(
+    queue: Arc<Queue>,
+    claimed: Vec<Claimed>,
+    key: SinkKey,
+    config: DispatchConfig,
+    report: Report,
+) {
+    let Some(Target { sink, forward }) = claimed.first().map(|first| first.target.clone()) else { return };
+    let sink_name = sink.label().sink.clone();
+    let mut rows_done = Vec::with_capacity(claimed.len());
+    // Rows whose hook was read, and those hooks, ready for the sink.
+    let mut rows = Vec::with_capacity(claimed.len());
+    let mut hooks = Vec::with_capacity(claimed.len());
+    // Each hook's trace, when traces are on (from its stored headers).
+    let mut traced = Vec::with_capacity(claimed.len());
+    for Claimed { row, hook, .. } in claimed {
+        let read = match hook {
+            Some(envelope) => Ok(Some(envelope)),
+            None => queue.hook(row.seq),
+        };
+        let failure = match read {
+            Ok(Some(envelope)) => {
+                traced.push(traces::enabled().then(|| HookTrace::of(&envelope.id, &envelope.headers)));
+                hooks.push(forward.hook(&envelope, row.sink, row.replay_id.clone()));
+                rows.push(row);
+                continue;
+            }
+            Ok(None) => Failure::new(ErrorClass::Gone, "the hook is no longer stored"),
+            Err(e) if e.is_damage() => {
+                let verdict = bury_unreadable(&queue, &row, &sink_name, &e);
+                rows_done.push(RowDone { row: (row.seq, row.sink), bytes: row.bytes, verdict, due_again: None });
+                continue;
+            }
+            Err(e) => Failure::new(ErrorClass::Transient, format!("cannot read the hook: {e}")),
+        };
+        rows_done.push(settle_one(&row, None, Outcome::Failed(failure), &sink_name, &config, &report));
+    }
+    let spans: Vec<Option<(HookTrace, SpanId)>> = rows
+        .iter()
+        .zip(&hooks)
+        .zip(&traced)
+        .map(|((row, hook), trace)| {
+            trace.map(|t| (t, HookTrace::attempt_span(&hook.id, row.sink, row.replay_id.as_deref(), row.attempts + 1)))
+        })
+        .collect();
+    let started = SystemTime::now();
+    let call = async {
+        match (rows.as_slice(), hooks.as_slice()) {
+            ([row], [hook]) => {
+                // The attempt's own span rides on the sink's HTTP requests.
+                let traceparent = spans[0].map(|(trace, span)| trace.traceparent(span));
+                let call = sink.deliver_within(hook, row.attempts + 1, config.attempt_timeout);
+                vec![traces::scope(traceparent, call).await]
+            }
+            ([], _) => Vec::new(),
+            (rows, hooks) => {
+                let attempts: Vec<u32> = rows.iter().map(|row| row.attempts + 1).collect();
+                crate::metrics::metrics().batch_hooks.observe(hooks.len() as f64);
+                sink.deliver_batch_within(hooks, &attempts, config.attempt_timeout).await
+            }
+        }
+    };
+    // A fleet node delivers only while its lease is proven: rows claimed
+    // before it lapsed are not started, and an attempt in flight is
+    // dropped (its instance with it) the moment it lapses, before a peer
+    // can take these hooks over.
+    let outcomes = if !queue.leased() {
+        call.await
+    } else if !queue.claims_open() {
+        Vec::new()
+    } else {
+        tokio::select! {
+            biased;
+            () = queue.lease_lapsed() => Vec::new(),
+            outcomes = call => outcomes,
+        }
+    };
+    if outcomes.len() != rows.len() {
+        tracing::warn!(
+            rows = rows.len(),
+            sink = %sink_name,
+            "the lease lapsed: attempts withdrawn, their rows due again once it is proven"
+        );
+        for row in &rows {
+            rows_done.push(withdraw(row, &report));
+        }
+        let _ = report.done.send(Done { key, rows: rows_done });
+        return;
+    }
+    let ended = SystemTime::now();
+    for (((row, hook), span), outcome) in rows.iter().zip(&hooks).zip(&spans).zip(outcomes) {
+        if let Some((trace, span)) = span {
+            let (class, reason) = match &outcome {
+                Outcome::Delivered => ("ok", None),
+                Outcome::Failed(f) => (f.class.as_str(), Some(f.reason.as_str())),
+            };
+            traces::attempted(traces::Attempt {
+                trace: *trace,
+                span: *span,
+                hook_id: &hook.id,
+                seq: row.seq,
+                source: &row.source,
+                sink: &sink_name,
+                sink_index: row.sink,
+                attempt: row.attempts + 1,
+                replay_id: row.replay_id.as_deref(),
+                class,
+                reason,
+                time: (started, ended),
+            });
+        }
+        rows_done.push(settle_one(row, Some(&hook.id), outcome, &sink_name, &config, &report));
+    }
+    let _ = report.done.send(Done { key, rows: rows_done });
+}
