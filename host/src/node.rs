@@ -2,6 +2,7 @@
 //! keeps the core invariant (the store and its recovery before anything
 //! that reads or writes rows), and stopped in the reverse order.
 
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -77,6 +78,9 @@ pub struct Node {
     pub boot: BootReport,
     /// Serialises changes to sources (admin writes, sink reloads).
     pub source_writes: tokio::sync::Mutex<()>,
+    /// Per sink, the components uploaded for it, newest last: the running
+    /// one and the one before are kept, older ones forgotten.
+    uploads: Mutex<HashMap<String, VecDeque<String>>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -169,6 +173,7 @@ impl Node {
             edge,
             boot,
             source_writes: tokio::sync::Mutex::new(()),
+            uploads: Default::default(),
             tasks: Mutex::new(tasks),
         })
     }
@@ -242,7 +247,34 @@ impl Node {
         })
         .await;
         self.tell_dispatch(&report);
+        self.keep_two_uploads(name, &report);
         Some(report)
+    }
+
+    /// After an upload for `sink`: of the components uploaded for it, the
+    /// running one and the previous one are kept; older ones are forgotten
+    /// (compiled files in the cache, checked components in memory), unless
+    /// some source still runs them. An hour of `sink dev` edits would keep
+    /// every build otherwise.
+    fn keep_two_uploads(&self, sink: &str, report: &ReloadReport) {
+        let Some(new) = report.swapped.iter().find(|s| s.sink == sink).map(|s| s.to.clone()) else { return };
+        let evicted: Vec<String> = {
+            let mut uploads = self.uploads.lock().unwrap_or_else(|e| e.into_inner());
+            let kept = uploads.entry(sink.to_string()).or_default();
+            kept.retain(|sha| *sha != new);
+            kept.push_back(new);
+            let over = kept.len().saturating_sub(2);
+            kept.drain(..over).collect()
+        };
+        let running: HashSet<String> = self
+            .sources
+            .all()
+            .iter()
+            .flat_map(|(source, _)| source.sinks.iter().map(|b| b.sink.sha256().to_string()).collect::<Vec<_>>())
+            .collect();
+        for sha in evicted.iter().filter(|sha| !running.contains(*sha)) {
+            self.runtime.forget(sha);
+        }
     }
 
     /// Keep a background task of the node, stopped at shutdown.

@@ -116,6 +116,25 @@ async fn rust_new_build_test_deliver() {
     the_whole_path("rust").await;
 }
 
+/// A Rust sink that does not compile: `sink build` shows the compiler's
+/// diagnostics, not cargo's JSON messages.
+#[test]
+fn a_rust_build_error_shows_the_compilers_words_not_cargos_json() {
+    let root = tempfile::tempdir().expect("dir");
+    let (code, stdout, stderr) = ankusa(root.path(), &["sink", "new", "broken", "--lang", "rust"]);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let project = root.path().join("broken");
+    let lib = project.join("src/lib.rs");
+    let text = std::fs::read_to_string(&lib).expect("src/lib.rs");
+    std::fs::write(&lib, format!("{text}\nfn broken() -> u32 {{ \"not a number\" }}\n")).expect("save");
+    let (code, stdout, stderr) = ankusa(&project, &["sink", "build"]);
+    assert_ne!(code, Some(0), "a build that does not compile fails");
+    let shown = format!("{stdout}{stderr}");
+    assert!(shown.contains("error[E0308]") && shown.contains("src/lib.rs"), "the compiler's error:\n{shown}");
+    assert!(!shown.contains("\"reason\":"), "no JSON messages:\n{shown}");
+    assert!(shown.len() < 16_000, "{} bytes:\n{shown}", shown.len());
+}
+
 #[tokio::test]
 async fn c_new_build_test_deliver() {
     the_whole_path("c").await;
@@ -185,7 +204,7 @@ async fn sink_dev_swaps_each_good_save_into_a_running_node_and_keeps_it_through_
     let node = RunningNode::start(&config, &dir.path().join("data"), &[]).await;
 
     let admin = format!("http://{}", node.admin);
-    let mut dev = command(&project, &["sink", "dev", "--node", &admin, "--sink", "orders", "--poll-ms", "100"])
+    let mut dev = command(&project, &["sink", "dev", "--admin-url", &admin, "--sink", "orders", "--poll-ms", "100"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -220,6 +239,16 @@ async fn sink_dev_swaps_each_good_save_into_a_running_node_and_keeps_it_through_
     .await;
     let second = post(2).await;
     assert!(second.header("x-edited").is_some(), "the new component delivered: {second:?}\n{}", shown());
+
+    // The same text saved again, and a log written into the project (its
+    // .gitignore excludes it): nothing is built, nothing uploaded.
+    let reloads = || out.lock().expect("lines").iter().filter(|l| l.contains("reloaded `orders`")).count();
+    let before = reloads();
+    std::fs::write(&source, &edited).expect("save the same text");
+    eventually("the unchanged save noticed", Duration::from_secs(30), async || cycles("sources unchanged") == 1).await;
+    std::fs::write(project.join("dev.log"), "a line of a log").expect("a log in the project");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!((reloads(), cycles("sources unchanged")), (before, 1), "{}", shown());
 
     // A save that does not compile: the compiler's error is printed and the
     // node keeps the last good component.
@@ -260,4 +289,73 @@ fn bad_input_is_refused_in_one_line_and_overwrites_nothing() {
     for made in ["orders", "My Sink", "2fast"] {
         assert!(!root.path().join(made).exists(), "{made} was created");
     }
+}
+
+/// The newcomer's loop in Python, timed through the binary: `sink new`,
+/// `sink build`, `sink test` twice (each loads the compiled component from
+/// the user's cache), then `sink dev` with one edit until the node
+/// delivers the new code.
+#[tokio::test]
+async fn the_python_loop_a_newcomer_runs_timed() {
+    let root = tempfile::tempdir().expect("dir");
+    let cache = tempfile::tempdir().expect("an empty component cache");
+    let timed = |what: &str, project: &Path, args: &[&str]| {
+        let started = std::time::Instant::now();
+        let out = command(project, args).env("XDG_CACHE_HOME", cache.path()).output().expect("run ankusa");
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "{what}: {stdout}\n{stderr}");
+        let took = started.elapsed().as_secs_f64();
+        println!("python loop: {what}: {took:.1} s");
+        took
+    };
+    timed("sink new", root.path(), &["sink", "new", "orders", "--lang", "python"]);
+    let project = root.path().join("orders");
+    timed("sink build", &project, &["sink", "build"]);
+    // The build checked its component, compiling it once into the cache,
+    // where every `sink test` then finds it.
+    let component = std::fs::read(project.join("build/orders.wasm")).expect("the component");
+    let sha = ankusa::digest::sha256_hex(&component);
+    let compiled = || {
+        std::fs::read_dir(cache.path().join("ankusa/components"))
+            .map(|entries| {
+                entries.filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().starts_with(&sha)).count()
+            })
+            .unwrap_or(0)
+    };
+    assert_eq!(compiled(), 1, "the build's component is compiled into the user's cache");
+    timed("sink test", &project, &["sink", "test"]);
+    timed("sink test again", &project, &["sink", "test"]);
+    assert_eq!(compiled(), 1, "and found there, not compiled again");
+
+    let receiver = Receiver::start(Reply::status(200)).await;
+    let dir = tempfile::tempdir().expect("dir");
+    let config = node_config(dir.path(), &project.join("build/orders.wasm"), &receiver);
+    let node = RunningNode::start(&config, &dir.path().join("data"), &[]).await;
+    let admin = format!("http://{}", node.admin);
+    let mut dev = command(&project, &["sink", "dev", "--admin-url", &admin, "--sink", "orders", "--poll-ms", "100"])
+        .env("XDG_CACHE_HOME", cache.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start sink dev");
+    let out = lines_of(dev.stdout.take().expect("stdout"));
+    let reloads = || out.lock().expect("lines").iter().filter(|l| l.contains("reloaded `orders`")).count();
+    eventually("the first reload", Duration::from_secs(120), async || reloads() == 1).await;
+
+    let source = project.join("app.py");
+    let text = std::fs::read_to_string(&source).expect("app.py");
+    let edited = text.replace(r#"("idempotency-key", hook.idempotency_key.encode()),"#, r#"("x-edited", b"1"),"#);
+    assert_ne!(edited, text, "the template has the line this test edits");
+    let saved = std::time::Instant::now();
+    std::fs::write(&source, &edited).expect("save");
+    eventually("the edit reloaded", Duration::from_secs(120), async || reloads() == 2).await;
+    let (status, answer) = node.post_hook("shop", &[], "{\"n\": 1}").await;
+    assert_eq!(status, 201, "{answer}");
+    eventually("the new code delivers", Duration::from_secs(20), async || {
+        receiver.received().last().is_some_and(|r| r.header("x-edited").is_some())
+    })
+    .await;
+    println!("python loop: sink dev, save to the new code delivering: {:.1} s", saved.elapsed().as_secs_f64());
+    let _ = dev.kill();
+    let _ = dev.wait();
 }

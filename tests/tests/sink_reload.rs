@@ -60,6 +60,39 @@ fn forward_to(receiver: &Receiver) -> (tempfile::TempDir, std::path::PathBuf, Ve
     (dir, component, original)
 }
 
+/// Compiled components the node keeps in `data`.
+fn compiled_in(data: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(data.join("components"))
+        .map(|entries| entries.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    names.retain(|n| n.ends_with(".cwasm"));
+    names.sort();
+    names
+}
+
+/// An hour of `sink dev` is many uploads: the node keeps the configured
+/// component, the running upload and the one before it, not every build.
+#[tokio::test]
+async fn uploads_keep_the_running_and_the_previous_component_only() {
+    let receiver = Receiver::start(Reply::status(200)).await;
+    let (dir, _, original) = forward_to(&receiver);
+    let data = dir.path().join("data");
+    let node = RunningNode::start(&dir.path().join("ankusa.yml"), &data, &[]).await;
+    let builds: Vec<Vec<u8>> =
+        (0..5).map(|n| with_custom_section(&original, format!("build {n}").as_bytes())).collect();
+    for build in &builds {
+        let (status, answer) = node.upload_component("forward", build.clone()).await;
+        assert_eq!(status, 200, "{answer}");
+    }
+    let kept = compiled_in(&data);
+    let named = |bytes: &[u8]| kept.iter().any(|n| n.starts_with(&sha256(bytes)));
+    assert!(named(&original), "the configured component stays: {kept:?}");
+    assert!(named(&builds[4]) && named(&builds[3]), "the running upload and the previous one: {kept:?}");
+    assert_eq!(kept.len(), 3, "older uploads are forgotten: {kept:?}");
+    node.post_hook("load", &[], "{}").await;
+    eventually("the running upload delivers", Duration::from_secs(10), async || !receiver.received().is_empty()).await;
+}
+
 fn sha256(bytes: &[u8]) -> String {
     use sha2::Digest;
     hex::encode(sha2::Sha256::digest(bytes))

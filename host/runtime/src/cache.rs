@@ -63,6 +63,19 @@ impl ComponentCache {
     }
 }
 
+impl ComponentCache {
+    /// Delete `sha256`'s compiled artifact, if this cache keeps one.
+    pub fn forget(&self, sha256: &str) {
+        let Some(dir) = &self.dir else { return };
+        let path = dir.join(format!("{sha256}-{}.cwasm", self.engine_key));
+        if let Err(e) = std::fs::remove_file(&path)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(path = %path.display(), "cannot delete a compiled component: {e}");
+        }
+    }
+}
+
 fn store(component: &Component, path: &Path) -> std::io::Result<()> {
     let bytes = component.serialize().map_err(|e| std::io::Error::other(format!("{e:#}")))?;
     if let Some(dir) = path.parent() {

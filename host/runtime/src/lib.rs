@@ -126,6 +126,14 @@ impl Runtime {
         Ok(prepared)
     }
 
+    /// Drop what is kept of the component `sha256` (checked, and compiled on
+    /// disk): no sink runs it any more. Sinks still running it keep their
+    /// instances; a later load compiles it again.
+    pub fn forget(&self, sha256: &str) {
+        self.checked.lock().unwrap_or_else(|e| e.into_inner()).remove(sha256);
+        self.cache.forget(sha256);
+    }
+
     /// What a component imports and exports, and whether it is a sink this
     /// host can run (`Ok` only if it passes the same checks as a load).
     pub fn inspect(&self, bytes: &[u8]) -> Result<ComponentInfo, ComponentError> {

@@ -95,6 +95,17 @@ impl ToolCache {
 /// is not installed is [`BuildError::Missing`] with `hint`; a failure
 /// carries what the tool printed.
 pub fn run(command: &mut Command, step: &str, hint: &'static str) -> Result<Output, BuildError> {
+    run_showing(command, step, hint, true)
+}
+
+/// [`run`] for a tool whose stdout is for machines (cargo's JSON
+/// messages, tens of kilobytes): a failure shows its stderr alone, where
+/// the tool writes what a person reads.
+pub fn run_machine_readable(command: &mut Command, step: &str, hint: &'static str) -> Result<Output, BuildError> {
+    run_showing(command, step, hint, false)
+}
+
+fn run_showing(command: &mut Command, step: &str, hint: &'static str, show_stdout: bool) -> Result<Output, BuildError> {
     let program = command.get_program().to_string_lossy().into_owned();
     let output = command.output().map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => BuildError::Missing { what: format!("`{program}`"), hint },
@@ -105,7 +116,7 @@ pub fn run(command: &mut Command, step: &str, hint: &'static str) -> Result<Outp
     }
     let mut text = String::from_utf8_lossy(&output.stderr).trim_end().to_string();
     let stdout = String::from_utf8_lossy(&output.stdout);
-    if !stdout.trim().is_empty() {
+    if show_stdout && !stdout.trim().is_empty() {
         text = format!("{}\n{text}", stdout.trim_end());
     }
     Err(BuildError::Failed { step: step.to_string(), output: text })

@@ -14,7 +14,7 @@ use serde_json::Value;
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Admin API")]
 pub struct AdminConnection {
-    /// The node's admin API (`--node` is an older name for it).
+    /// The node's admin API.
     #[arg(
         long = "admin-url",
         alias = "node",

@@ -99,3 +99,54 @@ pub fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+
+    use super::Cli;
+
+    fn parses(args: &[&str]) -> bool {
+        Cli::try_parse_from(std::iter::once("ankusa").chain(args.iter().copied())).is_ok()
+    }
+
+    fn help(path: &[&str]) -> String {
+        let mut command = Cli::command();
+        // Global options reach subcommands once the tree is built.
+        command.build();
+        let mut at = &mut command;
+        for name in path {
+            at = at.find_subcommand_mut(name).unwrap_or_else(|| panic!("no `{name}`"));
+        }
+        at.render_long_help().to_string()
+    }
+
+    #[test]
+    fn the_admin_url_has_one_name_everywhere_and_the_old_one_still_works() {
+        assert!(parses(&["sink", "dev", "--admin-url", "http://127.0.0.1:4002"]));
+        assert!(parses(&["sink", "dev", "--node", "http://127.0.0.1:4002"]), "the older name is an alias");
+        assert!(parses(&["dlq", "list", "--admin-url", "http://127.0.0.1:4002"]));
+        assert!(parses(&["hooks", "show", "7", "--admin-url", "http://127.0.0.1:4002", "--json"]));
+        for path in [&["dlq", "list"][..], &["sink", "dev"], &["replay", "start"], &["fleet"], &["hooks", "show"]] {
+            let text = help(path);
+            assert!(text.contains("Admin API:") && text.contains("--admin-url"), "{path:?}:\n{text}");
+            assert!(!text.contains("--node"), "the alias is hidden: {path:?}");
+        }
+    }
+
+    #[test]
+    fn options_that_do_nothing_for_a_command_are_refused() {
+        assert!(!parses(&["sink", "new", "orders", "--lang", "rust", "--cache-dir", "/tmp/x"]));
+        assert!(!parses(&["sink", "wit", "/tmp/wit", "--cache-dir", "/tmp/x"]));
+        assert!(!parses(&["sink", "dev", "--json"]), "sink dev prints no JSON");
+        assert!(parses(&["sink", "test", "--cache-dir", "/tmp/x"]));
+    }
+
+    #[test]
+    fn json_is_described_once() {
+        for path in [&["dlq", "list"][..], &["sink", "inspect"], &["sink", "test"], &["check-config"], &["version"]] {
+            let text = help(path);
+            assert!(text.contains(super::client::JSON_HELP), "{path:?}:\n{text}");
+        }
+    }
+}

@@ -39,11 +39,23 @@ pub async fn run(
         admin.url
     );
     let mut seen = None;
+    // The sources the node's component was last built from: a save that
+    // leaves them as they were builds nothing and uploads nothing.
+    let mut reloaded_from: Option<String> = None;
     loop {
         let now = watch::fingerprint(&project.dir);
         if seen != Some(now) {
             seen = Some(now);
-            println!("{}", cycle(runtime, &project, &client, &options).await);
+            let sources = watch::contents(&project.dir);
+            if reloaded_from.as_ref() == Some(&sources) {
+                println!("{} = sources unchanged since the last reload; nothing to do", clock());
+            } else {
+                let (line, reloaded) = cycle(runtime, &project, &client, &options).await;
+                println!("{line}");
+                if reloaded {
+                    reloaded_from = Some(sources);
+                }
+            }
         }
         tokio::select! {
             _ = tokio::time::sleep(options.poll) => {}
@@ -53,8 +65,21 @@ pub async fn run(
 }
 
 /// One build, test and reload: the line to print (with the compiler's or
-/// the cases' details under it when something failed).
-async fn cycle(runtime: &Runtime, project: &Project, client: &AdminClient, options: &DevOptions) -> String {
+/// the cases' details under it when something failed), and whether the
+/// node took the component.
+async fn cycle(runtime: &Runtime, project: &Project, client: &AdminClient, options: &DevOptions) -> (String, bool) {
+    match build_test_reload(runtime, project, client, options).await {
+        Ok(line) => (line, true),
+        Err(line) => (line, false),
+    }
+}
+
+async fn build_test_reload(
+    runtime: &Runtime,
+    project: &Project,
+    client: &AdminClient,
+    options: &DevOptions,
+) -> Result<String, String> {
     let started = Instant::now();
     let stamp = clock();
     let job = (project.clone(), options.tools.clone());
@@ -62,18 +87,18 @@ async fn cycle(runtime: &Runtime, project: &Project, client: &AdminClient, optio
     let built = match built {
         Ok(Ok(built)) => built,
         Ok(Err(e)) => {
-            return format!("{stamp} ✗ build failed; the node keeps its component\n{}", indent(&e.to_string()));
+            return Err(format!("{stamp} ✗ build failed; the node keeps its component\n{}", indent(&e.to_string())));
         }
-        Err(e) => return format!("{stamp} ✗ the build stopped: {e}"),
+        Err(e) => return Err(format!("{stamp} ✗ the build stopped: {e}")),
     };
     let size = format!("{:.1} KiB", built.bytes as f64 / 1024.0);
     let bytes = match std::fs::read(&built.wasm) {
         Ok(bytes) => bytes,
-        Err(e) => return format!("{stamp} ✗ cannot read {}: {e}", built.wasm.display()),
+        Err(e) => return Err(format!("{stamp} ✗ cannot read {}: {e}", built.wasm.display())),
     };
     let file = match cases::read_case_file(&project.cases()) {
         Ok(file) => file,
-        Err(e) => return format!("{stamp} ✗ built {size}; {e}; not reloaded"),
+        Err(e) => return Err(format!("{stamp} ✗ built {size}; {e}; not reloaded")),
     };
     let component = ComponentSource::Bytes { origin: built.wasm.display().to_string(), bytes: bytes.clone().into() };
     let reports = cases::run_cases(runtime, &component, &file).await;
@@ -81,17 +106,19 @@ async fn cycle(runtime: &Runtime, project: &Project, client: &AdminClient, optio
     if !failed.is_empty() {
         let details: Vec<String> =
             failed.iter().flat_map(|r| r.mismatches.iter().map(move |m| format!("{}: {m}", r.name))).collect();
-        return format!(
+        return Err(format!(
             "{stamp} ✗ built {size}; {} of {} cases failed; the node keeps its component\n{}",
             failed.len(),
             reports.len(),
             indent(&details.join("\n"))
-        );
+        ));
     }
     let path = format!("/v1/sinks/{}/component", options.sink);
     let answer = match client.call_with_bytes("PUT", &path, "application/wasm", bytes).await {
         Ok(answer) => answer,
-        Err(e) => return format!("{stamp} ✗ built {size}; {} cases pass; the node refused it: {e:#}", reports.len()),
+        Err(e) => {
+            return Err(format!("{stamp} ✗ built {size}; {} cases pass; the node refused it: {e:#}", reports.len()));
+        }
     };
     let swapped = answer["swapped"].as_array().map_or(0, Vec::len);
     let outcome = match (swapped, answer["unchanged"].as_u64().unwrap_or(0)) {
@@ -102,11 +129,11 @@ async fn cycle(runtime: &Runtime, project: &Project, client: &AdminClient, optio
             format!("reloaded `{}` in {n} source(s) ({})", options.sink, &sha[..sha.len().min(12)])
         }
     };
-    format!(
+    Ok(format!(
         "{stamp} ✓ built {size}; {} cases pass; {outcome} in {:.1} s",
         reports.len(),
         started.elapsed().as_secs_f64()
-    )
+    ))
 }
 
 fn indent(text: &str) -> String {

@@ -14,7 +14,9 @@ pub(super) fn build(job: &Job) -> Result<(), BuildError> {
     let dir = &job.project.dir;
     require_target(dir)?;
     let manifest = dir.join("Cargo.toml");
-    let output = tools::run(
+    // cargo renders the compiler's diagnostics on stderr; stdout carries
+    // the JSON messages that name the artifact, never shown.
+    let output = tools::run_machine_readable(
         Command::new("cargo")
             .current_dir(dir)
             .args(["build", "--release", "--target", TARGET, "--message-format=json-render-diagnostics"])
