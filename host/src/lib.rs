@@ -50,6 +50,6 @@ pub use ankusa_runtime::sinktest;
 // The storage, the queue and what every crate shares are crates of their
 // own too (`ankusa-store`, `ankusa-queue`, `ankusa-common`), so the layers
 // below the node cannot reach up into it.
-pub use ankusa_common::{digest, error_class, metrics, problem, settings};
+pub use ankusa_common::{digest, error_class, metrics, problem, rate, settings};
 pub use ankusa_queue::queue;
 pub use ankusa_store::{intake, store};

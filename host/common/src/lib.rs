@@ -8,4 +8,5 @@ pub mod digest;
 pub mod error_class;
 pub mod metrics;
 pub mod problem;
+pub mod rate;
 pub mod settings;

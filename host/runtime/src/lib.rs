@@ -46,7 +46,7 @@ mod state;
 pub mod tls;
 pub mod traceparent;
 
-pub use ankusa_common::{digest, error_class, problem, settings};
+pub use ankusa_common::{digest, error_class, problem, rate, settings};
 
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -143,6 +143,26 @@ mod tests {
     }
 
     #[test]
+    fn every_argument_of_every_command_is_described() {
+        fn walk(command: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in command.get_arguments().filter(|a| !a.is_hide_set()) {
+                let name = arg.get_id().as_str();
+                if arg.get_help().is_none() && !["help", "version"].contains(&name) {
+                    missing.push(format!("{path} {name}"));
+                }
+            }
+            for sub in command.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut command = Cli::command();
+        command.build();
+        let mut missing = Vec::new();
+        walk(&command, "ankusa", &mut missing);
+        assert!(missing.is_empty(), "arguments without a description: {missing:?}");
+    }
+
+    #[test]
     fn json_is_described_once() {
         for path in [&["dlq", "list"][..], &["sink", "inspect"], &["sink", "test"], &["check-config"], &["version"]] {
             let text = help(path);

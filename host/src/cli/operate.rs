@@ -159,13 +159,25 @@ enum ReplayCommand {
         wait: bool,
     },
     /// One job, or every job.
-    Status { id: Option<String> },
+    Status {
+        /// The job's id (every job when absent).
+        id: Option<String>,
+    },
     /// Pause a running job.
-    Pause { id: String },
+    Pause {
+        /// The job's id, as `replay start` and `replay status` show it.
+        id: String,
+    },
     /// Resume a paused job.
-    Resume { id: String },
+    Resume {
+        /// The job's id, as `replay start` and `replay status` show it.
+        id: String,
+    },
     /// Stop a job for good.
-    Cancel { id: String },
+    Cancel {
+        /// The job's id, as `replay start` and `replay status` show it.
+        id: String,
+    },
 }
 
 /// What a replay job walks, as `--kind` names it.
@@ -288,9 +300,13 @@ pub struct TenantArgs {
 #[derive(Debug, Subcommand)]
 enum TenantCommand {
     /// Rows, bytes and keys a tenant holds (from counters).
-    Usage { tenant: String },
+    Usage {
+        /// The tenant's name.
+        tenant: String,
+    },
     /// Erase everything of a tenant.
     Erase {
+        /// The tenant to erase.
         tenant: String,
         /// Required: erasing cannot be undone.
         #[arg(long)]
@@ -300,7 +316,10 @@ enum TenantCommand {
         wait: bool,
     },
     /// A tenant's erase job.
-    Status { tenant: String },
+    Status {
+        /// The tenant whose erase to show.
+        tenant: String,
+    },
 }
 
 pub async fn tenant(args: TenantArgs) -> anyhow::Result<ExitCode> {

@@ -4,13 +4,18 @@
 //!
 //! Off the delivery path: the settler hands outcomes over and goes on; a
 //! task publishes what gathered every [`FLUSH_EVERY`]. What is not yet
-//! published when the node dies is what a takeover may deliver again.
-//! While NATS is away, outcomes wait (up to [`MAX_WAITING`], then the
-//! oldest are dropped: more duplicates after a takeover, never a loss).
+//! published when the node dies is what a takeover may deliver again, so
+//! once the oldest outcome waiting is older than [`UNPUBLISHED_AT_MOST`]
+//! the publisher is [`behind`](OutcomeLog::behind) and the node claims no
+//! more rows until it catches up: a node cut off from NATS but not from
+//! its sinks stops delivering within that time, not when its lease's
+//! proof runs out. While NATS is away, outcomes wait (up to
+//! [`MAX_WAITING`], then the oldest are dropped: more duplicates after a
+//! takeover, never a loss).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_nats::jetstream;
 
@@ -19,7 +24,11 @@ use crate::queue::codec::{CodecError, Reader, Writer};
 use crate::queue::{FinalOutcome, OutcomeLog};
 
 /// How often gathered outcomes are published.
-pub const FLUSH_EVERY: Duration = Duration::from_millis(100);
+pub const FLUSH_EVERY: Duration = Duration::from_millis(50);
+/// The age the oldest unpublished outcome may reach before the node stops
+/// claiming rows: the deliveries a takeover can repeat are those of this
+/// last stretch, plus those in flight.
+pub const UNPUBLISHED_AT_MOST: Duration = Duration::from_millis(100);
 /// Outcomes per message at most.
 const PER_MESSAGE: usize = 2_000;
 /// Outcomes held while NATS is away at most.
@@ -79,8 +88,26 @@ pub fn decode(bytes: &[u8]) -> Result<Outcomes, CodecError> {
     Ok(Outcomes { store, rows })
 }
 
+/// Outcomes not yet published: those waiting, each with when it was
+/// recorded, and when the oldest of those being published was.
+#[derive(Default)]
+struct Waiting {
+    rows: VecDeque<(Instant, Row)>,
+    publishing_since: Option<Instant>,
+}
+
+impl Waiting {
+    /// When the oldest outcome not yet published was recorded.
+    fn oldest(&self) -> Option<Instant> {
+        match (self.publishing_since, self.rows.front().map(|(at, _)| *at)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
 pub struct Publisher {
-    waiting: Mutex<VecDeque<Row>>,
+    waiting: Mutex<Waiting>,
     context: jetstream::Context,
     subject: String,
     store: String,
@@ -90,7 +117,7 @@ impl Publisher {
     /// Start publishing what gathers every [`FLUSH_EVERY`], until the
     /// queue lets go of it.
     pub fn start(context: jetstream::Context, subject: String, store: String) -> Arc<Publisher> {
-        let publisher = Arc::new(Publisher { waiting: Mutex::new(VecDeque::new()), context, subject, store });
+        let publisher = Arc::new(Publisher { waiting: Mutex::new(Waiting::default()), context, subject, store });
         let running = Arc::downgrade(&publisher);
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(FLUSH_EVERY);
@@ -109,23 +136,27 @@ impl Publisher {
     /// Publish everything waiting; what fails goes back to the front.
     pub async fn flush(&self) -> Result<(), String> {
         loop {
-            let rows: Vec<Row> = {
+            let taken: Vec<(Instant, Row)> = {
                 let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
-                let n = waiting.len().min(PER_MESSAGE);
-                waiting.drain(..n).collect()
+                let n = waiting.rows.len().min(PER_MESSAGE);
+                let taken: Vec<(Instant, Row)> = waiting.rows.drain(..n).collect();
+                waiting.publishing_since = taken.first().map(|(at, _)| *at);
+                taken
             };
-            if rows.is_empty() {
+            if taken.is_empty() {
                 return Ok(());
             }
+            let rows: Vec<Row> = taken.iter().map(|(_, row)| row.clone()).collect();
             let payload = encode(&self.store, &rows);
             let published = match self.context.publish(self.subject.clone(), payload.into()).await {
                 Ok(ack) => ack.await.map(|_| ()).map_err(|e| e.to_string()),
                 Err(e) => Err(e.to_string()),
             };
+            let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
+            waiting.publishing_since = None;
             if let Err(e) = published {
-                let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
-                for row in rows.into_iter().rev() {
-                    waiting.push_front(row);
+                for row in taken.into_iter().rev() {
+                    waiting.rows.push_front(row);
                 }
                 return Err(e);
             }
@@ -135,13 +166,19 @@ impl Publisher {
 
 impl OutcomeLog for Publisher {
     fn record(&self, outcomes: Vec<Row>) {
+        let now = Instant::now();
         let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
-        waiting.extend(outcomes);
-        let over = waiting.len().saturating_sub(MAX_WAITING);
+        waiting.rows.extend(outcomes.into_iter().map(|row| (now, row)));
+        let over = waiting.rows.len().saturating_sub(MAX_WAITING);
         if over > 0 {
-            waiting.drain(..over);
+            waiting.rows.drain(..over);
             tracing::warn!(dropped = over, "NATS has been away long: the oldest unpublished outcomes are dropped");
         }
+    }
+
+    fn behind(&self) -> bool {
+        let waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
+        waiting.oldest().is_some_and(|at| at.elapsed() > UNPUBLISHED_AT_MOST)
     }
 }
 

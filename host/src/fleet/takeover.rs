@@ -10,7 +10,7 @@
 //! run again after its taker died commits nothing twice.
 //!
 //! What a takeover can deliver twice: rows the lapsed node delivered whose
-//! outcomes it had not yet published (at most `outcomes::FLUSH_EVERY` of
+//! outcomes it had not yet published (at most `outcomes::UNPUBLISHED_AT_MOST` of
 //! deliveries plus those in flight when it died).
 
 use std::collections::{BTreeMap, HashMap};

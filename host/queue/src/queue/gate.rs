@@ -1,6 +1,8 @@
 //! The claims gate: whether due rows may be handed out now. A fleet
 //! node binds it to its lease, so a node paused, cut off or stalled stops
-//! delivering before a peer may take its rows over.
+//! delivering before a peer may take its rows over, and to its published
+//! outcomes, so a node whose outcomes cannot be published stops adding
+//! deliveries a takeover would repeat.
 
 use super::Queue;
 
@@ -69,9 +71,15 @@ impl Queue {
         .await
     }
 
+    /// `fleet`: whether the outcome log has fallen behind (see
+    /// [`super::OutcomeLog::behind`]): claims stay closed until it catches up.
+    pub fn outcomes_behind(&self) -> bool {
+        self.outcome_log.get().is_some_and(|log| log.behind())
+    }
+
     /// Whether due rows may be handed out now.
     pub fn claims_open(&self) -> bool {
-        if self.claims_paused.load(std::sync::atomic::Ordering::Acquire) {
+        if self.claims_paused.load(std::sync::atomic::Ordering::Acquire) || self.outcomes_behind() {
             return false;
         }
         let claims_until = self.claims_until.lock().unwrap_or_else(|e| e.into_inner());

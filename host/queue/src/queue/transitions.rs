@@ -60,7 +60,17 @@ pub enum FinalOutcome {
 /// only hand them on.
 pub trait OutcomeLog: Send + Sync + 'static {
     fn record(&self, outcomes: Vec<(u64, u16, FinalOutcome)>);
+
+    /// Outcomes recorded a while ago are still not published: delivering
+    /// more would only add to what a takeover delivers again, so claims
+    /// close until it catches up.
+    fn behind(&self) -> bool {
+        false
+    }
 }
+
+/// While outcomes are behind, dispatch looks again after this long.
+const OUTCOMES_BEHIND_RECHECK_MS: u64 = 20;
 
 /// A lower bound on the due time of every live due-index entry.
 ///
@@ -284,6 +294,11 @@ impl Queue {
 
     /// When the earliest due row is due, if any row is.
     pub fn next_due_at(&self) -> Result<Option<u64>, QueueError> {
+        // Outcomes behind: look again shortly, as nothing wakes dispatch
+        // when they catch up.
+        if self.outcomes_behind() {
+            return Ok(Some(super::now_ms() + OUTCOMES_BEHIND_RECHECK_MS));
+        }
         // Paused: nothing is due, so dispatch sleeps until it is woken.
         if !self.claims_open() {
             return Ok(None);

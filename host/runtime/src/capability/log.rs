@@ -18,6 +18,7 @@ use super::{Capability, InstanceBuilder, SinkCapability, SinkContext};
 use crate::bindings::{Level, ankusa};
 use crate::error::LoadError;
 use crate::labels::SinkLabel;
+use crate::rate::{Limiter, Rate};
 use crate::state::InstanceState;
 
 pub const MAX_LINE_BYTES: usize = 4096;
@@ -48,11 +49,6 @@ impl Default for LogRate {
     }
 }
 
-struct Bucket {
-    tokens: f64,
-    refilled: Instant,
-}
-
 /// What the last report of suppressed lines covered.
 #[derive(Default)]
 struct Reported {
@@ -63,8 +59,7 @@ struct Reported {
 /// The log channel of one sink, shared by its instances.
 pub struct LogChannel {
     label: SinkLabel,
-    rate: LogRate,
-    bucket: Mutex<Bucket>,
+    limiter: Limiter,
     suppressed: AtomicU64,
     reported: Mutex<Reported>,
     capture: Option<Mutex<Vec<LogLine>>>,
@@ -74,8 +69,7 @@ impl LogChannel {
     pub fn new(label: SinkLabel, rate: LogRate, capture: bool) -> Arc<Self> {
         Arc::new(LogChannel {
             label,
-            rate,
-            bucket: Mutex::new(Bucket { tokens: f64::from(rate.burst), refilled: Instant::now() }),
+            limiter: Limiter::new(Rate { per_second: f64::from(rate.lines_per_sec), burst: rate.burst }),
             suppressed: AtomicU64::new(0),
             reported: Mutex::new(Reported::default()),
             capture: capture.then(|| Mutex::new(Vec::new())),
@@ -92,22 +86,8 @@ impl LogChannel {
         self.suppressed.load(Ordering::Relaxed)
     }
 
-    fn take_token(&self) -> bool {
-        let mut bucket = self.bucket.lock().unwrap_or_else(|e| e.into_inner());
-        let now = Instant::now();
-        let refill = now.duration_since(bucket.refilled).as_secs_f64() * f64::from(self.rate.lines_per_sec);
-        bucket.tokens = (bucket.tokens + refill).min(f64::from(self.rate.burst));
-        bucket.refilled = now;
-        if bucket.tokens >= 1.0 {
-            bucket.tokens -= 1.0;
-            true
-        } else {
-            false
-        }
-    }
-
     pub fn emit(&self, level: Level, message: &str) {
-        if !self.take_token() {
+        if !self.limiter.try_take() {
             self.suppressed.fetch_add(1, Ordering::Relaxed);
             return;
         }
