@@ -15,7 +15,7 @@ mod state;
 
 pub use framing::DEFAULT_MAX_LINE;
 pub use ingest::readiness;
-pub use server::{
-    DEFAULT_MAX_HEADER_BYTES, Edge, Limits, MIN_MAX_HEADER_BYTES, Mode, Refusal, router, serve, serve_router,
+pub use server::{Edge, Limits, Mode, Refusal, router, serve, serve_router};
+pub use settings::{
+    DEFAULT_MAX_HEADER_BYTES, EdgeConfig, HttpSettings, MIN_MAX_HEADER_BYTES, QuarantineSettings, RateLimits,
 };
-pub use settings::{EdgeConfig, HttpSettings, QuarantineSettings, RateLimits};

@@ -19,15 +19,12 @@ use tokio::net::TcpListener;
 pub use super::framing::Refusal;
 use super::framing::{Followed, Framing, Watch};
 pub use super::settings::EdgeConfig;
+use super::settings::MIN_MAX_HEADER_BYTES;
 pub use super::state::{Edge, Mode};
 
-/// The default limit on a request head.
-pub const DEFAULT_MAX_HEADER_BYTES: usize = 64 << 10;
 /// What hyper's read buffer may hold past the head limit: the end the
 /// walk adds to a head it cut.
 const HEAD_SLACK: usize = 1024;
-/// The smallest head limit: hyper's read buffer cannot be smaller.
-pub const MIN_MAX_HEADER_BYTES: usize = 8 << 10;
 
 pub fn router(edge: Arc<Edge>) -> Router {
     let mut router = Router::new()

@@ -9,9 +9,13 @@ use serde::{Deserialize, Serialize};
 
 use super::batcher::BatcherConfig;
 use super::rate::Rate;
-use super::server::{DEFAULT_MAX_HEADER_BYTES, MIN_MAX_HEADER_BYTES};
 use crate::problem::Checker;
 use crate::queue::{DEFAULT_PEN_BYTES, WalSettings};
+
+/// The default limit on a request head.
+pub const DEFAULT_MAX_HEADER_BYTES: usize = 64 << 10;
+/// The smallest head limit: hyper's read buffer cannot be smaller.
+pub const MIN_MAX_HEADER_BYTES: usize = 8 << 10;
 
 /// What the edge is started with.
 #[derive(Clone, Debug)]

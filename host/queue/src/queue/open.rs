@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use super::{Queue, QueueConfig, QueueError, WalMode, commit, recount, recovery, tenants, transitions};
 use crate::intake::{Intake, IntakeLog, IntakeOptions, Replay};
-use crate::store::keys::hooks;
 use crate::store::{Batch, Cf, Durability, Scan, Store, StoreOptions};
 
 /// The storage a queue runs on: a store, and in `dual` mode an intake log
@@ -68,7 +67,7 @@ impl Queue {
             other => other,
         };
         recount::repair_counters_if_damaged(store.as_ref())?;
-        let next_seq = recover_next_seq(store.as_ref())?;
+        let next_seq = commit::recover_next_seq(store.as_ref())?;
         let tenants = Arc::new(tenants::TenantBook::load(store.as_ref())?);
         let limits = commit::Limits {
             dedupe_ttl_ms: config.dedupe_ttl_ms,
@@ -202,16 +201,4 @@ pub fn rebuild(intake_dir: &Path, store_dir: &Path) -> Result<(usize, u64), Queu
     }
     store.flush()?;
     Ok((replay.records.len(), hooks))
-}
-
-/// `next_seq = max(stored marker, last hook key + 1)`: the marker covers
-/// seqs whose hooks were since deleted, the scan covers a marker that is
-/// behind (it never is after a clean commit, but costs nothing to check).
-pub(super) fn recover_next_seq(store: &dyn Store) -> Result<u64, QueueError> {
-    let marker = store.seq_marker()?.unwrap_or(1);
-    let after_last = match store.last_key(Cf::Hooks)? {
-        Some(key) => hooks::parse(&key).ok_or_else(|| QueueError::Corrupt("hook key".into()))? + 1,
-        None => 1,
-    };
-    Ok(marker.max(after_last))
 }

@@ -489,7 +489,7 @@ impl Writer {
         let (logged, last) = fleet.log.logged_since(from).map_err(|e| QueueError::Intake(e.to_string()))?;
         let in_memory = fleet.unsettled.iter().filter_map(resend_seq).collect();
         fleet.scanned_through = last;
-        let durable_next = crate::queue::open::recover_next_seq(store.as_ref())?;
+        let durable_next = super::recover_next_seq(store.as_ref())?;
         if let Some(past) = logged.iter().map(|hook| hook.seq + 1).max() {
             self.hand_out_seqs(past);
         }

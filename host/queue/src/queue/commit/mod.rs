@@ -54,7 +54,7 @@ use super::reply::Reply;
 use super::tenants::TenantBook;
 use super::{QueueError, Refusal, counter_key};
 use crate::intake::Intake;
-use crate::store::keys::meta;
+use crate::store::keys::{hooks, meta};
 use crate::store::{Cf, Durability, Store};
 
 /// Calls merged into one commit at most.
@@ -365,4 +365,16 @@ impl Writer {
         }
         self.checkpoint();
     }
+}
+
+/// `next_seq = max(stored marker, last hook key + 1)`: the marker covers
+/// seqs whose hooks were since deleted, the scan covers a marker that is
+/// behind (it never is after a clean commit, but costs nothing to check).
+pub(crate) fn recover_next_seq(store: &dyn Store) -> Result<u64, QueueError> {
+    let marker = store.seq_marker()?.unwrap_or(1);
+    let after_last = match store.last_key(Cf::Hooks)? {
+        Some(key) => hooks::parse(&key).ok_or_else(|| QueueError::Corrupt("hook key".into()))? + 1,
+        None => 1,
+    };
+    Ok(marker.max(after_last))
 }
