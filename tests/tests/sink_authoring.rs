@@ -194,21 +194,32 @@ fn lines_of(read: impl std::io::Read + Send + 'static) -> Arc<Mutex<Vec<String>>
     lines
 }
 
+/// A node delivering to `receiver` through the project's built component
+/// (its folder is kept while the node runs).
+async fn node_running(project: &Path, receiver: &Receiver) -> (tempfile::TempDir, RunningNode) {
+    let dir = tempfile::tempdir().expect("dir");
+    let config = node_config(dir.path(), &project.join("build/orders.wasm"), receiver);
+    let node = RunningNode::start(&config, &dir.path().join("data"), &[]).await;
+    (dir, node)
+}
+
+/// `ankusa sink dev` on `project`, swapping sink `orders` of `node`.
+fn sink_dev(project: &Path, node: &RunningNode, env: &[(&str, &Path)]) -> std::process::Child {
+    let admin = format!("http://{}", node.admin);
+    let mut dev = command(project, &["sink", "dev", "--admin-url", &admin, "--sink", "orders", "--poll-ms", "100"]);
+    for (key, value) in env {
+        dev.env(key, value);
+    }
+    dev.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start sink dev")
+}
+
 #[tokio::test]
 async fn sink_dev_swaps_each_good_save_into_a_running_node_and_keeps_it_through_a_broken_one() {
     let root = tempfile::tempdir().expect("dir");
     let project = new_build_and_test(root.path(), "c");
     let receiver = Receiver::start(Reply::status(200)).await;
-    let dir = tempfile::tempdir().expect("dir");
-    let config = node_config(dir.path(), &project.join("build/orders.wasm"), &receiver);
-    let node = RunningNode::start(&config, &dir.path().join("data"), &[]).await;
-
-    let admin = format!("http://{}", node.admin);
-    let mut dev = command(&project, &["sink", "dev", "--admin-url", &admin, "--sink", "orders", "--poll-ms", "100"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start sink dev");
+    let (_dir, node) = node_running(&project, &receiver).await;
+    let mut dev = sink_dev(&project, &node, &[]);
     let out = lines_of(dev.stdout.take().expect("stdout"));
     let err = lines_of(dev.stderr.take().expect("stderr"));
     let cycles = |mark: &str| out.lock().expect("lines").iter().filter(|l| l.contains(mark)).count();
@@ -328,16 +339,8 @@ async fn the_python_loop_a_newcomer_runs_timed() {
     assert_eq!(compiled(), 1, "and found there, not compiled again");
 
     let receiver = Receiver::start(Reply::status(200)).await;
-    let dir = tempfile::tempdir().expect("dir");
-    let config = node_config(dir.path(), &project.join("build/orders.wasm"), &receiver);
-    let node = RunningNode::start(&config, &dir.path().join("data"), &[]).await;
-    let admin = format!("http://{}", node.admin);
-    let mut dev = command(&project, &["sink", "dev", "--admin-url", &admin, "--sink", "orders", "--poll-ms", "100"])
-        .env("XDG_CACHE_HOME", cache.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start sink dev");
+    let (_dir, node) = node_running(&project, &receiver).await;
+    let mut dev = sink_dev(&project, &node, &[("XDG_CACHE_HOME", cache.path())]);
     let out = lines_of(dev.stdout.take().expect("stdout"));
     let reloads = || out.lock().expect("lines").iter().filter(|l| l.contains("reloaded `orders`")).count();
     eventually("the first reload", Duration::from_secs(120), async || reloads() == 1).await;

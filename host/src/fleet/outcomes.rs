@@ -136,17 +136,13 @@ impl Publisher {
     /// Publish everything waiting; what fails goes back to the front.
     pub async fn flush(&self) -> Result<(), String> {
         loop {
-            let taken: Vec<(Instant, Row)> = {
+            let (since, rows): (Instant, Vec<Row>) = {
                 let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
                 let n = waiting.rows.len().min(PER_MESSAGE);
-                let taken: Vec<(Instant, Row)> = waiting.rows.drain(..n).collect();
-                waiting.publishing_since = taken.first().map(|(at, _)| *at);
-                taken
+                let Some(since) = waiting.rows.front().map(|(at, _)| *at) else { return Ok(()) };
+                waiting.publishing_since = Some(since);
+                (since, waiting.rows.drain(..n).map(|(_, row)| row).collect())
             };
-            if taken.is_empty() {
-                return Ok(());
-            }
-            let rows: Vec<Row> = taken.iter().map(|(_, row)| row.clone()).collect();
             let payload = encode(&self.store, &rows);
             let published = match self.context.publish(self.subject.clone(), payload.into()).await {
                 Ok(ack) => ack.await.map(|_| ()).map_err(|e| e.to_string()),
@@ -155,8 +151,10 @@ impl Publisher {
             let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
             waiting.publishing_since = None;
             if let Err(e) = published {
-                for row in taken.into_iter().rev() {
-                    waiting.rows.push_front(row);
+                // Back in front, each as old as the oldest of them: the
+                // publisher may seem behind a little early, never late.
+                for row in rows.into_iter().rev() {
+                    waiting.rows.push_front((since, row));
                 }
                 return Err(e);
             }
