@@ -33,7 +33,7 @@ pub async fn pending(queue: &Arc<Queue>, hooks: usize, tenants: usize) -> anyhow
                         entry(id, &format!("tenant-{}", id as usize % tenants), source)
                     })
                     .collect();
-                queue.enqueue(entries, None).await?;
+                queue.intake().enqueue(entries, None).await?;
                 n += 16;
             }
             anyhow::Ok(())
@@ -51,13 +51,19 @@ pub async fn dead(queue: &Arc<Queue>, rows: usize, tenants: usize) -> anyhow::Re
     pending(queue, rows / 2, tenants).await?;
     let far = u64::MAX / 4;
     loop {
-        let claimed = queue.claim_due(far, 10_000)?;
+        let claimed = queue.deliveries().claim_due(far, 10_000)?;
         if claimed.is_empty() {
             return Ok(());
         }
         for row in claimed {
             let class = if row.seq % 3 == 0 { ErrorClass::Permanent } else { ErrorClass::Transient };
-            queue.bury(row.seq, row.sink, 1_800_000_000_000 + row.seq, "destination answered 500", class)?;
+            queue.deliveries().bury(
+                row.seq,
+                row.sink,
+                1_800_000_000_000 + row.seq,
+                "destination answered 500",
+                class,
+            )?;
         }
     }
 }

@@ -52,4 +52,4 @@ pub use ankusa_runtime::sinktest;
 // below the node cannot reach up into it.
 pub use ankusa_common::{digest, error_class, metrics, problem, rate, settings};
 pub use ankusa_queue::queue;
-pub use ankusa_store::{intake, store};
+pub use ankusa_store::{intake, records, store};

@@ -117,20 +117,20 @@ impl Node {
             }
             WalMode::Fleet => {
                 let (queue, joined) = Self::join_fleet(&config, &mut boot).await?;
-                tasks.push(joined.run(queue.clone()));
+                tasks.push(joined.run(queue.handover()));
                 fleet = Some(joined);
                 Some(queue)
             }
         };
         let source_records = match &queue {
-            Some(q) => SourceRecords::Store(q.clone()),
+            Some(q) => SourceRecords::Store(q.records()),
             None => SourceRecords::File(config.node.data_dir.join("sources.json")),
         };
         boot.runtime_sources = source_records.load_into(&config, &runtime, &sources).await;
         let dispatching = config.node.roles.contains(&Role::Dispatch);
         let (dispatcher, replays) = match &queue {
             Some(queue) if dispatching => {
-                let dispatcher = Dispatcher::start(queue.clone(), sources.clone(), config.dispatch_config())
+                let dispatcher = Dispatcher::start(queue.deliveries(), sources.clone(), config.dispatch_config())
                     .map_err(StartError::Dispatch)?;
                 let replays = Replays::new(queue.clone(), sources.clone());
                 boot.resumed_replays = replays.resume_all()?;
@@ -153,9 +153,9 @@ impl Node {
             .node
             .roles
             .contains(&Role::Ingest)
-            .then(|| Arc::new(Edge::new(config.edge_config(), sources.clone(), queue.clone())));
+            .then(|| Arc::new(Edge::new(config.edge_config(), sources.clone(), queue.as_deref())));
         if let (Some(edge), Some(q)) = (&edge, &mut queue) {
-            for (tenant, rate) in crate::tenant::stored_limits(q).unwrap_or_default() {
+            for (tenant, rate) in crate::tenant::stored_limits(&q.records()).unwrap_or_default() {
                 edge.tenant_limits
                     .set_rate(&tenant, Some(crate::edge::rate::Rate { per_second: rate.rate, burst: rate.burst }));
             }
@@ -193,18 +193,19 @@ impl Node {
         let engines = Engines { store: engines.store, intake: Some(intake) };
         let queue = Queue::start(engines, queue_config).map_err(store_error)?;
         boot.recovered = queue.recover_inflight(crate::queue::now_ms()).map_err(store_error)? as u64;
-        fleet.rejoin(&queue, store.as_ref(), fresh).await?;
+        let handover = queue.handover();
+        fleet.rejoin(&handover, store.as_ref(), fresh).await?;
         // Hooks this store logged and lacks (a crash before a write was
         // synced, a round that failed after the log took them) are
         // committed before the edge or dispatch start.
         let floor = fleet.taken_through().await?;
-        let settled = queue.settle_from_log(floor).await.map_err(FleetError::from)?;
+        let settled = handover.settle_from_log(floor).await.map_err(FleetError::from)?;
         if settled > 0 {
             tracing::warn!(hooks = settled, "committed hooks this node had logged but not stored");
         }
-        queue.set_outcome_log(fleet.outcome_log());
+        handover.set_outcome_log(fleet.outcome_log());
         // No row is claimed before the lease loop first proves the lease.
-        queue.prove_claims_until(std::time::Instant::now());
+        handover.prove_claims_until(std::time::Instant::now());
         let stats = queue.stats().map_err(store_error)?;
         (boot.next_seq, boot.disk_bytes) = (stats.next_seq, stats.disk_bytes);
         Ok((Arc::new(queue), fleet))

@@ -132,10 +132,10 @@ impl Signer {
         let signed_headers = names.join(";");
 
         let mut query: Vec<(String, String)> =
-            request.query.iter().map(|(k, v)| (encode(k, true), encode(v, true))).collect();
+            request.query.iter().map(|(k, v)| (uri_encode(k, true), uri_encode(v, true))).collect();
         query.sort();
         let query = query.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join("&");
-        let path = if request.path.is_empty() { "/".to_string() } else { encode(request.path, false) };
+        let path = if request.path.is_empty() { "/".to_string() } else { uri_encode(request.path, false) };
 
         let canonical_request = format!(
             "{}\n{path}\n{query}\n{canonical_headers}\n{signed_headers}\n{}",
@@ -199,7 +199,7 @@ pub fn accept(service: &str, response: Response, transient_codes: &[&str]) -> Re
 /// `path` percent-encoded as the signer encodes it (`/` kept), for the
 /// request's own URL, so the path sent is the path signed.
 fn encode_path(path: &str) -> String {
-    encode(path, false)
+    uri_encode(path, false)
 }
 
 /// The text of the first `<name>` element of an AWS XML answer (an error's
@@ -234,18 +234,18 @@ fn canonical_value(value: &str) -> String {
     value.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// SigV4's percent-encoding: unreserved characters kept, every other byte
-/// `%XX` (upper case); `/` kept in a path.
-fn encode(text: &str, encode_slash: bool) -> String {
-    let mut out = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(byte as char),
-            b'/' if !encode_slash => out.push('/'),
-            other => out.push_str(&format!("%{other:02X}")),
-        }
-    }
-    out
+/// Every byte but RFC 3986's unreserved characters.
+const RESERVED: &percent_encoding::AsciiSet =
+    &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~');
+/// The same, `/` kept (in a path).
+const RESERVED_IN_PATH: &percent_encoding::AsciiSet = &RESERVED.remove(b'/');
+
+/// AWS's percent-encoding (SigV4's canonical request, and a form body):
+/// unreserved characters kept, every other byte `%XX` (upper case); `/`
+/// kept in a path.
+pub fn uri_encode(text: &str, encode_slash: bool) -> String {
+    let set = if encode_slash { RESERVED } else { RESERVED_IN_PATH };
+    percent_encoding::utf8_percent_encode(text, set).to_string()
 }
 
 fn hmac(key: &[u8], data: &[u8]) -> Vec<u8> {

@@ -65,21 +65,16 @@ impl ServerUrl {
 
 /// `%XX` escapes decoded, as URLs carry reserved characters in credentials
 /// (and AMQP URLs the virtual host `/` as `%2f`).
+/// A `%` that starts no escape is refused rather than kept, so a password
+/// typed unescaped is told, not sent wrong.
 pub fn percent_decode(text: &str) -> Result<String, String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = text.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(h, 16).ok());
-            out.push(hex.ok_or("a `%` must start a %XX escape")?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
+    let escapes_whole =
+        text.split('%').skip(1).all(|rest| rest.get(..2).is_some_and(|h| u8::from_str_radix(h, 16).is_ok()));
+    if !escapes_whole {
+        return Err("a `%` must start a %XX escape".into());
     }
-    String::from_utf8(out).map_err(|_| "not UTF-8 once unescaped".to_string())
+    let decoded = percent_encoding::percent_decode_str(text).decode_utf8();
+    decoded.map(|text| text.into_owned()).map_err(|_| "not UTF-8 once unescaped".to_string())
 }
 
 fn parse_addr(hostport: &str, default_port: u16) -> Result<ServerAddr, String> {

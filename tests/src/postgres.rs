@@ -230,3 +230,96 @@ pub mod login_server {
         }
     }
 }
+
+/// A PostgreSQL server of a test's own, on a free loopback port, that asks
+/// every TCP login for a SCRAM-SHA-256 password (the machine's server
+/// trusts loopback, so it never asks). Its data directory and process go
+/// when it drops.
+pub struct LocalPostgres {
+    server: crate::server::LocalServer,
+    socket_dir: std::path::PathBuf,
+    _data: tempfile::TempDir,
+}
+
+impl LocalPostgres {
+    /// A fresh cluster whose role `app` logs in with `password`.
+    pub fn start(password: &str) -> LocalPostgres {
+        use std::os::unix::fs::PermissionsExt;
+        use std::os::unix::process::CommandExt;
+        let (uid, gid) = postgres_ids();
+        let data = tempfile::tempdir().expect("temp dir");
+        // The server runs as `postgres` (it refuses root): it must reach
+        // its directories.
+        std::fs::set_permissions(data.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let (cluster, socket_dir) = (data.path().join("cluster"), data.path().join("socket"));
+        for dir in [&cluster, &socket_dir] {
+            std::fs::create_dir(dir).expect("dir");
+            std::os::unix::fs::chown(dir, Some(uid), Some(gid)).expect("chown");
+        }
+        let bin = binaries();
+        let init = Command::new(bin.join("initdb"))
+            .args(["-U", "postgres", "--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8", "--locale=C"])
+            .arg("-D")
+            .arg(&cluster)
+            .uid(uid)
+            .gid(gid)
+            .output()
+            .expect("initdb runs");
+        assert!(init.status.success(), "initdb: {}", String::from_utf8_lossy(&init.stderr));
+        let (server_cluster, server_sockets) = (cluster.clone(), socket_dir.clone());
+        let server = crate::server::LocalServer::start(move |port| {
+            let mut command = Command::new(bin.join("postgres"));
+            command.arg("-D").arg(&server_cluster);
+            command.args(["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-p", &port.to_string()]);
+            command.arg("-c").arg(format!("unix_socket_directories={}", server_sockets.display()));
+            command.uid(uid).gid(gid);
+            command
+        });
+        let local = LocalPostgres { server, socket_dir, _data: data };
+        local.sql_in("postgres", &format!("CREATE ROLE app LOGIN PASSWORD '{}'", password.replace('\'', "''")));
+        local.sql_in("postgres", "CREATE DATABASE test OWNER app");
+        local
+    }
+
+    pub fn addr(&self) -> std::net::SocketAddr {
+        std::net::SocketAddr::from(([127, 0, 0, 1], self.server.port))
+    }
+
+    /// Run `sql` in the database `test` (the sinks' URLs name it).
+    pub fn sql(&self, sql: &str) -> String {
+        self.sql_in("test", sql)
+    }
+
+    /// Run `sql` as `postgres` over the server's socket (trusted).
+    fn sql_in(&self, database: &str, sql: &str) -> String {
+        let out = Command::new("psql")
+            .args(["-X", "-q", "-U", "postgres", "-d", database, "-At", "-v", "ON_ERROR_STOP=1"])
+            .arg("-h")
+            .arg(&self.socket_dir)
+            .args(["-p", &self.server.port.to_string(), "-c", sql])
+            .output()
+            .expect("psql runs");
+        assert!(out.status.success(), "psql {sql}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim_end().to_string()
+    }
+}
+
+/// The `postgres` account's uid and gid.
+fn postgres_ids() -> (u32, u32) {
+    let id = |flag: &str| {
+        let out = Command::new("id").args([flag, "postgres"]).output().expect("id runs");
+        String::from_utf8_lossy(&out.stdout).trim().parse::<u32>().expect("the postgres account exists")
+    };
+    (id("-u"), id("-g"))
+}
+
+/// The newest installed PostgreSQL's programs.
+fn binaries() -> std::path::PathBuf {
+    let mut versions: Vec<u32> = std::fs::read_dir("/usr/lib/postgresql")
+        .expect("PostgreSQL is installed")
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    versions.sort_unstable();
+    let newest = versions.last().expect("a PostgreSQL version");
+    std::path::PathBuf::from(format!("/usr/lib/postgresql/{newest}/bin"))
+}

@@ -71,11 +71,11 @@ async fn start(sources: Vec<Source>, config: DispatchConfig) -> Node {
         directory.add(source);
     }
     let directory = Arc::new(directory);
-    let edge = Arc::new(Edge::new(EdgeConfig::default(), directory.clone(), Some(queue.clone())));
+    let edge = Arc::new(Edge::new(EdgeConfig::default(), directory.clone(), Some(&queue)));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     tokio::spawn(ankusa::edge::serve(listener, edge, std::future::pending()));
-    let dispatcher = Dispatcher::start(queue.clone(), directory.clone(), config).expect("dispatch starts");
+    let dispatcher = Dispatcher::start(queue.deliveries(), directory.clone(), config).expect("dispatch starts");
     Node { addr, queue, directory, dispatcher, _dir: dir }
 }
 
@@ -155,7 +155,7 @@ async fn failures_follow_their_class() {
 
     eventually("the 410 to be dead", Duration::from_secs(5), || node.queue.counter(None, "dead").unwrap_or(0) == 1)
         .await;
-    let page = node.queue.dead(&DeadQuery::default()).expect("dlq");
+    let page = node.queue.dead_letters().dead(&DeadQuery::default()).expect("dlq");
     assert_eq!(page.entries.len(), 1);
     let dead = &page.entries[0];
     assert_eq!(
@@ -225,7 +225,7 @@ async fn a_sink_that_traps_every_time_ends_in_fault_rows_and_the_node_lives() {
     }
     eventually("three fault rows", Duration::from_secs(10), || node.queue.counter(None, "dead").unwrap_or(0) == 3)
         .await;
-    let page = node.queue.dead(&DeadQuery::default()).expect("dlq");
+    let page = node.queue.dead_letters().dead(&DeadQuery::default()).expect("dlq");
     assert!(page.entries.iter().all(|e| e.error_class == Some(ErrorClass::Fault) && e.attempts == 4), "{page:?}");
     post(node.addr, "orders", "{}").await;
     eventually("the node still delivers", Duration::from_secs(5), || healthy.received().len() == 1).await;
@@ -268,7 +268,7 @@ async fn a_dlq_replay_delivers_once_the_receiver_recovers_and_never_twice() {
         receiver.received()[10..].iter().filter_map(|r| r.header("x-ankusa-id").map(str::to_string)).collect();
     assert_eq!(delivered, ids.iter().cloned().collect(), "every revived hook, once");
     assert!(receiver.received()[10..].iter().all(|r| r.header("x-ankusa-replay-id") == Some("replay-1")));
-    assert_eq!(node.queue.replay_died("replay-1").expect("died"), 1, "the poison row died again, alone");
+    assert_eq!(node.queue.dead_letters().replay_died("replay-1").expect("died"), 1, "the poison row died again, alone");
 
     // The same job again moves nothing.
     let again = ankusa::replay::run_dlq(node.queue.clone(), "replay-1", Default::default(), config)
@@ -353,7 +353,7 @@ async fn a_quarantine_replay_releases_hooks_that_verify_with_the_new_secret() {
         .expect("request");
     let response = client.request(request).await.expect("response");
     assert_eq!(response.status(), 202, "quarantined");
-    assert!(node.queue.pen_bytes().expect("pen") > 0);
+    assert!(node.queue.pen().pen_bytes().expect("pen") > 0);
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(receiver.received().is_empty(), "a held hook is not delivered");
 
@@ -375,6 +375,6 @@ async fn a_quarantine_replay_releases_hooks_that_verify_with_the_new_secret() {
     let got = &receiver.received()[0];
     assert_eq!(&got.body[..], body.as_bytes());
     assert_eq!(got.header("x-ankusa-replay-id"), Some("release-1"));
-    assert_eq!(node.queue.pen_bytes().expect("pen"), 0, "the pen entry went with the release");
+    assert_eq!(node.queue.pen().pen_bytes().expect("pen"), 0, "the pen entry went with the release");
     node.dispatcher.stop().await;
 }

@@ -53,7 +53,7 @@ async fn start(config: EdgeConfig, sources: Vec<Source>, queue_config: Option<Qu
     for source in sources {
         directory.add(source);
     }
-    let edge = Arc::new(Edge::new(config, Arc::new(directory), queue.clone()));
+    let edge = Arc::new(Edge::new(config, Arc::new(directory), queue.as_deref()));
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     tokio::spawn(ankusa::edge::serve(listener, edge, std::future::pending()));

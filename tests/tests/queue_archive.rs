@@ -10,7 +10,13 @@ fn entry(id: &str, tenant: &str, received_at: u64) -> Entry {
 }
 
 fn ids(queue: &Queue, tenant: &str, since: u64, until: u64) -> Vec<String> {
-    queue.archived(tenant, since, until, None, 100).expect("archived").into_iter().map(|a| a.envelope.id).collect()
+    queue
+        .archive()
+        .archived(tenant, since, until, None, 100)
+        .expect("archived")
+        .into_iter()
+        .map(|a| a.envelope.id)
+        .collect()
 }
 
 #[tokio::test]
@@ -24,22 +30,22 @@ async fn the_archive_keeps_windows_sweeps_and_purges() {
         entry("b-old", "beta", 2_000),
         entry("b-new", "beta", 6_000),
     ];
-    queue.enqueue(entries, None).await.expect("enqueue");
-    assert_eq!(queue.archive_tenants().expect("tenants"), ["acme", "beta"]);
+    queue.intake().enqueue(entries, None).await.expect("enqueue");
+    assert_eq!(queue.archive().archive_tenants().expect("tenants"), ["acme", "beta"]);
     assert_eq!(ids(&queue, "acme", 0, u64::MAX), ["a-old", "a-new"]);
     assert_eq!(ids(&queue, "acme", 2_000, 6_000), ["a-new"], "[since, until)");
-    let first = queue.archived("beta", 0, u64::MAX, None, 1).expect("page");
-    let rest = queue.archived("beta", 0, u64::MAX, Some(&first[0].key), 10).expect("page");
+    let first = queue.archive().archived("beta", 0, u64::MAX, None, 1).expect("page");
+    let rest = queue.archive().archived("beta", 0, u64::MAX, Some(&first[0].key), 10).expect("page");
     assert_eq!((first[0].envelope.id.as_str(), rest[0].envelope.id.as_str()), ("b-old", "b-new"), "paged by key");
 
     let redriven = Entry { envelope: first[0].envelope.clone(), sinks: vec![(0, "log".into())] };
-    assert_eq!(queue.redrive(vec![redriven], "r1", Default::default()).await.expect("redrive"), 1);
+    assert_eq!(queue.archive().redrive(vec![redriven], "r1", Default::default()).await.expect("redrive"), 1);
     assert_eq!(ids(&queue, "beta", 0, u64::MAX).len(), 2, "a redriven hook is not archived again");
 
-    assert_eq!(queue.sweep_archive(3_000).expect("sweep"), 2, "the two received before 3 000");
+    assert_eq!(queue.archive().sweep_archive(3_000).expect("sweep"), 2, "the two received before 3 000");
     assert_eq!(ids(&queue, "acme", 0, u64::MAX), ["a-new"]);
-    assert_eq!(queue.purge_archive("beta").expect("purge"), 1);
-    assert_eq!(queue.archive_tenants().expect("tenants"), ["acme"]);
+    assert_eq!(queue.archive().purge_archive("beta").expect("purge"), 1);
+    assert_eq!(queue.archive().archive_tenants().expect("tenants"), ["acme"]);
     queue.close().await;
 }
 
@@ -47,7 +53,7 @@ async fn the_archive_keeps_windows_sweeps_and_purges() {
 async fn without_retention_nothing_is_archived() {
     let dir = tempfile::tempdir().expect("dir");
     let queue = Queue::open(dir.path(), QueueConfig::default()).expect("open");
-    queue.enqueue(vec![entry("x", "acme", 1_000)], None).await.expect("enqueue");
-    assert!(queue.archive_tenants().expect("tenants").is_empty());
+    queue.intake().enqueue(vec![entry("x", "acme", 1_000)], None).await.expect("enqueue");
+    assert!(queue.archive().archive_tenants().expect("tenants").is_empty());
     queue.close().await;
 }

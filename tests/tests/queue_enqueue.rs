@@ -37,8 +37,11 @@ async fn concurrent_callers_share_synced_commits() {
         tasks.push(tokio::spawn(async move {
             let mut seqs = Vec::new();
             for n in 0..20 {
-                let outcomes =
-                    queue.enqueue(vec![entry(&format!("{caller}-{n}"), "acme", None)], None).await.expect("enqueue");
+                let outcomes = queue
+                    .intake()
+                    .enqueue(vec![entry(&format!("{caller}-{n}"), "acme", None)], None)
+                    .await
+                    .expect("enqueue");
                 seqs.push(committed(&outcomes).seq);
             }
             seqs
@@ -68,7 +71,10 @@ async fn seqs_are_never_reused_across_a_restart() {
     let queue = Queue::open(dir.path(), QueueConfig::default()).expect("open");
     let mut last = 0;
     for n in 0..5 {
-        last = committed(&queue.enqueue(vec![entry(&format!("a{n}"), "acme", None)], None).await.expect("enqueue")).seq;
+        last = committed(
+            &queue.intake().enqueue(vec![entry(&format!("a{n}"), "acme", None)], None).await.expect("enqueue"),
+        )
+        .seq;
     }
     let before = queue.hooks(0, 100).expect("hooks");
     queue.close().await;
@@ -76,7 +82,7 @@ async fn seqs_are_never_reused_across_a_restart() {
     let queue = Queue::open(dir.path(), QueueConfig::default()).expect("reopen");
     assert_eq!(queue.stats().expect("stats").next_seq, last + 1, "next_seq is recovered exactly");
     assert_eq!(queue.hooks(0, 100).expect("hooks"), before, "every acked hook, byte for byte");
-    let next = committed(&queue.enqueue(vec![entry("b", "acme", None)], None).await.expect("enqueue")).seq;
+    let next = committed(&queue.intake().enqueue(vec![entry("b", "acme", None)], None).await.expect("enqueue")).seq;
     assert!(next > last, "seq {next} after a restart follows {last}");
     queue.close().await;
 }
@@ -85,10 +91,11 @@ async fn seqs_are_never_reused_across_a_restart() {
 async fn a_passed_deadline_writes_nothing_and_consumes_no_seq() {
     let dir = tempfile::tempdir().expect("temp dir");
     let queue = Queue::open(dir.path(), QueueConfig::default()).expect("open");
-    let first = committed(&queue.enqueue(vec![entry("a", "acme", None)], None).await.expect("enqueue")).seq;
-    let refused = queue.enqueue(vec![entry("late", "acme", Some("k-late"))], Some(Instant::now())).await;
+    let first = committed(&queue.intake().enqueue(vec![entry("a", "acme", None)], None).await.expect("enqueue")).seq;
+    let refused = queue.intake().enqueue(vec![entry("late", "acme", Some("k-late"))], Some(Instant::now())).await;
     assert_eq!(refused, Err(QueueError::DeadlineExceeded));
     let next = queue
+        .intake()
         .enqueue(vec![entry("b", "acme", Some("k-late"))], Some(Instant::now() + Duration::from_secs(5)))
         .await
         .expect("enqueue");
@@ -105,12 +112,12 @@ async fn racing_deliveries_of_one_key_commit_one_hook() {
         let (a, b) = {
             let (qa, qb, ka, kb) = (queue.clone(), queue.clone(), key.clone(), key.clone());
             tokio::join!(
-                tokio::spawn(
-                    async move { qa.enqueue(vec![entry(&format!("{round}-a"), "acme", Some(&ka))], None).await }
-                ),
-                tokio::spawn(
-                    async move { qb.enqueue(vec![entry(&format!("{round}-b"), "acme", Some(&kb))], None).await }
-                ),
+                tokio::spawn(async move {
+                    qa.intake().enqueue(vec![entry(&format!("{round}-a"), "acme", Some(&ka))], None).await
+                }),
+                tokio::spawn(async move {
+                    qb.intake().enqueue(vec![entry(&format!("{round}-b"), "acme", Some(&kb))], None).await
+                }),
             )
         };
         let outcomes = [a.expect("task").expect("enqueue"), b.expect("task").expect("enqueue")];
@@ -141,9 +148,9 @@ async fn dedupe_is_scoped_by_tenant_and_long_keys_are_hashed() {
     let dir = tempfile::tempdir().expect("temp dir");
     let queue = Queue::open(dir.path(), QueueConfig::default()).expect("open");
     let long = "k".repeat(500);
-    let a = queue.enqueue(vec![entry("a", "acme", Some(&long))], None).await.expect("enqueue");
-    let b = queue.enqueue(vec![entry("b", "globex", Some(&long))], None).await.expect("enqueue");
-    let c = queue.enqueue(vec![entry("c", "acme", Some(&long))], None).await.expect("enqueue");
+    let a = queue.intake().enqueue(vec![entry("a", "acme", Some(&long))], None).await.expect("enqueue");
+    let b = queue.intake().enqueue(vec![entry("b", "globex", Some(&long))], None).await.expect("enqueue");
+    let c = queue.intake().enqueue(vec![entry("c", "acme", Some(&long))], None).await.expect("enqueue");
     assert!(matches!(&a[0], EntryOutcome::Committed(_)));
     assert!(matches!(&b[0], EntryOutcome::Committed(_)), "another tenant's key is another key");
     assert!(matches!(&c[0], EntryOutcome::Duplicate(e) if e.id == "a"), "{c:?}");
@@ -157,7 +164,7 @@ async fn dedupe_is_scoped_by_tenant_and_long_keys_are_hashed() {
 async fn each_entry_is_answered_to_its_own_waiter() {
     let dir = tempfile::tempdir().expect("temp dir");
     let queue = Queue::open(dir.path(), QueueConfig::default()).expect("open");
-    let first = queue.enqueue(vec![entry("first", "acme", Some("delivery-1"))], None).await.expect("enqueue");
+    let first = queue.intake().enqueue(vec![entry("first", "acme", Some("delivery-1"))], None).await.expect("enqueue");
     let first = committed(&first).clone();
 
     let mut waiters = Vec::new();
@@ -172,7 +179,7 @@ async fn each_entry_is_answered_to_its_own_waiter() {
     }
     let abandoned = waiters.pop().expect("three waiters");
     drop(abandoned);
-    queue.enqueue_each(entries, Some(Instant::now() + Duration::from_secs(10))).await;
+    queue.intake().enqueue_each(entries, Some(Instant::now() + Duration::from_secs(10))).await;
 
     let mut outcomes = Vec::new();
     for waiter in waiters {
@@ -201,20 +208,20 @@ async fn an_expired_key_taken_over_before_its_sweep_is_counted_once() {
         ..QueueConfig::default()
     };
     let queue = Queue::open(dir.path(), config).expect("open");
-    committed(&queue.enqueue(vec![entry("h1", "acme", Some("evt-1"))], None).await.expect("enqueue"));
+    committed(&queue.intake().enqueue(vec![entry("h1", "acme", Some("evt-1"))], None).await.expect("enqueue"));
     // Expired, not yet swept: the same key again is a new hook that takes
     // the stored key over, and the store still holds one key.
     for round in 2..6 {
         clock.advance(2_000);
         let id = format!("h{round}");
-        committed(&queue.enqueue(vec![entry(&id, "acme", Some("evt-1"))], None).await.expect("enqueue"));
+        committed(&queue.intake().enqueue(vec![entry(&id, "acme", Some("evt-1"))], None).await.expect("enqueue"));
         assert_eq!(queue.counter(Some("acme"), "dedupe_keys").expect("counter"), 1, "round {round}");
     }
     // The quota (2 per tenant) still has room for one more key ...
-    let second = queue.enqueue(vec![entry("k1", "acme", Some("evt-2"))], None).await.expect("enqueue");
+    let second = queue.intake().enqueue(vec![entry("k1", "acme", Some("evt-2"))], None).await.expect("enqueue");
     committed(&second);
     // ... and no room for a third.
-    let third = queue.enqueue(vec![entry("k2", "acme", Some("evt-3"))], None).await.expect("enqueue");
+    let third = queue.intake().enqueue(vec![entry("k2", "acme", Some("evt-3"))], None).await.expect("enqueue");
     assert_eq!(third, [EntryOutcome::Refused(Refusal::DedupeQuota)]);
     // The sweep removes the stale expiry entries without taking a live key
     // off the count; once both keys have expired, both go.
@@ -238,20 +245,20 @@ async fn a_caller_gone_before_its_batch_starts_writes_nothing_and_consumes_no_se
     faults.stall_writes.store(true, std::sync::atomic::Ordering::SeqCst);
     let first = tokio::spawn({
         let queue = queue.clone();
-        async move { queue.enqueue(vec![entry("a", "acme", None)], None).await }
+        async move { queue.intake().enqueue(vec![entry("a", "acme", None)], None).await }
     });
     tokio::time::sleep(Duration::from_millis(200)).await;
     // A second call waits behind it, and its caller goes away.
     let gone = tokio::spawn({
         let queue = queue.clone();
-        async move { queue.enqueue(vec![entry("gone", "acme", Some("k-gone"))], None).await }
+        async move { queue.intake().enqueue(vec![entry("gone", "acme", Some("k-gone"))], None).await }
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
     gone.abort();
     assert!(gone.await.expect_err("aborted").is_cancelled());
     faults.stall_writes.store(false, std::sync::atomic::Ordering::SeqCst);
     let first = committed(&first.await.expect("task").expect("enqueue")).seq;
-    let next = queue.enqueue(vec![entry("b", "acme", Some("k-gone"))], None).await.expect("enqueue");
+    let next = queue.intake().enqueue(vec![entry("b", "acme", Some("k-gone"))], None).await.expect("enqueue");
     assert_eq!(committed(&next).seq, first + 1, "the withdrawn call consumed no seq and stored no dedupe key");
     let ids: Vec<String> = queue.hooks(0, 10).expect("hooks").into_iter().map(|e| e.id).collect();
     assert_eq!(ids, ["a", "b"], "nothing of the withdrawn call was written");
@@ -264,7 +271,7 @@ async fn stats_count_hooks_rows_and_disk_bytes() {
     let empty = queue.stats().expect("stats");
     assert_eq!((empty.next_seq, empty.hooks, empty.deliveries, empty.disk_bytes), (1, 0, 0, 0));
     let entries: Vec<Entry> = (0..100).map(|i| entry(&format!("h{i}"), "acme", None)).collect();
-    queue.enqueue(entries, None).await.expect("enqueue");
+    queue.intake().enqueue(entries, None).await.expect("enqueue");
     queue.close().await;
     // Reopened after a clean close: everything is in SST files.
     let queue = Queue::open(dir.path(), QueueConfig::default()).expect("reopen");

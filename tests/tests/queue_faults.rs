@@ -26,7 +26,7 @@ async fn enqueue_until(queue: &Queue, from: usize, count: usize, body: usize) ->
     let mut acked = Vec::new();
     let mut refused = 0;
     for n in from..from + count {
-        match queue.enqueue(vec![entry(n, body)], None).await.expect("enqueue answers").pop() {
+        match queue.intake().enqueue(vec![entry(n, body)], None).await.expect("enqueue answers").pop() {
             Some(EntryOutcome::Committed(e)) => acked.push(e),
             Some(EntryOutcome::Refused(Refusal::StoreUnavailable)) => refused += 1,
             other => panic!("hook {n}: unexpected {other:?}"),

@@ -55,7 +55,7 @@ fn entry(n: usize) -> Entry {
 async fn fill(queue: &Queue, from: usize, count: usize) -> Vec<Envelope> {
     let mut acked = Vec::new();
     for n in from..from + count {
-        match &queue.enqueue(vec![entry(n)], None).await.expect("enqueue")[..] {
+        match &queue.intake().enqueue(vec![entry(n)], None).await.expect("enqueue")[..] {
             [EntryOutcome::Committed(e)] => acked.push(e.clone()),
             other => panic!("hook {n}: {other:?}"),
         }
@@ -146,7 +146,7 @@ async fn store_rebuild_restores_every_acked_hook() {
     assert_eq!(queue.counter(Some("acme"), "pending").expect("counter"), 600);
     assert!(queue.recount(false).expect("recount").drifts.is_empty(), "counters came back with their rows");
     assert!(
-        matches!(&queue.enqueue(vec![entry(7)], None).await.expect("enqueue")[..], [EntryOutcome::Duplicate(e)] if e.id == "hook-7")
+        matches!(&queue.intake().enqueue(vec![entry(7)], None).await.expect("enqueue")[..], [EntryOutcome::Duplicate(e)] if e.id == "hook-7")
     );
     assert!(fill(&queue, 300, 1).await[0].seq > acked.last().expect("acked").seq, "seqs go on after the rebuild");
     queue.close().await;
@@ -173,7 +173,7 @@ async fn a_half_commit_is_not_acked_and_completes_on_the_next_boot() {
     let queue = Queue::open(&node.store, config).expect("open");
     let acked = fill(&queue, 0, 10).await;
     faults.fail_writes.store(true, Ordering::Relaxed);
-    let half = queue.enqueue(vec![entry(10)], None).await.expect("enqueue");
+    let half = queue.intake().enqueue(vec![entry(10)], None).await.expect("enqueue");
     match &half[..] {
         [EntryOutcome::Refused(Refusal::Half { missing: Side::Store, reason })] => {
             assert!(reason.contains("injected"), "{reason}")

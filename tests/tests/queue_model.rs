@@ -199,7 +199,7 @@ fn check(queue: &Queue, model: &Model) {
             .map(|kind| queue.counter(t.map(String::as_str), kind).expect("counter"));
         assert_eq!(actual, model.counters(t.map(String::as_str)), "counters of {t:?}");
     }
-    let page = queue.dead(&DeadQuery { limit: 10_000, ..DeadQuery::default() }).expect("dlq");
+    let page = queue.dead_letters().dead(&DeadQuery { limit: 10_000, ..DeadQuery::default() }).expect("dlq");
     let dead: BTreeMap<(u64, u16), Option<ErrorClass>> =
         page.entries.iter().map(|e| ((e.envelope.seq, e.sink), e.error_class)).collect();
     let expected: BTreeMap<(u64, u16), Option<ErrorClass>> = model
@@ -251,7 +251,7 @@ async fn run(ops: Vec<Op>) {
                         Entry { envelope, sinks: (0..h.sinks).map(|s| (s, "sha".to_string())).collect() }
                     })
                     .collect();
-                let outcomes = queue.enqueue(entries.clone(), None).await.expect("enqueue");
+                let outcomes = queue.intake().enqueue(entries.clone(), None).await.expect("enqueue");
                 assert_eq!(outcomes.len(), entries.len());
                 for ((hook, entry), outcome) in hooks.iter().zip(&entries).zip(&outcomes) {
                     let len = entry.envelope.body.len() as i64;
@@ -260,7 +260,7 @@ async fn run(ops: Vec<Op>) {
             }
             Op::Claim { at, limit } => {
                 let now = T0 + at;
-                let claimed = queue.claim_due(now, limit).expect("claim");
+                let claimed = queue.deliveries().claim_due(now, limit).expect("claim");
                 let mut due: Vec<(u64, u64, u16)> = model
                     .rows
                     .iter()
@@ -283,7 +283,7 @@ async fn run(ops: Vec<Op>) {
             Op::Complete(pick) => {
                 let inflight = model.inflight();
                 if let Some(&at) = inflight.get(pick % inflight.len().max(1)) {
-                    queue.complete(at.0, at.1).expect("complete");
+                    queue.deliveries().complete(at.0, at.1).expect("complete");
                     model.remove_row(at);
                 }
             }
@@ -291,7 +291,7 @@ async fn run(ops: Vec<Op>) {
                 let inflight = model.inflight();
                 if let Some(&at) = inflight.get(pick % inflight.len().max(1)) {
                     let failure = LastFailure::new(ErrorClass::Transient, "the model's failure", T0);
-                    queue.retry(at.0, at.1, T0 + delay, failure).expect("retry");
+                    queue.deliveries().retry(at.0, at.1, T0 + delay, failure).expect("retry");
                     if let Some(row) = model.rows.get_mut(&at) {
                         row.attempts += 1;
                         row.state = State::Due(T0 + delay);
@@ -302,7 +302,7 @@ async fn run(ops: Vec<Op>) {
                 let inflight = model.inflight();
                 if let Some(&at) = inflight.get(pick % inflight.len().max(1)) {
                     let class = if permanent { ErrorClass::Permanent } else { ErrorClass::Transient };
-                    queue.bury(at.0, at.1, T0 + 500, "gave up", class).expect("bury");
+                    queue.deliveries().bury(at.0, at.1, T0 + 500, "gave up", class).expect("bury");
                     if let Some(row) = model.rows.get_mut(&at) {
                         row.attempts += 1;
                         row.state = State::Dead(class);
@@ -311,7 +311,7 @@ async fn run(ops: Vec<Op>) {
             }
             Op::Purge { tenant: n, pending, inflight, dead } => {
                 let t = tenant(n);
-                let counts = queue.purge_tenant(&t, PurgeKinds { pending, inflight, dead }).expect("purge");
+                let counts = queue.tenants().purge_tenant(&t, PurgeKinds { pending, inflight, dead }).expect("purge");
                 let doomed: Vec<((u64, u16), State)> = model
                     .rows
                     .iter()

@@ -13,7 +13,7 @@ fn entry(id: &str, sinks: u16) -> Entry {
 }
 
 async fn enqueue(queue: &Queue, id: &str, sinks: u16) -> u64 {
-    match &queue.enqueue(vec![entry(id, sinks)], None).await.expect("enqueue")[..] {
+    match &queue.intake().enqueue(vec![entry(id, sinks)], None).await.expect("enqueue")[..] {
         [EntryOutcome::Committed(e)] => e.seq,
         other => panic!("{other:?}"),
     }
@@ -31,24 +31,27 @@ async fn rows_move_through_their_states_and_counters_follow() {
     );
 
     // Rows enqueued "now" (wall clock) are due well before NOW.
-    let claimed = queue.claim_due(NOW, 10).expect("claim");
+    let claimed = queue.deliveries().claim_due(NOW, 10).expect("claim");
     assert_eq!(claimed.len(), 2);
     assert!(claimed.iter().all(|r| r.seq == seq && matches!(r.state, RowState::Inflight { claimed_at: NOW })));
-    assert!(queue.claim_due(NOW, 10).expect("claim").is_empty(), "a claimed row is not claimed twice");
+    assert!(queue.deliveries().claim_due(NOW, 10).expect("claim").is_empty(), "a claimed row is not claimed twice");
     assert_eq!(queue.pending_for_tenant("acme").expect("counters").inflight, 2);
 
     let failure = LastFailure::new(ErrorClass::Fault, "wasm trap: unreachable", NOW);
-    queue.retry(seq, 0, NOW + 5_000, failure.clone()).expect("retry");
+    queue.deliveries().retry(seq, 0, NOW + 5_000, failure.clone()).expect("retry");
     let counts = queue.pending_for_tenant("acme").expect("counters");
     assert_eq!((counts.pending, counts.scheduled, counts.inflight), (1, 1, 1));
-    assert!(queue.claim_due(NOW + 4_999, 10).expect("claim").is_empty(), "not due before its backoff ends");
-    let again = queue.claim_due(NOW + 5_000, 10).expect("claim");
+    assert!(
+        queue.deliveries().claim_due(NOW + 4_999, 10).expect("claim").is_empty(),
+        "not due before its backoff ends"
+    );
+    let again = queue.deliveries().claim_due(NOW + 5_000, 10).expect("claim");
     assert_eq!((again.len(), again[0].attempts), (1, 1));
     assert_eq!(again[0].last_failure, Some(failure), "a retrying row keeps why its attempt failed");
 
-    queue.bury(seq, 0, NOW + 6_000, "destination answered 410", ErrorClass::Permanent).expect("bury");
+    queue.deliveries().bury(seq, 0, NOW + 6_000, "destination answered 410", ErrorClass::Permanent).expect("bury");
     assert_eq!(queue.dead_for_tenant("acme").expect("dead"), 1);
-    queue.complete(seq, 1).expect("complete");
+    queue.deliveries().complete(seq, 1).expect("complete");
     let counts = queue.pending_for_tenant("acme").expect("counters");
     assert_eq!(
         counts,
@@ -64,13 +67,13 @@ async fn a_hook_goes_with_its_last_delivered_row() {
     let dir = tempfile::tempdir().expect("temp dir");
     let queue = Queue::open(dir.path(), QueueConfig::default()).expect("open");
     let seq = enqueue(&queue, "h1", 2).await;
-    queue.claim_due(NOW, 10).expect("claim");
-    queue.complete(seq, 0).expect("complete");
+    queue.deliveries().claim_due(NOW, 10).expect("claim");
+    queue.deliveries().complete(seq, 0).expect("complete");
     assert_eq!(queue.hooks(0, 10).expect("hooks").len(), 1, "one row still owes a delivery");
-    queue.complete(seq, 1).expect("complete");
+    queue.deliveries().complete(seq, 1).expect("complete");
     assert!(queue.hooks(0, 10).expect("hooks").is_empty());
     assert_eq!(queue.pending_for_tenant("acme").expect("counters"), TenantPending::default());
-    queue.complete(seq, 1).expect("completing a gone row is a no-op");
+    queue.deliveries().complete(seq, 1).expect("completing a gone row is a no-op");
 }
 
 #[tokio::test]
@@ -80,8 +83,9 @@ async fn one_settle_batch_removes_each_hook_with_its_last_row() {
     let both = enqueue(&queue, "both rows delivered", 2).await;
     let single = enqueue(&queue, "its only row delivered", 1).await;
     let half = enqueue(&queue, "one of two delivered", 2).await;
-    assert_eq!(queue.claim_due(NOW, 10).expect("claim").len(), 5);
+    assert_eq!(queue.deliveries().claim_due(NOW, 10).expect("claim").len(), 5);
     queue
+        .deliveries()
         .settle(&[
             (both, 0, Settlement::Complete),
             (half, 0, Settlement::Complete),
@@ -98,8 +102,8 @@ async fn one_settle_batch_removes_each_hook_with_its_last_row() {
     assert_eq!(left, [half], "a hook goes once no row of it is left");
     let counts = queue.pending_for_tenant("acme").expect("counters");
     assert_eq!((counts.pending, counts.scheduled, counts.inflight), (1, 1, 0));
-    assert_eq!(queue.claim_due(NOW + 1, 10).expect("claim").len(), 1);
-    queue.settle(&[(half, 1, Settlement::Complete)]).expect("settle");
+    assert_eq!(queue.deliveries().claim_due(NOW + 1, 10).expect("claim").len(), 1);
+    queue.deliveries().settle(&[(half, 1, Settlement::Complete)]).expect("settle");
     assert!(queue.hooks(0, 10).expect("hooks").is_empty());
 }
 
@@ -108,14 +112,14 @@ async fn inflight_rows_are_due_again_after_a_restart() {
     let dir = tempfile::tempdir().expect("temp dir");
     let queue = Queue::open(dir.path(), QueueConfig::default()).expect("open");
     let seq = enqueue(&queue, "h1", 3).await;
-    assert_eq!(queue.claim_due(NOW, 2).expect("claim").len(), 2);
+    assert_eq!(queue.deliveries().claim_due(NOW, 2).expect("claim").len(), 2);
     queue.close().await;
 
     let queue = Queue::open(dir.path(), QueueConfig::default()).expect("reopen");
     assert_eq!(queue.recover_inflight(NOW + 1).expect("recover"), 2);
     let counts = queue.pending_for_tenant("acme").expect("counters");
     assert_eq!((counts.pending, counts.inflight), (3, 0));
-    let claimed = queue.claim_due(NOW + 1, 10).expect("claim");
+    let claimed = queue.deliveries().claim_due(NOW + 1, 10).expect("claim");
     assert_eq!(claimed.len(), 3, "nothing lost: every row is claimable again");
     assert!(claimed.iter().all(|r| r.seq == seq));
     queue.close().await;
@@ -127,12 +131,13 @@ async fn claims_and_attempts_are_bound_to_a_proven_lease() {
     let dir = tempfile::tempdir().expect("temp dir");
     let queue = Queue::open(dir.path(), QueueConfig::default()).expect("open");
     enqueue(&queue, "h1", 1).await;
-    assert!(!queue.leased(), "outside a fleet claims are bound to nothing");
+    assert!(!queue.deliveries().leased(), "outside a fleet claims are bound to nothing");
 
     // Proven for 200 ms: claims open, an attempt runs.
-    queue.prove_claims_until(Instant::now() + Duration::from_millis(200));
-    assert!(queue.leased() && queue.claims_open());
-    let lapsed = queue.lease_lapsed();
+    queue.handover().prove_claims_until(Instant::now() + Duration::from_millis(200));
+    assert!(queue.deliveries().leased() && queue.deliveries().claims_open());
+    let deliveries = queue.deliveries();
+    let lapsed = deliveries.lease_lapsed();
     tokio::pin!(lapsed);
     assert!(
         tokio::time::timeout(Duration::from_millis(50), &mut lapsed).await.is_err(),
@@ -140,18 +145,19 @@ async fn claims_and_attempts_are_bound_to_a_proven_lease() {
     );
     // Proven again before it lapses: the attempt keeps running past the
     // first proof's end.
-    queue.prove_claims_until(Instant::now() + Duration::from_millis(400));
+    queue.handover().prove_claims_until(Instant::now() + Duration::from_millis(400));
     let started = Instant::now();
     tokio::time::timeout(Duration::from_secs(5), &mut lapsed).await.expect("the lease lapses");
     assert!(started.elapsed() >= Duration::from_millis(300), "it waited for the later proof: {:?}", started.elapsed());
-    assert!(!queue.claims_open());
-    assert!(queue.claim_due(NOW, 10).expect("claim").is_empty(), "no claim once the lease lapsed");
+    assert!(!queue.deliveries().claims_open());
+    assert!(queue.deliveries().claim_due(NOW, 10).expect("claim").is_empty(), "no claim once the lease lapsed");
 
     // A proof already past resolves at once, before any timer could fire:
     // a node resumed after a pause withdraws before it does anything else.
-    let lapsed = queue.lease_lapsed();
+    let deliveries = queue.deliveries();
+    let lapsed = deliveries.lease_lapsed();
     tokio::pin!(lapsed);
     assert!(tokio::time::timeout(Duration::ZERO, &mut lapsed).await.is_ok(), "ready on its first poll");
-    queue.prove_claims_until(Instant::now() + Duration::from_secs(60));
-    assert_eq!(queue.claim_due(NOW, 10).expect("claim").len(), 1, "claims reopen with the proof");
+    queue.handover().prove_claims_until(Instant::now() + Duration::from_secs(60));
+    assert_eq!(queue.deliveries().claim_due(NOW, 10).expect("claim").len(), 1, "claims reopen with the proof");
 }

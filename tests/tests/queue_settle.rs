@@ -207,7 +207,7 @@ type Answered = tokio::task::JoinHandle<Result<Vec<EntryOutcome>, ankusa::queue:
 async fn two_rounds(node: &Node, queue: &Arc<Queue>, first: Vec<Entry>, second: Vec<Entry>) -> (Answered, Answered) {
     let call = |entries: Vec<Entry>| {
         let queue = queue.clone();
-        tokio::spawn(async move { queue.enqueue(entries, None).await })
+        tokio::spawn(async move { queue.intake().enqueue(entries, None).await })
     };
     let first = call(first);
     rounds_in_flight(node, 1).await;
@@ -274,7 +274,7 @@ async fn a_round_that_fails_midway_leaves_no_ack_without_a_stored_hook() {
     // their acks lost, loses the fourth, and takes the fifth.
     a.script(&[Fate::Ack, Fate::Landed, Fate::Landed, Fate::Lost, Fate::Ack]);
     let entries = ["k0", "k1", "k2", "k3", "k4"].map(entry).to_vec();
-    let outcomes = queue_a.enqueue(entries, None).await.expect("the call is answered");
+    let outcomes = queue_a.intake().enqueue(entries, None).await.expect("the call is answered");
     let refused: Vec<bool> =
         outcomes.iter().map(|o| matches!(o, EntryOutcome::Refused(Refusal::IntakeUnavailable))).collect();
     assert_eq!(
@@ -285,8 +285,8 @@ async fn a_round_that_fails_midway_leaves_no_ack_without_a_stored_hook() {
     assert!(is_ack(&outcomes[0]) && is_ack(&outcomes[4]));
 
     // The provider retries: k1 at the other node, k2 and k3 at this one.
-    let at_b = queue_b.enqueue(vec![retry("k1", 1)], None).await.expect("b answers");
-    let at_a = queue_a.enqueue(vec![retry("k2", 1), retry("k3", 1)], None).await.expect("a answers");
+    let at_b = queue_b.intake().enqueue(vec![retry("k1", 1)], None).await.expect("b answers");
+    let at_a = queue_a.intake().enqueue(vec![retry("k2", 1), retry("k3", 1)], None).await.expect("a answers");
     for outcome in at_b.iter().chain(&at_a) {
         assert!(is_ack(outcome), "a retry of a hook the log holds is acked: {outcome:?}");
     }
@@ -310,14 +310,14 @@ async fn hooks_a_failed_round_left_in_the_log_are_committed_with_no_new_call() {
     let a = Node::new("a", 1);
     let queue = a.open(dir.path(), &stream);
     a.script(&[Fate::Landed, Fate::Lost]);
-    let outcomes = queue.enqueue(vec![entry("k0"), entry("k1")], None).await.expect("answered");
+    let outcomes = queue.intake().enqueue(vec![entry("k0"), entry("k1")], None).await.expect("answered");
     assert!(outcomes.iter().all(|o| !is_ack(o)), "{outcomes:?}");
     // No call comes; within a few seconds both are settled: the one the
     // log took, and the lost one, appended again (its retry would be a
     // duplicate of it).
     eventually_stored(&queue, &keys(&["k0", "k1"])).await;
     assert_eq!(stream.lock().expect("stream").messages.len(), 2, "each hook is in the log once");
-    let again = queue.enqueue(vec![retry("k1", 1)], None).await.expect("answered");
+    let again = queue.intake().enqueue(vec![retry("k1", 1)], None).await.expect("answered");
     assert!(matches!(again[..], [EntryOutcome::Duplicate(_)]), "{again:?}");
 }
 
@@ -327,20 +327,20 @@ async fn a_node_restarted_commits_the_hooks_it_logged_and_lacks() {
     let stream = Arc::new(Mutex::new(Stream::default()));
     let a = Node::new("a", 1);
     let queue = a.open(dir.path(), &stream);
-    queue.enqueue(vec![entry("k0")], None).await.expect("answered");
+    queue.intake().enqueue(vec![entry("k0")], None).await.expect("answered");
     a.script(&[Fate::Landed]);
-    let outcomes = queue.enqueue(vec![entry("k1")], None).await.expect("answered");
+    let outcomes = queue.intake().enqueue(vec![entry("k1")], None).await.expect("answered");
     assert!(!is_ack(&outcomes[0]), "{outcomes:?}");
     // It stops before it settles (nothing unsettled survives in memory).
     queue.close().await;
     let queue = a.open(dir.path(), &stream);
     assert_eq!(stored(&queue), keys(&["k0"]));
-    assert_eq!(queue.settle_from_log(0).await.expect("settles"), 1, "k1 is committed from the log");
+    assert_eq!(queue.handover().settle_from_log(0).await.expect("settles"), 1, "k1 is committed from the log");
     assert_eq!(stored(&queue), keys(&["k0", "k1"]));
-    assert_eq!(queue.settle_from_log(0).await.expect("settles"), 0, "the mark moved past it");
+    assert_eq!(queue.handover().settle_from_log(0).await.expect("settles"), 0, "the mark moved past it");
     // Its seq is never handed out again.
     let logged_seq = stream.lock().expect("stream").messages[1].seq;
-    let next = queue.enqueue(vec![entry("k2")], None).await.expect("answered");
+    let next = queue.intake().enqueue(vec![entry("k2")], None).await.expect("answered");
     match &next[..] {
         [EntryOutcome::Committed(hook)] => assert!(hook.seq > logged_seq, "{} after {logged_seq}", hook.seq),
         other => panic!("{other:?}"),
@@ -354,11 +354,11 @@ async fn a_store_write_refused_after_the_log_took_the_hooks_commits_them_once_it
     let (a, b) = (Node::new("a", 1), Node::new("b", 2));
     let (queue_a, queue_b) = (a.open(dir.path(), &stream), b.open(dir.path(), &stream));
     a.faults.fail_writes.store(true, Ordering::Relaxed);
-    let outcomes = queue_a.enqueue(vec![entry("k0"), entry("k1")], None).await.expect("answered");
+    let outcomes = queue_a.intake().enqueue(vec![entry("k0"), entry("k1")], None).await.expect("answered");
     assert!(outcomes.iter().all(|o| !is_ack(o)), "a refused store write acks nothing: {outcomes:?}");
     // The provider's retry at b meets the log's window: a duplicate, which
     // a must then hold.
-    let at_b = queue_b.enqueue(vec![retry("k0", 1)], None).await.expect("answered");
+    let at_b = queue_b.intake().enqueue(vec![retry("k0", 1)], None).await.expect("answered");
     assert!(matches!(at_b[..], [EntryOutcome::Duplicate(_)]), "{at_b:?}");
     a.faults.fail_writes.store(false, Ordering::Relaxed);
     eventually_stored(&queue_a, &keys(&["k0", "k1"])).await;
@@ -373,7 +373,7 @@ async fn a_hook_without_a_dedupe_key_is_not_settled_since_no_retry_can_meet_it()
     a.script(&[Fate::Landed]);
     let mut keyless = entry("k0");
     keyless.envelope.dedupe_key = None;
-    let outcomes = queue.enqueue(vec![keyless], None).await.expect("answered");
+    let outcomes = queue.intake().enqueue(vec![keyless], None).await.expect("answered");
     assert!(!is_ack(&outcomes[0]), "{outcomes:?}");
     // Its provider's retry is a hook of its own: nothing may be answered
     // as a duplicate of this one, so it stays as the log has it.
@@ -432,7 +432,7 @@ async fn a_round_that_fails_takes_back_the_rounds_sent_after_it() {
     assert!(second.iter().all(is_ack), "the later round is planned again, k0's retry as a hook of its own: {second:?}");
     // k1's retry at the other node meets the log's window: a duplicate,
     // which this node must then hold.
-    let at_b = queue_b.enqueue(vec![retry("k1", 1)], None).await.expect("b answers");
+    let at_b = queue_b.intake().enqueue(vec![retry("k1", 1)], None).await.expect("b answers");
     assert!(matches!(at_b[..], [EntryOutcome::Duplicate(_)]), "{at_b:?}");
     eventually_stored(&queue, &keys(&["k0", "k1", "k2"])).await;
     assert_eq!(stored(&queue_b), [], "b stores nothing it answered as a duplicate");

@@ -18,7 +18,7 @@ fn entry(id: &str, tenant: &str, source: &str, dedupe: Option<&str>) -> Entry {
 }
 
 async fn one(queue: &Queue, e: Entry) -> EntryOutcome {
-    let mut outcomes = queue.enqueue(vec![e], None).await.expect("enqueue");
+    let mut outcomes = queue.intake().enqueue(vec![e], None).await.expect("enqueue");
     assert_eq!(outcomes.len(), 1);
     outcomes.remove(0)
 }
@@ -42,28 +42,28 @@ async fn tenant_max_erasing_and_forgetting() {
     let dir2 = tempfile::tempdir().expect("dir");
     let fresh = Queue::open(dir2.path(), QueueConfig { tenants_max: Some(1), ..QueueConfig::default() }).expect("open");
     let outcomes =
-        fresh.enqueue(vec![entry("x", "x", "s", None), entry("y", "y", "s", None)], None).await.expect("enq");
+        fresh.intake().enqueue(vec![entry("x", "x", "s", None), entry("y", "y", "s", None)], None).await.expect("enq");
     assert!(matches!(outcomes[0], EntryOutcome::Committed(_)));
     assert_eq!(outcomes[1], EntryOutcome::Refused(Refusal::TenantLimit));
     fresh.close().await;
 
-    queue.set_erasing("a", true).await.expect("mark");
+    queue.tenants().set_erasing("a", true).await.expect("mark");
     assert_eq!(one(&queue, entry("a2", "a", "s", None)).await, EntryOutcome::Refused(Refusal::TenantErasing));
     queue.close().await;
 
     // Both survive a restart.
     let queue = Queue::open(dir.path(), config).expect("reopen");
-    assert_eq!(queue.erasing_tenants(), ["a"]);
-    assert_eq!(queue.tenants_holding(), 2);
+    assert_eq!(queue.tenants().erasing(), ["a"]);
+    assert_eq!(queue.tenants().holding(), 2);
     assert_eq!(one(&queue, entry("a3", "a", "s", None)).await, EntryOutcome::Refused(Refusal::TenantErasing));
-    assert!(matches!(queue.forget_tenant("a").await, Err(QueueError::TenantHasRows(_))), "rows first");
-    let purged = queue.purge_tenant("a", PurgeKinds::all()).expect("purge");
+    assert!(matches!(queue.tenants().forget_tenant("a").await, Err(QueueError::TenantHasRows(_))), "rows first");
+    let purged = queue.tenants().purge_tenant("a", PurgeKinds::all()).expect("purge");
     assert_eq!(purged, PurgeCounts { pending: 2, inflight: Some(0), dead: 0 });
-    queue.forget_tenant("a").await.expect("forget");
-    queue.set_erasing("a", false).await.expect("unmark");
-    assert_eq!(queue.tenants_holding(), 1);
+    queue.tenants().forget_tenant("a").await.expect("forget");
+    queue.tenants().set_erasing("a", false).await.expect("unmark");
+    assert_eq!(queue.tenants().holding(), 1);
     seq(&one(&queue, entry("c2", "c", "s", None)).await);
-    assert_eq!(queue.tenants_holding(), 2, "the erased tenant's place went to another");
+    assert_eq!(queue.tenants().holding(), 2, "the erased tenant's place went to another");
     assert_eq!(one(&queue, entry("a4", "a", "s", None)).await, EntryOutcome::Refused(Refusal::TenantLimit));
     queue.close().await;
 }
@@ -106,13 +106,14 @@ async fn a_purge_that_stops_part_way_finishes_when_called_again() {
     }
     seq(&one(&queue, entry("other", "globex", "s", None)).await);
     // 40 rows inflight, 60 dead, the rest due.
-    let claimed = queue.claim_due(LATER, 100).expect("claim");
+    let claimed = queue.deliveries().claim_due(LATER, 100).expect("claim");
     for row in &claimed[..60] {
-        queue.bury(row.seq, row.sink, LATER, "410", ErrorClass::Permanent).expect("bury");
+        queue.deliveries().bury(row.seq, row.sink, LATER, "410", ErrorClass::Permanent).expect("bury");
     }
 
     // One chunk, then the process "dies".
     let step = queue
+        .tenants()
         .purge_tenant_chunk("acme", PurgeKinds { pending: true, inflight: false, dead: true }, None)
         .expect("chunk");
     assert!(step.next.is_some(), "a chunk of {PURGE_CHUNK} rows out of {} is not the end", hooks * 2);
@@ -121,11 +122,13 @@ async fn a_purge_that_stops_part_way_finishes_when_called_again() {
     queue.close().await;
 
     let queue = Queue::open(dir.path(), QueueConfig::default()).expect("reopen");
-    let rest = queue.purge_tenant("acme", PurgeKinds { pending: true, inflight: false, dead: true }).expect("purge");
+    let rest =
+        queue.tenants().purge_tenant("acme", PurgeKinds { pending: true, inflight: false, dead: true }).expect("purge");
     assert_eq!(first.pending + rest.pending, hooks * 2 - 100, "every due row, once");
     assert_eq!(first.dead + rest.dead, 60, "every dead row, once");
     assert_eq!(rest.inflight, None);
-    let again = queue.purge_tenant("acme", PurgeKinds { pending: true, inflight: false, dead: true }).expect("again");
+    let again =
+        queue.tenants().purge_tenant("acme", PurgeKinds { pending: true, inflight: false, dead: true }).expect("again");
     assert_eq!(again, PurgeCounts::default(), "idempotent");
 
     // Inflight rows were left alone, and hold their hooks.
@@ -133,7 +136,8 @@ async fn a_purge_that_stops_part_way_finishes_when_called_again() {
     assert_eq!((counts.pending, counts.inflight), (0, 40));
     assert_eq!(queue.dead_for_tenant("acme").expect("dead"), 0);
     assert_eq!(queue.pending_for_source("s", Some("acme")).expect("walk"), SourcePending { pending: 0, inflight: 40 });
-    let inflight = queue.purge_tenant("acme", PurgeKinds { inflight: true, ..PurgeKinds::default() }).expect("purge");
+    let inflight =
+        queue.tenants().purge_tenant("acme", PurgeKinds { inflight: true, ..PurgeKinds::default() }).expect("purge");
     assert_eq!(inflight.inflight, Some(40));
     assert_eq!(queue.counter(Some("acme"), "bytes").expect("bytes"), 0);
     let left: Vec<String> = queue.hooks(0, 10_000).expect("hooks").into_iter().map(|h| h.id).collect();
@@ -157,21 +161,27 @@ async fn release_and_redrive_commit_their_extra_ops_atomically() {
         batch
     };
     // Every entry a duplicate: the extra ops still commit.
-    let outcomes =
-        queue.release(vec![entry("again", "acme", "s", Some("evt-1"))], "r-1", cursor(b"1")).await.expect("release");
+    let outcomes = queue
+        .pen()
+        .release(vec![entry("again", "acme", "s", Some("evt-1"))], "r-1", cursor(b"1"))
+        .await
+        .expect("release");
     assert!(matches!(&outcomes[..], [EntryOutcome::Duplicate(e)] if e.seq == first));
     // A tenant past the limit refuses the whole call: nothing commits.
     let refused = queue
+        .pen()
         .release(vec![entry("ok", "acme", "s", None), entry("new", "other", "s", None)], "r-1", cursor(b"2"))
         .await;
     assert_eq!(refused, Err(QueueError::Refused(Refusal::TenantLimit)));
     assert_eq!(queue.hooks(0, 10).expect("hooks").len(), 1, "the release's first entry did not commit either");
-    let released = queue.release(vec![entry("ok", "acme", "s", None)], "r-1", cursor(b"3")).await.expect("release");
+    let released =
+        queue.pen().release(vec![entry("ok", "acme", "s", None)], "r-1", cursor(b"3")).await.expect("release");
     let released_seq = seq(&released[0]);
-    let row = queue.claim_due(LATER, 10).expect("claim");
+    let row = queue.deliveries().claim_due(LATER, 10).expect("claim");
     assert!(row.iter().filter(|r| r.seq == released_seq).all(|r| r.replay_id.as_deref() == Some("r-1")));
 
     let redriven = queue
+        .archive()
         .redrive(
             vec![Entry {
                 envelope: entry("orig", "acme", "s", Some("evt-1")).envelope,

@@ -135,6 +135,42 @@ fn a_rust_build_error_shows_the_compilers_words_not_cargos_json() {
     assert!(shown.len() < 16_000, "{} bytes:\n{shown}", shown.len());
 }
 
+/// The Rust template's harness tests, in a project outside this
+/// repository, pass against the component `sink build` made, and fail once
+/// the sink is changed to retry a 404.
+#[test]
+fn a_rust_projects_harness_tests_pass_outside_the_repository() {
+    let root = tempfile::tempdir().expect("dir");
+    let project = new_build_and_test(root.path(), "rust");
+    // The lock this checkout builds with: the same versions, so the build
+    // reuses what the tests' own build compiled.
+    let checkout = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    std::fs::copy(checkout.join("Cargo.lock"), project.join("harness/Cargo.lock")).expect("seed the lock");
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| scratch().join("harness-target"), PathBuf::from);
+    let harness_tests = || {
+        Command::new("cargo")
+            .args(["test", "--manifest-path", "harness/Cargo.toml"])
+            .current_dir(&project)
+            .env("CARGO_TARGET_DIR", &target)
+            .output()
+            .expect("cargo runs")
+    };
+    let out = harness_tests();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "harness tests: {stdout}\n{stderr}");
+    assert!(stdout.contains("2 passed; 0 failed"), "{stdout}");
+
+    let lib = project.join("src/lib.rs");
+    let text = std::fs::read_to_string(&lib).expect("read");
+    std::fs::write(&lib, text.replace("408 | 429 | 500..=599", "404 | 408 | 429 | 500..=599")).expect("save");
+    let (code, stdout, stderr) = ankusa(&project, &["sink", "build"]);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let out = harness_tests();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "a sink that retries a 404 fails its harness test: {stdout}");
+    assert!(stdout.contains("a_503_is_retried_and_a_404_is_not ... FAILED"), "{stdout}");
+}
+
 #[tokio::test]
 async fn c_new_build_test_deliver() {
     the_whole_path("c").await;

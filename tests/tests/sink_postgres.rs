@@ -3,7 +3,7 @@
 
 use ankusa_harness::{ErrorClass, Harness, OutcomeExt, SinkUnderTest, TestHook};
 use ankusa_tests::postgres::login_server::{self, Behaviour};
-use ankusa_tests::postgres::{ADDR, Table, psql};
+use ankusa_tests::postgres::{ADDR, LocalPostgres, Table, psql};
 use ankusa_tests::relay::Relay;
 use ankusa_tests::{assert_denied, assert_gives_up_on_a_silent_server, tcp_sink};
 use serde_json::{Value as Json, json};
@@ -111,6 +111,30 @@ async fn logs_in_with_scram_sha_256() {
 #[tokio::test]
 async fn logs_in_with_md5() {
     assert_password_login(Behaviour::Md5).await;
+}
+
+/// A real PostgreSQL derives its SCRAM verifier from the password after
+/// SASLprep (RFC 4013): a soft hyphen is dropped, a no-break space is a
+/// space, `Ⅸ` is `IX`. A client that sends the raw bytes is refused.
+#[tokio::test]
+async fn a_password_saslprep_changes_logs_in_to_a_real_postgresql() {
+    let password = "I\u{00AD}X\u{00A0}s\u{00E9}same\u{2168}";
+    let server = tokio::task::spawn_blocking(move || LocalPostgres::start(password)).await.expect("server");
+    let escaped: String = password
+        .bytes()
+        .map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") })
+        .collect();
+    let sink = password_sink(server.addr(), &escaped, "hooks").await;
+    sink.deliver(TestHook::new(), 1).await.assert_delivered();
+    assert_eq!(server.sql("SELECT count(*) FROM hooks"), "1");
+
+    let sink = password_sink(server.addr(), "IX%20s%C3%A9sameIX", "hooks").await;
+    // The prepared form is the same password.
+    sink.deliver(TestHook::new(), 1).await.assert_delivered();
+
+    let sink = password_sink(server.addr(), "I%C2%ADX", "hooks").await;
+    let outcome = sink.deliver(TestHook::new(), 1).await;
+    assert!(outcome.assert_failed(ErrorClass::Permanent).reason.contains("28P01"));
 }
 
 #[tokio::test]

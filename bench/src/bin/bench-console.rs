@@ -122,7 +122,7 @@ async fn dlq(bin: &Path, dir: &Path) -> anyhow::Result<()> {
         let mut cursor = None;
         for _ in 0..PAGES {
             let started = Instant::now();
-            let page = queue.dead(&DeadQuery { cursor: cursor.clone(), ..query.clone() })?;
+            let page = queue.dead_letters().dead(&DeadQuery { cursor: cursor.clone(), ..query.clone() })?;
             latencies.push(started.elapsed());
             cursor = page.next_cursor;
         }

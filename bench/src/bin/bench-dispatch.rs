@@ -64,7 +64,7 @@ async fn fill(queue: &Queue, source: &str, sink_name: &str, round: usize) -> any
                 Entry { envelope, sinks: vec![(0, sink_name.to_string())] }
             })
             .collect();
-        queue.enqueue(entries, None).await?;
+        queue.intake().enqueue(entries, None).await?;
     }
     Ok(())
 }
@@ -91,7 +91,7 @@ async fn drain(queue: &Arc<Queue>, name: &str, sink: &Arc<Sink>, round: usize) -
     fill(queue, name, &sink.label().sink, round).await?;
     let cpu_before = cpu();
     let started = Instant::now();
-    let dispatcher = Dispatcher::start(queue.clone(), directory(name, sink.clone()), DispatchConfig::default())?;
+    let dispatcher = Dispatcher::start(queue.deliveries(), directory(name, sink.clone()), DispatchConfig::default())?;
     drained(queue).await?;
     let elapsed = started.elapsed();
     let cpu_per = (cpu() - cpu_before) / BACKLOG as u32;
@@ -196,7 +196,7 @@ async fn ingest(name: &str, sink: &Arc<Sink>, dispatching: bool) -> anyhow::Resu
     let queue = open(dir.path())?;
     let directory = directory(name, sink.clone());
     let dispatcher = match dispatching {
-        true => Some(Dispatcher::start(queue.clone(), directory.clone(), DispatchConfig::default())?),
+        true => Some(Dispatcher::start(queue.deliveries(), directory.clone(), DispatchConfig::default())?),
         false => None,
     };
     let edge_config = EdgeConfig {
@@ -206,7 +206,7 @@ async fn ingest(name: &str, sink: &Arc<Sink>, dispatching: bool) -> anyhow::Resu
         },
         ..EdgeConfig::default()
     };
-    let edge = Arc::new(Edge::new(edge_config, directory, Some(queue.clone())));
+    let edge = Arc::new(Edge::new(edge_config, directory, Some(&queue)));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let server = tokio::spawn(ankusa::edge::serve(listener, edge, std::future::pending()));

@@ -164,7 +164,7 @@ fn main() -> anyhow::Result<()> {
             },
             ..EdgeConfig::default()
         };
-        let edge = Arc::new(Edge::new(edge_config, Arc::new(directory), Some(queue.clone())));
+        let edge = Arc::new(Edge::new(edge_config, Arc::new(directory), Some(&queue)));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         tokio::spawn(ankusa::edge::serve(listener, edge, std::future::pending()));

@@ -79,7 +79,7 @@ async fn enqueue_run(mode: WalMode, callers: usize, per_call: usize, baseline: f
             while started.elapsed() < RUN_FOR {
                 let entries = (0..per_call as u64).map(|i| fill::entry(n + i, "acme", "github")).collect();
                 let sent = Instant::now();
-                let outcomes = queue.enqueue(entries, None).await?;
+                let outcomes = queue.intake().enqueue(entries, None).await?;
                 if !outcomes.iter().all(|o| matches!(o, EntryOutcome::Committed(_))) {
                     anyhow::bail!("enqueue did not commit: {outcomes:?}");
                 }
@@ -146,7 +146,7 @@ async fn dlq() -> anyhow::Result<()> {
         for _ in 0..200 {
             let q = DeadQuery { cursor: cursor.clone(), ..query.clone() };
             let started = Instant::now();
-            let page = queue.dead(&q)?;
+            let page = queue.dead_letters().dead(&q)?;
             latencies.push(started.elapsed());
             // Walk deeper pages, wrapping around at the end.
             cursor = page.next_cursor;
@@ -173,7 +173,7 @@ async fn restart() -> anyhow::Result<()> {
     let queue = Arc::new(Queue::open(&path, QueueConfig::default())?);
     fill::pending(&queue, PENDING_ROWS / 2, 50).await?;
     // A tenth of the rows were inflight when the node stopped.
-    let claimed = queue.claim_due(u64::MAX / 4, PENDING_ROWS / 10)?.len();
+    let claimed = queue.deliveries().claim_due(u64::MAX / 4, PENDING_ROWS / 10)?.len();
     if let Ok(queue) = Arc::try_unwrap(queue) {
         queue.close().await;
     }

@@ -44,7 +44,7 @@ pub fn run(data: &[u8]) {
         tenants: input.tenants,
         ..DeadQuery::default()
     };
-    match queue.dead(&query) {
+    match queue.dead_letters().dead(&query) {
         Ok(page) => panic!("a cursor this node never issued was taken: {:?} -> {page:?}", input.cursor),
         Err(QueueError::InvalidCursor | QueueError::TooManyTenants { .. }) => {}
         Err(other) => panic!("a bad cursor gave {other:?}"),

@@ -5,4 +5,4 @@
 pub mod queue;
 
 use ankusa_common::{digest, error_class, metrics, problem, settings};
-use ankusa_store::{intake, store};
+use ankusa_store::{intake, records, store};

@@ -98,7 +98,7 @@ pub struct DlqPage {
 pub async fn list(State(node): State<Arc<Node>>, Params(params): Params<DlqParams>) -> Result<Json<DlqPage>, ApiError> {
     let queue = queue_of(&node)?;
     let query = dead_query(params)?;
-    let page = queue.dead(&query)?;
+    let page = queue.dead_letters().dead(&query)?;
     Ok(Json(DlqPage {
         total: page.total,
         entries: page.entries.iter().map(DeadRow::from).collect(),

@@ -126,10 +126,10 @@ fn view(envelope: Envelope, deliveries: Vec<DeliveryView>) -> HookView {
 pub async fn get(State(node): State<Arc<Node>>, Segments(seq): Segments<String>) -> Result<Json<HookView>, ApiError> {
     let seq: u64 = seq.parse().map_err(|_| ApiError::bad_request("invalid_seq", "seq: a hook's number, 1 or more"))?;
     let queue = queue_of(&node)?;
-    let Some(envelope) = queue.hook(seq)? else {
+    let Some(envelope) = queue.deliveries().hook(seq)? else {
         return Err(ApiError::not_found(format!("no hook {seq} is stored")));
     };
-    let rows = queue.rows_of_hook(seq)?;
+    let rows = queue.deliveries().rows_of_hook(seq)?;
     let mut deliveries: Vec<DeliveryView> = rows.iter().map(delivery).collect();
     if let Some((source, _)) = node.sources.get(&envelope.source_id) {
         for binding in &source.sinks {

@@ -93,7 +93,7 @@ pub async fn list(State(node): State<Arc<Node>>, Params(params): Params<PenParam
             Some(key.ok_or_else(|| ApiError::bad_request("invalid_cursor", "not a cursor of this listing"))?)
         }
     };
-    let held = queue.pen_page(params.tenant.as_deref(), params.source.as_deref(), after.as_deref(), limit)?;
+    let held = queue.pen().pen_page(params.tenant.as_deref(), params.source.as_deref(), after.as_deref(), limit)?;
     let next_cursor = (held.len() == limit).then(|| held.last().map(|e| hex::encode(&e.key))).flatten();
     let entries = held
         .iter()
@@ -108,7 +108,7 @@ pub async fn list(State(node): State<Arc<Node>>, Params(params): Params<PenParam
             scheme: e.envelope.verification.scheme.clone(),
         })
         .collect();
-    Ok(Json(PenPage { held_bytes: queue.pen_bytes()?, entries, next_cursor }))
+    Ok(Json(PenPage { held_bytes: queue.pen().pen_bytes()?, entries, next_cursor }))
 }
 
 /// Purge held hooks of a tenant (or one of its sources), or, with
@@ -127,7 +127,7 @@ pub async fn purge(
     if params.tenant.is_none() && !params.all {
         return Err(ApiError::bad_request("invalid_query", "name a tenant, or pass all=true to purge the whole pen"));
     }
-    let purged = queue.purge_pen(params.tenant.as_deref(), params.source.as_deref())?;
+    let purged = queue.pen().purge_pen(params.tenant.as_deref(), params.source.as_deref())?;
     tracing::info!(tenant = ?params.tenant, source = ?params.source, purged, "quarantine purged");
     Ok(Json(Purged { purged }))
 }

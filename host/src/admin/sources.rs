@@ -252,7 +252,7 @@ fn from_config(name: &str) -> ApiError {
 /// Check, load, store and publish a runtime source.
 async fn write(node: &Node, tenant: &str, name: &str, body: SourceBody) -> Result<Arc<Source>, ApiError> {
     within_limits(&body)?;
-    if node.queue.as_ref().is_some_and(|q| q.erasing_tenants().iter().any(|t| t == tenant)) {
+    if node.queue.as_ref().is_some_and(|q| q.tenants().erasing().iter().any(|t| t == tenant)) {
         return Err(ApiError::conflict("tenant_erasing", format!("tenant `{tenant}` is being erased")));
     }
     let section = SourceSection {

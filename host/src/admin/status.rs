@@ -29,7 +29,7 @@ pub async fn health() -> Json<Value> {
         (status = 503, description = "Not ready: `details.reasons` gives every reason (`store_write_failed`, \
             `store_sync_failed`, `low_disk_space`, `store_damaged`)", body = super::ErrorBody)))]
 pub async fn ready(State(node): State<Arc<Node>>) -> Response {
-    crate::edge::readiness(node.queue.as_deref())
+    crate::edge::readiness(node.queue.as_deref().map(crate::queue::Queue::intake).as_ref())
 }
 
 /// Prometheus metrics (OpenMetrics text).
@@ -49,7 +49,7 @@ fn refresh_levels(node: &Node) {
             let n = queue.counter(None, state).unwrap_or(0);
             m.queue_rows.get_or_create(&StateLabels { state }).set(n);
         }
-        let late = match queue.next_due_at() {
+        let late = match queue.deliveries().next_due_at() {
             Ok(Some(due)) => now_ms().saturating_sub(due) as f64 / 1000.0,
             _ => 0.0,
         };

@@ -54,7 +54,7 @@ fn usage_of(node: &Node, tenant: String) -> Result<Usage, ApiError> {
         bytes: count("bytes")?,
         dedupe_keys: count("dedupe_keys")?,
         sources: node.sources.all().iter().filter(|(s, _)| s.tenant == tenant).count(),
-        erasing: queue.erasing_tenants().contains(&tenant),
+        erasing: queue.tenants().erasing().contains(&tenant),
         tenant,
     })
 }
@@ -65,8 +65,8 @@ fn usage_of(node: &Node, tenant: String) -> Result<Usage, ApiError> {
     responses((status = 200, description = "Every tenant and its usage", body = Vec<Usage>)))]
 pub async fn list(State(node): State<Arc<Node>>) -> Result<Json<Vec<Usage>>, ApiError> {
     let queue = queue_of(&node)?;
-    let mut ids: std::collections::BTreeSet<String> = queue.tenants_holding_ids().into_iter().collect();
-    ids.extend(queue.erasing_tenants());
+    let mut ids: std::collections::BTreeSet<String> = queue.tenants().holding_ids().into_iter().collect();
+    ids.extend(queue.tenants().erasing());
     ids.extend(node.sources.all().iter().map(|(s, _)| s.tenant.clone()));
     Ok(Json(ids.into_iter().map(|tenant| usage_of(&node, tenant)).collect::<Result<_, _>>()?))
 }
@@ -123,7 +123,11 @@ pub async fn put_rate_limit(
         return Err(ApiError::bad_request("invalid_body", "burst: at least 1"));
     }
     let edge = edge_of(&node)?;
-    crate::tenant::put_limit(queue_of(&node)?, &tenant, Some(StoredRate { rate: limit.rate, burst: limit.burst }))?;
+    crate::tenant::put_limit(
+        &queue_of(&node)?.records(),
+        &tenant,
+        Some(StoredRate { rate: limit.rate, burst: limit.burst }),
+    )?;
     edge.tenant_limits.set_rate(&tenant, Some(Rate { per_second: limit.rate, burst: limit.burst }));
     Ok(Json(RateLimitView { tenant, rate: limit.rate, burst: limit.burst, own: true }))
 }

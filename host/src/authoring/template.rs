@@ -11,6 +11,7 @@ use super::{tools, wit};
 /// The files a new project of `language` holds: (path inside it, text),
 /// placeholders filled in.
 pub fn files(name: &str, language: Language) -> Vec<(String, String)> {
+    let harness = harness_dependency();
     let values = [
         ("{{name}}", name),
         ("{{language}}", language.as_str()),
@@ -18,6 +19,7 @@ pub fn files(name: &str, language: Language) -> Vec<(String, String)> {
         ("{{sdk_version}}", env!("CARGO_PKG_VERSION")),
         ("{{componentize_py}}", tools::COMPONENTIZE_PY.version),
         ("{{componentize_js}}", tools::COMPONENTIZE_JS.version),
+        ("{{harness_dependency}}", harness.as_str()),
     ];
     let fill = |text: &str| values.iter().fold(text.to_string(), |text, (key, value)| text.replace(key, value));
     let mut files = Vec::new();
@@ -38,6 +40,19 @@ pub fn files(name: &str, language: Language) -> Vec<(String, String)> {
         files.push((format!("wit/{path}"), text.to_string()));
     }
     files
+}
+
+/// The Rust template's dependency on the test harness: the checkout this
+/// binary was built from, while it is there; else the harness published
+/// at this binary's version.
+fn harness_dependency() -> String {
+    let checkout = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk/harness");
+    match checkout.canonicalize() {
+        Ok(path) if path.join("Cargo.toml").is_file() => {
+            format!("ankusa-harness = {{ path = {:?} }}", path.display().to_string())
+        }
+        _ => format!("ankusa-harness = \"{}\"", env!("CARGO_PKG_VERSION")),
+    }
 }
 
 /// Write a new project into `dir`, which must not exist or be empty. The

@@ -240,11 +240,11 @@ async fn stats(store: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> 
         "hooks": stats.hooks,
         "deliveries": stats.deliveries,
         "rows": counters,
-        "quarantine_bytes": queue.pen_bytes()?,
-        "tenants_holding_data": queue.tenants_holding(),
-        "tenants_erasing": queue.erasing_tenants(),
+        "quarantine_bytes": queue.pen().pen_bytes()?,
+        "tenants_holding_data": queue.tenants().holding(),
+        "tenants_erasing": queue.tenants().erasing(),
         "replay_jobs": jobs.len(),
-        "runtime_sources": crate::tenant::stored_sources(&queue)?.len(),
+        "runtime_sources": crate::tenant::stored_sources(&queue.records())?.len(),
     });
     queue.close().await;
     if json {

@@ -1,7 +1,6 @@
 //! One attempt: read the hooks, call the sink (once, or once for a
 //! batch), trace it, and hand each row's outcome over.
 
-use std::sync::Arc;
 use std::time::SystemTime;
 
 use opentelemetry::trace::SpanId;
@@ -10,7 +9,7 @@ use super::DispatchConfig;
 use super::lane::{Claimed, SinkKey, Target};
 use super::outcome::{Done, Report, RowDone, bury_unreadable, settle_one, withdraw};
 use crate::error_class::ErrorClass;
-use crate::queue::Queue;
+use crate::queue::Deliveries;
 use crate::runtime::{Failure, Outcome};
 use crate::telemetry::traces::{self, HookTrace};
 
@@ -18,7 +17,7 @@ use crate::telemetry::traces::{self, HookTrace};
 /// several: they share a key, so a sink that batches), and hand each row's
 /// outcome over.
 pub(super) async fn deliver(
-    queue: Arc<Queue>,
+    deliveries: Deliveries,
     claimed: Vec<Claimed>,
     key: SinkKey,
     config: DispatchConfig,
@@ -35,7 +34,7 @@ pub(super) async fn deliver(
     for Claimed { row, hook, .. } in claimed {
         let read = match hook {
             Some(envelope) => Ok(Some(envelope)),
-            None => queue.hook(row.seq),
+            None => deliveries.hook(row.seq),
         };
         let failure = match read {
             Ok(Some(envelope)) => {
@@ -46,7 +45,7 @@ pub(super) async fn deliver(
             }
             Ok(None) => Failure::new(ErrorClass::Gone, "the hook is no longer stored"),
             Err(e) if e.is_damage() => {
-                let verdict = bury_unreadable(&queue, &row, &sink_name, &e);
+                let verdict = bury_unreadable(&deliveries, &row, &sink_name, &e);
                 rows_done.push(RowDone { row: (row.seq, row.sink), bytes: row.bytes, verdict, due_again: None });
                 continue;
             }
@@ -83,14 +82,14 @@ pub(super) async fn deliver(
     // before it lapsed are not started, and an attempt in flight is
     // dropped (its instance with it) the moment it lapses, before a peer
     // can take these hooks over.
-    let outcomes = if !queue.leased() {
+    let outcomes = if !deliveries.leased() {
         call.await
-    } else if !queue.claims_open() {
+    } else if !deliveries.claims_open() {
         Vec::new()
     } else {
         tokio::select! {
             biased;
-            () = queue.lease_lapsed() => Vec::new(),
+            () = deliveries.lease_lapsed() => Vec::new(),
             outcomes = call => outcomes,
         }
     };

@@ -34,7 +34,7 @@ pub use lane::SinkKey;
 pub use policy::{MAX_RETRY_AFTER, Next, RetryPolicy};
 pub use settings::DispatchConfig;
 
-use crate::queue::Queue;
+use crate::queue::Deliveries;
 use crate::source::Directory;
 
 /// A running dispatcher; dropping it does not stop it, [`Dispatcher::stop`] does.
@@ -53,16 +53,23 @@ impl Dispatcher {
     /// been recovered first (`Queue::recover_inflight`). Fails only if the
     /// settler's thread cannot be started.
     pub fn start(
-        queue: Arc<Queue>,
+        deliveries: Deliveries,
         directory: Arc<dyn Directory>,
         config: DispatchConfig,
     ) -> std::io::Result<Dispatcher> {
-        let settler = settle::start(queue.clone())?;
+        let settler = settle::start(deliveries.clone())?;
         let stop = Arc::new(Notify::new());
         let breakers = Breakers::default();
         let (control, control_rx) = mpsc::unbounded_channel();
-        let run =
-            scheduler::Scheduler::run(queue, directory, config, breakers.clone(), settler, control_rx, stop.clone());
+        let run = scheduler::Scheduler::run(
+            deliveries,
+            directory,
+            config,
+            breakers.clone(),
+            settler,
+            control_rx,
+            stop.clone(),
+        );
         let task = tokio::spawn(run);
         Ok(Dispatcher { stop, control, task, breakers })
     }

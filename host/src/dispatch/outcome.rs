@@ -10,7 +10,7 @@ use super::lane::{RowId, SinkKey, Verdict};
 use super::settle::Settling;
 use super::{DispatchConfig, Next};
 use crate::error_class::ErrorClass;
-use crate::queue::{DeliveryRow, LastFailure, Queue, QueueError, Settlement, now_ms};
+use crate::queue::{Deliveries, DeliveryRow, LastFailure, QueueError, Settlement, now_ms};
 use crate::runtime::Outcome;
 
 /// What a finished call (one attempt, or one batch of them) tells the
@@ -132,7 +132,7 @@ pub(super) fn settle_one(
 /// deliver it. Its row is dead-lettered at once as a `fault`, naming the
 /// damage. The store told the operator of the damaged block (ERROR with
 /// the file, `ankusa_store_corruption_total{family="hooks"}`) when it met it.
-pub(super) fn bury_unreadable(queue: &Queue, row: &DeliveryRow, sink: &str, error: &QueueError) -> Verdict {
+pub(super) fn bury_unreadable(deliveries: &Deliveries, row: &DeliveryRow, sink: &str, error: &QueueError) -> Verdict {
     tracing::warn!(
         seq = row.seq,
         source = %row.source,
@@ -140,7 +140,7 @@ pub(super) fn bury_unreadable(queue: &Queue, row: &DeliveryRow, sink: &str, erro
         "a hook is unreadable, damaged in the store; its delivery is dead-lettered: {error}"
     );
     let reason = format!("the hook is unreadable, damaged in the store: {error}");
-    if let Err(e) = queue.bury(row.seq, row.sink, now_ms(), &reason, ErrorClass::Fault) {
+    if let Err(e) = deliveries.bury(row.seq, row.sink, now_ms(), &reason, ErrorClass::Fault) {
         tracing::error!(seq = row.seq, sink = row.sink, "cannot record the outcome: {e}");
     }
     Verdict::Unreadable

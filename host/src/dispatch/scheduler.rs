@@ -14,11 +14,11 @@ use super::lane::{Admit, Claimed, Lane, Offer, SinkKey, Target};
 use super::outcome::{Done, Report, RowDone};
 use super::{BreakerState, Breakers, DispatchConfig, Transition, attempt, settle, stalled};
 use crate::error_class::ErrorClass;
-use crate::queue::{ClaimDecision, DeliveryRow, Envelope, Queue, QueueError, now_ms};
+use crate::queue::{ClaimDecision, Deliveries, DeliveryRow, Envelope, QueueError, now_ms};
 use crate::source::Directory;
 
 pub(super) struct Scheduler {
-    queue: Arc<Queue>,
+    deliveries: Deliveries,
     directory: Arc<dyn Directory>,
     config: DispatchConfig,
     lanes: HashMap<SinkKey, Lane>,
@@ -89,7 +89,7 @@ fn publish_breaker(breakers: &Breakers, key: &SinkKey, state: BreakerState) {
 impl Scheduler {
     /// The scheduler's task: runs until `stop` is notified.
     pub fn run(
-        queue: Arc<Queue>,
+        deliveries: Deliveries,
         directory: Arc<dyn Directory>,
         config: DispatchConfig,
         breakers: Breakers,
@@ -105,7 +105,7 @@ impl Scheduler {
             stalled: stalled::Stalled::default(),
             next_due: NextDue::Unknown,
             batch_wake: None,
-            queue,
+            deliveries,
             directory,
             config,
             lanes: HashMap::new(),
@@ -125,7 +125,7 @@ impl Scheduler {
         mut control: mpsc::UnboundedReceiver<Control>,
         stop: Arc<Notify>,
     ) {
-        let commits = self.queue.commits();
+        let commits = self.deliveries.commits();
         loop {
             match self.claim() {
                 Ok(()) => self.stalled.worked("dispatch claims rows"),
@@ -182,7 +182,7 @@ impl Scheduler {
             NextDue::At(_) | NextDue::Unknown => {}
         }
         self.next_due = NextDue::Unknown;
-        let read = self.queue.next_due_at()?;
+        let read = self.deliveries.next_due_at()?;
         self.next_due = match read {
             None => NextDue::Nothing,
             Some(at) if at > now => NextDue::At(at),
@@ -216,7 +216,7 @@ impl Scheduler {
             }
             self.saturated = None;
         }
-        let queue = self.queue.clone();
+        let deliveries = self.deliveries.clone();
         while self.has_room() {
             let room = self.config.max_inflight - self.claimed;
             let deep = self.starved_since.is_some_and(|since| since.elapsed() >= DEEP_SCAN_AFTER);
@@ -233,11 +233,11 @@ impl Scheduler {
             let breakers = &self.breakers;
             let directory = self.directory.as_ref();
             // An erasing tenant's rows stay where they are for the erase.
-            let erasing = queue.erasing_tenants();
+            let erasing = deliveries.erasing_tenants();
             let mut taken: HashMap<SinkKey, usize> = HashMap::new();
             let mut skipped = false;
             let mut parked_until: Option<u64> = None;
-            let rows = queue.claim_due_with(now, want, examine, |row| {
+            let rows = deliveries.claim_due_with(now, want, examine, |row| {
                 if erasing.contains(&row.tenant) {
                     skipped = true;
                     return ClaimDecision::Skip;
@@ -271,7 +271,7 @@ impl Scheduler {
             let got = rows.len();
             // The hooks ride with the claim: one read for the batch.
             let seqs: Vec<u64> = rows.iter().map(|row| row.seq).collect();
-            for (row, hook) in rows.into_iter().zip(queue.prefetch_hooks(&seqs)) {
+            for (row, hook) in rows.into_iter().zip(deliveries.prefetch_hooks(&seqs)) {
                 self.route(row, hook, now)?;
             }
             let at = Instant::now();
@@ -302,7 +302,7 @@ impl Scheduler {
                 lane.forget((row.seq, row.sink), now);
             }
             let reason = format!("sink {} of source `{}` is no longer configured", row.sink, row.source);
-            return self.queue.bury(row.seq, row.sink, now, &reason, ErrorClass::Gone);
+            return self.deliveries.bury(row.seq, row.sink, now, &reason, ErrorClass::Gone);
         };
         self.claimed += 1;
         self.claimed_bytes += row.bytes;
@@ -350,8 +350,8 @@ impl Scheduler {
                 passes += 1;
             }
             let report = Report { done: self.done_tx.clone(), settler: self.settler.clone() };
-            let (queue, config) = (self.queue.clone(), self.config.clone());
-            tokio::spawn(attempt::deliver(queue, taken, key, config, report));
+            let (deliveries, config) = (self.deliveries.clone(), self.config.clone());
+            tokio::spawn(attempt::deliver(deliveries, taken, key, config, report));
         }
     }
 
@@ -383,14 +383,14 @@ impl Scheduler {
             }
             publish_breaker(&self.breakers, key, lane.breaker_state());
         }
-        let (queue, source, sink) = (self.queue.clone(), source.to_string(), sink.to_string());
+        let (deliveries, source, sink) = (self.deliveries.clone(), source.to_string(), sink.to_string());
         tokio::task::spawn_blocking(move || {
             let waits_for_the_component = |row: &DeliveryRow| {
                 row.source == source
                     && row.sink_name == sink
                     && row.last_failure.as_ref().is_none_or(|failure| failure.class == ErrorClass::Fault)
             };
-            match queue.hasten(now_ms(), waits_for_the_component) {
+            match deliveries.hasten(now_ms(), waits_for_the_component) {
                 Ok(0) => {}
                 Ok(rows) => tracing::info!(%source, %sink, rows, "rows waiting on the old component are due now"),
                 Err(e) => tracing::warn!(%source, %sink, "cannot make the sink's waiting rows due now: {e}"),
@@ -422,7 +422,7 @@ impl Scheduler {
                 for Claimed { row, .. } in heard.parked {
                     self.claimed -= 1;
                     self.claimed_bytes -= row.bytes;
-                    if let Err(e) = self.queue.park(row.seq, row.sink, until) {
+                    if let Err(e) = self.deliveries.park(row.seq, row.sink, until) {
                         tracing::error!(seq = row.seq, sink = row.sink, "cannot park a row: {e}");
                     }
                 }

@@ -15,11 +15,10 @@
 //! leave their rows inflight, and the next start makes them due again:
 //! at-least-once, as before.
 
-use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, TryRecvError, channel};
 use std::time::{Duration, Instant};
 
-use crate::queue::{Queue, Settlement};
+use crate::queue::{Deliveries, Settlement};
 
 /// Outcomes written in one batch at most.
 const MAX_BATCH: usize = 1024;
@@ -33,13 +32,13 @@ pub(super) type Settling = (u64, u16, Settlement);
 
 /// Start the settler thread; it ends once every sender is dropped and
 /// what they sent is written (or, with the store failing, given up).
-pub(super) fn start(queue: Arc<Queue>) -> std::io::Result<Sender<Settling>> {
+pub(super) fn start(deliveries: Deliveries) -> std::io::Result<Sender<Settling>> {
     let (tx, rx) = channel();
-    std::thread::Builder::new().name("ankusa-settle".into()).spawn(move || run(&queue, &rx))?;
+    std::thread::Builder::new().name("ankusa-settle".into()).spawn(move || run(&deliveries, &rx))?;
     Ok(tx)
 }
 
-fn run(queue: &Queue, rx: &Receiver<Settling>) {
+fn run(deliveries: &Deliveries, rx: &Receiver<Settling>) {
     // Outcomes not yet written, oldest first.
     let mut held: Vec<Settling> = Vec::new();
     let mut failing: Option<Instant> = None;
@@ -62,7 +61,7 @@ fn run(queue: &Queue, rx: &Receiver<Settling>) {
                 }
             }
         }
-        let error = write_held(queue, &mut held);
+        let error = write_held(deliveries, &mut held);
         match (error, failing) {
             (None, None) => {}
             (None, Some(since)) => {
@@ -97,11 +96,11 @@ fn run(queue: &Queue, rx: &Receiver<Settling>) {
 
 /// Write `held` in batches, oldest first, removing what was written; the
 /// error that stopped it, if one did.
-fn write_held(queue: &Queue, held: &mut Vec<Settling>) -> Option<crate::queue::QueueError> {
+fn write_held(deliveries: &Deliveries, held: &mut Vec<Settling>) -> Option<crate::queue::QueueError> {
     let mut written = 0;
     let mut error = None;
     for batch in held.chunks(MAX_BATCH) {
-        if let Err(e) = queue.settle(batch) {
+        if let Err(e) = deliveries.settle(batch) {
             error = Some(e);
             break;
         }

@@ -27,7 +27,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use crate::problem::Checker;
-use crate::queue::{Entry, EntryOutcome, EntryReply, Queue, QueueError};
+use crate::queue::{Entry, EntryOutcome, EntryReply, Intake, QueueError};
 
 /// `batcher`: the bounded queues between request handlers and the writer.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize, utoipa::ToSchema)]
@@ -127,12 +127,12 @@ pub struct Batcher {
 
 impl Batcher {
     /// Start one task per partition. Must run inside a tokio runtime.
-    pub fn start(queue: Arc<Queue>, config: BatcherConfig) -> Batcher {
+    pub fn start(intake: Intake, config: BatcherConfig) -> Batcher {
         let load = Arc::new(Load::default());
         let partitions = (0..config.partitions.max(1))
             .map(|_| {
                 let (tx, rx) = mpsc::unbounded_channel();
-                tokio::spawn(partition(queue.clone(), rx, config.max_batch.max(1)));
+                tokio::spawn(partition(intake.clone(), rx, config.max_batch.max(1)));
                 tx
             })
             .collect();
@@ -178,7 +178,7 @@ impl Batcher {
     }
 }
 
-async fn partition(queue: Arc<Queue>, mut rx: mpsc::UnboundedReceiver<Submitted>, max_batch: usize) {
+async fn partition(intake: Intake, mut rx: mpsc::UnboundedReceiver<Submitted>, max_batch: usize) {
     while let Some(first) = rx.recv().await {
         let mut records = vec![first];
         while records.len() < max_batch {
@@ -196,6 +196,6 @@ async fn partition(queue: Arc<Queue>, mut rx: mpsc::UnboundedReceiver<Submitted>
         }
         let Some(deadline) = records.iter().map(|r| r.deadline).min() else { continue };
         let entries = records.into_iter().map(|r| (r.entry, r.reply)).collect();
-        queue.enqueue_each(entries, Some(deadline)).await;
+        intake.enqueue_each(entries, Some(deadline)).await;
     }
 }

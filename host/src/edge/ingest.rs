@@ -85,14 +85,14 @@ pub async fn health() -> Response {
 }
 
 pub async fn ready(State(edge): State<Arc<Edge>>) -> Response {
-    readiness(edge.queue().map(|q| q.as_ref()))
+    readiness(edge.intake())
 }
 
 /// `/ready` of the edge and of the admin API: `200` when the store takes
 /// writes, has room and is undamaged (or there is no store); else `503`
 /// with `Retry-After` and every reason (`details.reasons`: code, message).
-pub fn readiness(queue: Option<&crate::queue::Queue>) -> Response {
-    let reasons = queue.map(crate::queue::Queue::readiness).unwrap_or_default();
+pub fn readiness(intake: Option<&crate::queue::Intake>) -> Response {
+    let reasons = intake.map(crate::queue::Intake::readiness).unwrap_or_default();
     let Some(first) = reasons.first() else {
         return (StatusCode::OK, axum::Json(json!({ "status": "ready" }))).into_response();
     };
@@ -218,7 +218,7 @@ async fn read_body(body: Body, max: u64, timeout: Duration) -> Result<Vec<u8>, A
 }
 
 fn quarantine(edge: &Edge, source: &Source, envelope: &Envelope, now: Duration) -> Answer {
-    let Some(queue) = edge.queue() else {
+    let Some(pen) = edge.pen() else {
         // Direct mode has no pen: a failed signature is refused.
         return error(StatusCode::UNAUTHORIZED, "invalid_signature");
     };
@@ -229,7 +229,7 @@ fn quarantine(edge: &Edge, source: &Source, envelope: &Envelope, now: Duration) 
             wait.as_secs_f64().ceil() as u64,
         );
     }
-    match queue.quarantine(envelope, edge.config.quarantine.max_bytes) {
+    match pen.quarantine(envelope, edge.config.quarantine.max_bytes) {
         Ok(()) => reply(StatusCode::ACCEPTED, "quarantined", json!({ "status": "quarantined", "id": envelope.id })),
         Err(QueueError::QuarantineFull) => unavailable("quarantine_full"),
         Err(e) => {

@@ -7,13 +7,14 @@ use std::sync::Arc;
 use super::batcher::Batcher;
 use super::rate::Gcra;
 use super::settings::EdgeConfig;
-use crate::queue::Queue;
+use crate::queue::{Intake, Pen, Queue};
 use crate::source::Directory;
 
 /// Where accepted hooks go.
 pub enum Mode {
-    /// `disk` / `dual`: the batcher and the queue.
-    Queue { queue: Arc<Queue>, batcher: Batcher },
+    /// `disk` / `dual`: the batcher and the queue's intake, and the pen
+    /// for hooks that fail verification.
+    Queue { intake: Intake, pen: Pen, batcher: Batcher },
     /// `none`: straight to the sinks.
     Direct,
 }
@@ -28,9 +29,13 @@ pub struct Edge {
 
 impl Edge {
     /// Must run inside a tokio runtime (queue mode starts the batcher).
-    pub fn new(config: EdgeConfig, directory: Arc<dyn Directory>, queue: Option<Arc<Queue>>) -> Edge {
+    pub fn new(config: EdgeConfig, directory: Arc<dyn Directory>, queue: Option<&Queue>) -> Edge {
         let mode = match queue {
-            Some(queue) => Mode::Queue { batcher: Batcher::start(queue.clone(), config.batcher.clone()), queue },
+            Some(queue) => Mode::Queue {
+                batcher: Batcher::start(queue.intake(), config.batcher.clone()),
+                intake: queue.intake(),
+                pen: queue.pen(),
+            },
             None => Mode::Direct,
         };
         Edge {
@@ -45,9 +50,18 @@ impl Edge {
         }
     }
 
-    pub fn queue(&self) -> Option<&Arc<Queue>> {
+    /// The queue's intake, unless hooks go straight to the sinks.
+    pub fn intake(&self) -> Option<&Intake> {
         match &self.mode {
-            Mode::Queue { queue, .. } => Some(queue),
+            Mode::Queue { intake, .. } => Some(intake),
+            Mode::Direct => None,
+        }
+    }
+
+    /// The quarantine pen, unless hooks go straight to the sinks.
+    pub fn pen(&self) -> Option<&Pen> {
+        match &self.mode {
+            Mode::Queue { pen, .. } => Some(pen),
             Mode::Direct => None,
         }
     }

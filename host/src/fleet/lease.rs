@@ -22,7 +22,7 @@ use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 
 use super::{Fleet, FleetError};
-use crate::queue::{Queue, now_ms};
+use crate::queue::{Handover, now_ms};
 
 /// What a node says of itself in its lease.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
@@ -147,8 +147,8 @@ impl Fleet {
         }
     }
 
-    async fn renew(&self, queue: &Queue) -> Result<(), FleetError> {
-        let (pending, dead) = queue.node_levels().unwrap_or((0, 0));
+    async fn renew(&self, handover: &Handover) -> Result<(), FleetError> {
+        let (pending, dead) = handover.node_levels().unwrap_or((0, 0));
         let lease =
             Lease { node: self.node().to_string(), at_ms: now_ms(), started_ms: self.started_ms, pending, dead };
         let value = serde_json::to_vec(&lease).map_err(|e| FleetError::Nats(e.to_string()))?;
@@ -212,7 +212,7 @@ impl Fleet {
 
     /// Renew this node's lease, stop if taken over, and take over lapsed
     /// peers, every quarter of the lease, until the task is stopped.
-    pub fn run(self: &Arc<Self>, queue: Arc<Queue>) -> tokio::task::JoinHandle<()> {
+    pub fn run(self: &Arc<Self>, handover: Handover) -> tokio::task::JoinHandle<()> {
         let fleet = self.clone();
         tokio::spawn(async move {
             let period = (fleet.settings.lease_ttl / 4).max(Duration::from_millis(50));
@@ -223,14 +223,14 @@ impl Fleet {
             loop {
                 tick.tick().await;
                 let sent = Instant::now();
-                let renewal = bounded(period, "renewing the lease", fleet.renew(&queue)).await;
+                let renewal = bounded(period, "renewing the lease", fleet.renew(&handover)).await;
                 if let Err(e) = renewal {
                     tracing::warn!("{e}");
                     // Peers wait a whole lease before they take over; this
                     // node stops delivering after half of one.
                     if !paused && renewed.elapsed() >= fleet.settings.lease_ttl / 2 {
                         tracing::error!("the lease cannot be renewed: delivery paused until NATS answers again");
-                        queue.pause_claims(true);
+                        handover.pause_claims(true);
                         paused = true;
                     }
                     continue;
@@ -248,10 +248,10 @@ impl Fleet {
                     }
                     Ok(None) => {
                         // The lease is proven from when the renewal left.
-                        queue.prove_claims_until(sent + fleet.settings.lease_ttl / 2);
+                        handover.prove_claims_until(sent + fleet.settings.lease_ttl / 2);
                         if paused {
                             tracing::warn!("the lease is renewed again: delivery resumes");
-                            queue.pause_claims(false);
+                            handover.pause_claims(false);
                             paused = false;
                         }
                     }
@@ -270,9 +270,9 @@ impl Fleet {
                         continue;
                     }
                     drop(watch);
-                    let (fleet, queue) = (fleet.clone(), queue.clone());
+                    let (fleet, handover) = (fleet.clone(), handover.clone());
                     tokio::spawn(async move {
-                        if let Err(e) = fleet.take_over(&queue, &node).await {
+                        if let Err(e) = fleet.take_over(&handover, &node).await {
                             tracing::warn!(node, "takeover failed (tried again): {e}");
                         }
                         fleet.watch.lock().unwrap_or_else(|e| e.into_inner()).taking.remove(&node);

@@ -23,7 +23,7 @@ use super::{Fleet, FleetError};
 use crate::error_class::ErrorClass;
 use crate::intake::{BodyError, Read, SubjectReader, logged_by, stream_identity};
 use crate::queue::{
-    DeliveryRow, EntryOutcome, Envelope, FinalOutcome, Imported, Queue, QueueError, RowState, handoff, now_ms,
+    DeliveryRow, EntryOutcome, Envelope, FinalOutcome, Handover, Imported, QueueError, RowState, handoff, now_ms,
 };
 use crate::store::Store;
 
@@ -116,10 +116,10 @@ impl Fleet {
     }
 
     /// Take `node` over if its hooks need taking and this node wins the claim.
-    pub(super) async fn take_over(&self, queue: &Queue, node: &str) -> Result<(), FleetError> {
+    pub(super) async fn take_over(&self, handover: &Handover, node: &str) -> Result<(), FleetError> {
         let Some((mut claim, revision)) = self.claim(node).await? else { return Ok(()) };
         tracing::warn!(node, from = claim.from, through = claim.through, "taking over a node whose lease lapsed");
-        let moved = self.import_range(queue, node, claim.from, claim.through).await?;
+        let moved = self.import_range(handover, node, claim.from, claim.through).await?;
         claim.state = TakenState::Done;
         claim.done_ms = Some(now_ms());
         (claim.imported, claim.delivered, claim.dead_letters) = (moved.imported, moved.delivered, moved.dead_letters);
@@ -145,7 +145,13 @@ impl Fleet {
 
     /// Commit the undelivered hooks of `node`'s subject at positions
     /// `from..=through` into this node's queue.
-    async fn import_range(&self, queue: &Queue, node: &str, from: u64, through: u64) -> Result<Moved, FleetError> {
+    async fn import_range(
+        &self,
+        handover: &Handover,
+        node: &str,
+        from: u64,
+        through: u64,
+    ) -> Result<Moved, FleetError> {
         let mut moved = Moved::default();
         if from > through {
             return Ok(moved);
@@ -191,16 +197,16 @@ impl Fleet {
             let origin = format!("import.{node}.{position}");
             batch.push((Imported { handoff: hook, origin }, dead));
             if batch.len() >= IMPORT_BATCH {
-                self.commit_imports(queue, std::mem::take(&mut batch), &mut moved).await?;
+                self.commit_imports(handover, std::mem::take(&mut batch), &mut moved).await?;
             }
         }
-        self.commit_imports(queue, batch, &mut moved).await?;
+        self.commit_imports(handover, batch, &mut moved).await?;
         Ok(moved)
     }
 
     async fn commit_imports(
         &self,
-        queue: &Queue,
+        handover: &Handover,
         batch: Vec<(Imported, u64)>,
         moved: &mut Moved,
     ) -> Result<(), FleetError> {
@@ -208,7 +214,7 @@ impl Fleet {
             return Ok(());
         }
         let (hooks, dead): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
-        let outcomes = queue.import(hooks).await?;
+        let outcomes = handover.import(hooks).await?;
         for (outcome, dead) in outcomes.into_iter().zip(dead) {
             match outcome {
                 EntryOutcome::Committed(_) => {
@@ -254,7 +260,7 @@ impl Fleet {
     /// over while this node was away, and take back this node's own hooks
     /// that its store lacks (a new store: the old one was lost). A peer
     /// that claims this node meanwhile (its lease had lapsed) is waited for.
-    pub async fn rejoin(&self, queue: &Queue, store: &dyn Store, fresh_store: bool) -> Result<(), FleetError> {
+    pub async fn rejoin(&self, handover: &Handover, store: &dyn Store, fresh_store: bool) -> Result<(), FleetError> {
         let key = taken_key(self.node());
         let mut taken_back = !fresh_store;
         for _ in 0..1200 {
@@ -278,7 +284,7 @@ impl Fleet {
                     let dropped = match taken.through_seqs.get(&own) {
                         Some(&through) => {
                             let keep = self.logged_past(&taken).await?;
-                            queue.purge_through(through, &keep)?
+                            handover.purge_through(through, &keep)?
                         }
                         None => 0,
                     };
@@ -312,7 +318,7 @@ impl Fleet {
                 }
             };
             tracing::warn!(from = claim.from, through = claim.through, "taking back this node's logged hooks");
-            let moved = self.import_range(queue, self.node(), claim.from, claim.through).await?;
+            let moved = self.import_range(handover, self.node(), claim.from, claim.through).await?;
             let done = Taken {
                 state: TakenState::Done,
                 done_ms: Some(now_ms()),

@@ -56,7 +56,7 @@ impl Walk for Window<'_> {
             next.save(queue)?;
             0
         } else {
-            queue.redrive(entries, &job.id, next.record()?).await? as u64
+            queue.archive().redrive(entries, &job.id, next.record()?).await? as u64
         };
         *job = Job { moved: before + moved, ..next };
         if moved != wanted {
@@ -79,13 +79,13 @@ fn page(queue: &Queue, job: &Job) -> Result<(Vec<Archived>, Option<Vec<u8>>), Re
     let from_tenant = after.as_deref().and_then(archive_key_tenant);
     let mut tenants = match &job.filter.tenants {
         Some(list) => list.clone(),
-        None => queue.archive_tenants()?,
+        None => queue.archive().archive_tenants()?,
     };
     tenants.sort();
     let (since, until) = (job.filter.since.unwrap_or(0), job.filter.until.unwrap_or(u64::MAX));
     for tenant in tenants.into_iter().filter(|t| from_tenant.as_ref().is_none_or(|from| t >= from)) {
         let resume = after.as_deref().filter(|_| from_tenant.as_deref() == Some(tenant.as_str()));
-        let page = queue.archived(&tenant, since, until, resume, job.config.page.max(1))?;
+        let page = queue.archive().archived(&tenant, since, until, resume, job.config.page.max(1))?;
         let Some(last) = page.last().map(|a| a.key.clone()) else { continue };
         let matching = page
             .into_iter()

@@ -19,7 +19,7 @@ use crate::queue::{DeadQuery, Queue, now_ms};
 pub(super) fn new_job(queue: &Queue, id: &str, filter: DlqFilter, config: ReplayConfig) -> Result<Job, ReplayError> {
     let until = until_now(filter.until);
     Ok(Job {
-        cursor: Some(queue.dead_cursor_before(until)?),
+        cursor: Some(queue.dead_letters().dead_cursor_before(until)?),
         ..Job::new(id, JobKind::Dlq, DlqFilter { until: Some(until), ..filter }, config)
     })
 }
@@ -61,7 +61,7 @@ impl Walk for DeadRows {
                 selected.clone()
             }
             None => {
-                let page = queue.dead(&DeadQuery {
+                let page = queue.dead_letters().dead(&DeadQuery {
                     limit: job.config.page.max(1),
                     cursor: job.cursor.clone(),
                     source_id: job.filter.source_id.clone(),
@@ -79,7 +79,7 @@ impl Walk for DeadRows {
         }
         // The record is written with the rows; its count is fixed after.
         let planned = Job { moved: job.moved + rows.len() as u64, ..job.clone() };
-        let revived = queue.revive(&rows, &job.id, now_ms(), planned.record()?)?;
+        let revived = queue.dead_letters().revive(&rows, &job.id, now_ms(), planned.record()?)?;
         job.moved += revived as u64;
         if revived != rows.len() {
             job.save(queue)?;
@@ -91,7 +91,7 @@ impl Walk for DeadRows {
 
 /// Pause a job whose revived rows keep dying.
 fn pause_if_dying(queue: &Queue, job: &mut Job) -> Result<(), ReplayError> {
-    let died = queue.replay_died(&job.id)?.max(0) as u64;
+    let died = queue.dead_letters().replay_died(&job.id)?.max(0) as u64;
     if job.state == JobState::Running && died >= job.config.pause_after_died && died * 2 > job.moved {
         job.state = JobState::Paused;
         job.reason = Some(format!("{died} of {} revived rows died again", job.moved));

@@ -66,7 +66,7 @@ pub(super) async fn drive(
 /// job allows): moved rows join the due index, so a job only moves rows
 /// while dispatch keeps up. `true` when it waited.
 async fn behind(queue: &Queue, job: &mut Job) -> Result<bool, ReplayError> {
-    let Some(due) = queue.next_due_at()? else { return Ok(false) };
+    let Some(due) = queue.deliveries().next_due_at()? else { return Ok(false) };
     if now_ms().saturating_sub(due) <= job.config.max_lag_ms || job.moved == 0 {
         return Ok(false);
     }

@@ -26,7 +26,8 @@ use thiserror::Error;
 use tokio::sync::watch;
 
 use crate::error_class::ErrorClass;
-use crate::queue::{Queue, QueueError, SinkSelector, now_ms, record_write};
+use crate::queue::{Queue, QueueError, SinkSelector, now_ms};
+use crate::records::record_write;
 use crate::source::Directory;
 use crate::store::Batch;
 use crate::store::keys::records::{RecordKey, RecordKind};
@@ -165,7 +166,7 @@ impl Job {
 
     /// Store the job's record on its own, synced.
     fn save(&self, queue: &Queue) -> Result<(), ReplayError> {
-        Ok(queue.put_record(&self.key(), self)?)
+        Ok(queue.records().put(&self.key(), self)?)
     }
 }
 
@@ -179,17 +180,23 @@ pub enum ReplayError {
     Corrupt(String, String),
 }
 
+impl From<crate::records::RecordError> for ReplayError {
+    fn from(error: crate::records::RecordError) -> ReplayError {
+        ReplayError::Queue(error.into())
+    }
+}
+
 fn job_key(id: &str) -> RecordKey {
     RecordKey::Replay { id: id.to_string() }
 }
 
 /// Every stored job.
 pub fn jobs(queue: &Queue) -> Result<Vec<Job>, ReplayError> {
-    queue.records::<Job>(RecordKind::Replay)?.into_iter().map(|(_, job)| job.map_err(ReplayError::from)).collect()
+    queue.records().all::<Job>(RecordKind::Replay)?.into_iter().map(|(_, job)| Ok(job?)).collect()
 }
 
 pub fn job(queue: &Queue, id: &str) -> Result<Option<Job>, ReplayError> {
-    Ok(queue.record(&job_key(id))?)
+    Ok(queue.records().get(&job_key(id))?)
 }
 
 /// Jobs that were running when the node stopped.

@@ -64,7 +64,7 @@ impl Walk for Pen<'_> {
     /// their pen deletes and the job record in the same synced batch.
     async fn step(&mut self, queue: &Queue, job: &mut Job) -> Result<u64, ReplayError> {
         let after = key_cursor(job)?;
-        let held = queue.quarantined(&self.tenant, &self.source, after.as_deref(), job.config.page.max(1))?;
+        let held = queue.pen().quarantined(&self.tenant, &self.source, after.as_deref(), job.config.page.max(1))?;
         let Some(last) = held.last() else {
             job.state = JobState::Done;
             job.save(queue)?;
@@ -87,7 +87,7 @@ impl Walk for Pen<'_> {
             if source.admit(&mut envelope, now_s, OnVerifyFailure::Quarantine) != Admission::Verified {
                 continue;
             }
-            for op in Queue::pen_delete(held) {
+            for op in crate::queue::Pen::pen_delete(held) {
                 extra.push(op);
             }
             entries.push(Entry { envelope, sinks: source.bound_sinks() });
@@ -95,7 +95,7 @@ impl Walk for Pen<'_> {
         let released = entries.len() as u64;
         let next = Job { moved: job.moved + released, ..job.clone() };
         extra.extend(next.record()?);
-        match queue.release(entries, &job.id, extra).await {
+        match queue.pen().release(entries, &job.id, extra).await {
             Ok(_) => {
                 *job = next;
                 Ok(released)

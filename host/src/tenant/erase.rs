@@ -67,12 +67,12 @@ fn erase_key(tenant: &str) -> RecordKey {
 }
 
 fn save(queue: &Queue, erase: &Erase) -> Result<(), QueueError> {
-    queue.put_record(&erase_key(&erase.tenant), erase)
+    Ok(queue.records().put(&erase_key(&erase.tenant), erase)?)
 }
 
 /// The tenant's erase job, if one was ever started.
 pub fn load(queue: &Queue, tenant: &str) -> Result<Option<Erase>, QueueError> {
-    queue.record(&erase_key(tenant))
+    Ok(queue.records().get(&erase_key(tenant))?)
 }
 
 /// The node's erase jobs.
@@ -98,7 +98,7 @@ impl Erasures {
             self.launch(existing.clone());
             return Ok(existing);
         }
-        self.queue.set_erasing(tenant, true).await?;
+        self.queue.tenants().set_erasing(tenant, true).await?;
         let erase = Erase {
             tenant: tenant.to_string(),
             phase: ErasePhase::Rows,
@@ -120,7 +120,7 @@ impl Erasures {
     /// Resume every erase a stop cut short.
     pub fn resume_all(&self) -> Result<usize, QueueError> {
         let mut resumed = 0;
-        for (key, erase) in self.queue.records::<Erase>(RecordKind::Erase)? {
+        for (key, erase) in self.queue.records().all::<Erase>(RecordKind::Erase)? {
             let erase = match erase {
                 Ok(erase) => erase,
                 Err(e) => {
@@ -173,12 +173,12 @@ impl Erasures {
 async fn run(queue: &Queue, sources: &LiveDirectory, grace: Duration, mut erase: Erase) -> Result<(), QueueError> {
     let tenant = erase.tenant.clone();
     // A resumed erase marks again: the mark may be all a crash left.
-    queue.set_erasing(&tenant, true).await?;
+    queue.tenants().set_erasing(&tenant, true).await?;
     if erase.phase == ErasePhase::Rows {
         let kinds = PurgeKinds { pending: true, inflight: false, dead: true };
         let mut after = None;
         loop {
-            let step = queue.purge_tenant_chunk(&tenant, kinds, after)?;
+            let step = queue.tenants().purge_tenant_chunk(&tenant, kinds, after)?;
             erase.removed.pending += step.removed.pending;
             erase.removed.dead += step.removed.dead;
             save(queue, &erase)?;
@@ -199,7 +199,7 @@ async fn run(queue: &Queue, sources: &LiveDirectory, grace: Duration, mut erase:
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let kinds = PurgeKinds { pending: true, inflight: true, dead: true };
-        let removed = queue.purge_tenant(&tenant, kinds)?;
+        let removed = queue.tenants().purge_tenant(&tenant, kinds)?;
         erase.removed.inflight += removed.inflight.unwrap_or(0);
         erase.removed.pending += removed.pending;
         erase.removed.dead += removed.dead;
@@ -207,18 +207,18 @@ async fn run(queue: &Queue, sources: &LiveDirectory, grace: Duration, mut erase:
         save(queue, &erase)?;
     }
     if erase.phase == ErasePhase::Quarantine {
-        erase.removed.quarantined += queue.purge_pen(Some(&tenant), None)?;
-        erase.removed.archived += queue.purge_archive(&tenant)?;
+        erase.removed.quarantined += queue.pen().purge_pen(Some(&tenant), None)?;
+        erase.removed.archived += queue.archive().purge_archive(&tenant)?;
         erase.phase = ErasePhase::Sources;
         save(queue, &erase)?;
     }
     if erase.phase == ErasePhase::Sources {
-        for (name, section) in super::stored_sources(queue)? {
+        for (name, section) in super::stored_sources(&queue.records())? {
             if section.tenant == tenant {
                 if let Some((_, Origin::Runtime)) = sources.get(&name) {
                     sources.remove(&name);
                 }
-                super::delete_source(queue, &tenant, &name)?;
+                super::delete_source(&queue.records(), &tenant, &name)?;
                 erase.removed.sources += 1;
             }
         }
@@ -226,8 +226,8 @@ async fn run(queue: &Queue, sources: &LiveDirectory, grace: Duration, mut erase:
         save(queue, &erase)?;
     }
     if erase.phase == ErasePhase::Forget {
-        erase.removed.dedupe_keys += queue.forget_tenant(&tenant).await?;
-        queue.set_erasing(&tenant, false).await?;
+        erase.removed.dedupe_keys += queue.tenants().forget_tenant(&tenant).await?;
+        queue.tenants().set_erasing(&tenant, false).await?;
         erase.phase = ErasePhase::Done;
         erase.finished_at = Some(now_ms());
         save(queue, &erase)?;

@@ -4,7 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::queue::{Queue, QueueError};
+use crate::queue::QueueError;
+use crate::records::Records;
 use crate::store::keys::records::{RecordKey, RecordKind};
 
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -18,9 +19,9 @@ fn limit_key(tenant: &str) -> RecordKey {
 }
 
 /// Every stored limit, by tenant.
-pub fn stored_limits(queue: &Queue) -> Result<Vec<(String, StoredRate)>, QueueError> {
-    queue
-        .records::<StoredRate>(RecordKind::RateLimit)?
+pub fn stored_limits(records: &Records) -> Result<Vec<(String, StoredRate)>, QueueError> {
+    records
+        .all::<StoredRate>(RecordKind::RateLimit)?
         .into_iter()
         .map(|(key, rate)| match key {
             RecordKey::RateLimit { tenant } => Ok((tenant, rate?)),
@@ -30,9 +31,9 @@ pub fn stored_limits(queue: &Queue) -> Result<Vec<(String, StoredRate)>, QueueEr
 }
 
 /// Store a tenant's limit, or (`None`) drop it.
-pub fn put_limit(queue: &Queue, tenant: &str, rate: Option<StoredRate>) -> Result<(), QueueError> {
-    match rate {
-        Some(rate) => queue.put_record(&limit_key(tenant), &rate),
-        None => queue.delete_record(&limit_key(tenant)),
-    }
+pub fn put_limit(records: &Records, tenant: &str, rate: Option<StoredRate>) -> Result<(), QueueError> {
+    Ok(match rate {
+        Some(rate) => records.put(&limit_key(tenant), &rate),
+        None => records.delete(&limit_key(tenant)),
+    }?)
 }

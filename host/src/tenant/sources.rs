@@ -3,7 +3,8 @@
 //! they come back at boot.
 
 use crate::config::Config;
-use crate::queue::{Queue, QueueError};
+use crate::queue::QueueError;
+use crate::records::Records;
 use crate::runtime::Runtime;
 use crate::source::SourceSection;
 use crate::source::{LiveDirectory, Origin};
@@ -15,9 +16,9 @@ fn source_key(tenant: &str, name: &str) -> RecordKey {
 }
 
 /// Every stored source: (name, section), the section naming its tenant.
-pub fn stored_sources(queue: &Queue) -> Result<Vec<(String, SourceSection)>, QueueError> {
-    queue
-        .records::<SourceSection>(RecordKind::Source)?
+pub fn stored_sources(records: &Records) -> Result<Vec<(String, SourceSection)>, QueueError> {
+    records
+        .all::<SourceSection>(RecordKind::Source)?
         .into_iter()
         .map(|(key, section)| match key {
             RecordKey::Source { name, .. } => Ok((name, section?)),
@@ -27,19 +28,19 @@ pub fn stored_sources(queue: &Queue) -> Result<Vec<(String, SourceSection)>, Que
 }
 
 /// Store (or replace) a source, synced.
-pub fn put_source(queue: &Queue, name: &str, section: &SourceSection) -> Result<(), QueueError> {
-    queue.put_record(&source_key(&section.tenant, name), section)
+pub fn put_source(records: &Records, name: &str, section: &SourceSection) -> Result<(), QueueError> {
+    Ok(records.put(&source_key(&section.tenant, name), section)?)
 }
 
-pub fn delete_source(queue: &Queue, tenant: &str, name: &str) -> Result<(), QueueError> {
-    queue.delete_record(&source_key(tenant, name))
+pub fn delete_source(records: &Records, tenant: &str, name: &str) -> Result<(), QueueError> {
+    Ok(records.delete(&source_key(tenant, name))?)
 }
 
 /// Where runtime sources are kept: the store's jobs family, or, under
 /// `wal.mode: none` (which keeps no store), a JSON file in the data
 /// directory, replaced whole by an fsynced rename.
 pub enum SourceRecords {
-    Store(std::sync::Arc<Queue>),
+    Store(Records),
     File(std::path::PathBuf),
 }
 
@@ -47,14 +48,14 @@ impl SourceRecords {
     /// Every stored source: (name, section).
     pub fn all(&self) -> Result<Vec<(String, SourceSection)>, QueueError> {
         match self {
-            SourceRecords::Store(queue) => stored_sources(queue),
+            SourceRecords::Store(records) => stored_sources(records),
             SourceRecords::File(path) => Ok(read_file(path)?.into_iter().collect()),
         }
     }
 
     pub fn put(&self, name: &str, section: &SourceSection) -> Result<(), QueueError> {
         match self {
-            SourceRecords::Store(queue) => put_source(queue, name, section),
+            SourceRecords::Store(records) => put_source(records, name, section),
             SourceRecords::File(path) => {
                 let mut all = read_file(path)?;
                 all.insert(name.to_string(), section.clone());
@@ -102,7 +103,7 @@ impl SourceRecords {
 
     pub fn delete(&self, tenant: &str, name: &str) -> Result<(), QueueError> {
         match self {
-            SourceRecords::Store(queue) => delete_source(queue, tenant, name),
+            SourceRecords::Store(records) => delete_source(records, tenant, name),
             SourceRecords::File(path) => {
                 let mut all = read_file(path)?;
                 all.remove(name);

@@ -44,7 +44,7 @@ fn main() {
                     let id = format!("{prefix}-{caller}-{n}");
                     let entry =
                         Entry { envelope: hook_envelope(&id), sinks: vec![(0, "sha".into()), (1, "sha".into())] };
-                    let Ok(outcomes) = queue.enqueue(vec![entry], None).await else { return };
+                    let Ok(outcomes) = queue.intake().enqueue(vec![entry], None).await else { return };
                     if let Some(EntryOutcome::Committed(e)) = outcomes.first() {
                         // One write per line: the line is out before the next enqueue.
                         let mut out = std::io::stdout().lock();

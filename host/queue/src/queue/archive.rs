@@ -4,8 +4,9 @@
 //! tenant first (`store::keys::archive`): a window across tenants walks
 //! tenant by tenant.
 
+use super::commit::Kind;
 use super::envelope::Envelope;
-use super::{Queue, QueueError};
+use super::{Archive, Entry, EntryOutcome, QueueError};
 use crate::store::keys::{archive, prefix_end};
 use crate::store::{Batch, Cf, Durability, Scan};
 
@@ -19,7 +20,7 @@ pub struct Archived {
     pub key: Vec<u8>,
 }
 
-impl Queue {
+impl Archive {
     /// Tenants with archived hooks, in key order.
     pub fn archive_tenants(&self) -> Result<Vec<String>, QueueError> {
         let mut tenants = Vec::new();
@@ -106,4 +107,16 @@ impl Queue {
 /// The tenant whose archive a key (a replay's cursor) is in.
 pub fn archive_key_tenant(key: &[u8]) -> Option<String> {
     archive::tenant(key)
+}
+
+impl Archive {
+    /// Commit archived hooks again with fresh seqs and `replay_id` on their
+    /// rows, with `extra` (the job's cursor) in the same synced batch. No
+    /// dedupe, no quotas. Returns how many were committed (a tenant being
+    /// erased gets none).
+    pub async fn redrive(&self, entries: Vec<Entry>, replay_id: &str, extra: Batch) -> Result<usize, QueueError> {
+        let planned = self.prepare(entries, false, Some(replay_id))?;
+        let outcomes = self.call(Kind::Redrive, planned, extra, None).await?;
+        Ok(outcomes.iter().filter(|o| matches!(o, EntryOutcome::Committed(_))).count())
+    }
 }

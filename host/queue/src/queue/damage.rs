@@ -9,7 +9,7 @@
 //! hook, when readable, stays for a replay).
 
 use super::rows::{DeliveryRow, RowState};
-use super::{Envelope, Queue, QueueError, counter_key};
+use super::{Core, Envelope, QueueError, counter_key};
 use crate::error_class::ErrorClass;
 use crate::store::keys::{deliveries, hooks, index};
 use crate::store::{Batch, Cf, Durability, KeyRead, Store, StoreError};
@@ -17,7 +17,7 @@ use crate::store::{Batch, Cf, Durability, KeyRead, Store, StoreError};
 /// Index entries written per batch of a rebuild.
 const REBUILD_BATCH: usize = 4096;
 
-impl Queue {
+impl Core {
     /// Rebuild the index family if it is known damaged. Called by claims
     /// with the transitions lock held, so no row changes state meanwhile;
     /// a commit that lands during the rebuild writes its own entries into

@@ -13,7 +13,7 @@ use subtle::ConstantTimeEq;
 
 use super::envelope::Envelope;
 use super::rows::{DeadSummary, DeliveryRow, RowState};
-use super::{Queue, QueueError};
+use super::{DeadLetters, QueueError};
 use crate::error_class::ErrorClass;
 use crate::store::keys::index::{self, DeadPosition as Position};
 use crate::store::keys::{deliveries, hooks, meta, prefix_end};
@@ -125,7 +125,7 @@ fn position_suffix(p: Position) -> Vec<u8> {
     index::position(p.0, p.1, p.2)
 }
 
-impl Queue {
+impl DeadLetters {
     fn cursor_key(&self) -> Result<Vec<u8>, QueueError> {
         let _serial = self.transitions.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(key) = self.store.get(Cf::Meta, meta::DLQ_CURSOR_KEY)? {
@@ -272,8 +272,8 @@ impl Queue {
         };
         let total = if !filtered {
             let counted = match &tenants {
-                None => self.counter(None, "dead")?,
-                Some(tenants) => tenants.iter().map(|t| self.dead_for_tenant(t)).sum::<Result<i64, _>>()?,
+                None => self.count(None, "dead")?,
+                Some(tenants) => tenants.iter().map(|t| self.count(Some(t), "dead")).sum::<Result<i64, _>>()?,
             };
             Some(counted.max(0) as u64)
         } else if exhausted && below.is_none() {
@@ -352,7 +352,7 @@ impl Queue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::queue::{Entry, QueueConfig};
+    use crate::queue::{Entry, Queue, QueueConfig};
 
     /// Dead rows of sources `stripe`, `github`, `stripe` (seqs 1, 2, 3);
     /// seq 3 died `permanent`, the others `transient`.
@@ -366,16 +366,16 @@ mod tests {
                 sinks: vec![(0, "sha".into())],
             })
             .collect();
-        queue.enqueue(entries, None).await.expect("enqueue");
-        for row in queue.claim_due(u64::MAX / 4, 10).expect("claim") {
+        queue.intake().enqueue(entries, None).await.expect("enqueue");
+        for row in queue.deliveries().claim_due(u64::MAX / 4, 10).expect("claim") {
             let class = if row.seq == 3 { ErrorClass::Permanent } else { ErrorClass::Transient };
-            queue.bury(row.seq, row.sink, 2_000 + row.seq, "gave up", class).expect("bury");
+            queue.deliveries().bury(row.seq, row.sink, 2_000 + row.seq, "gave up", class).expect("bury");
         }
         queue
     }
 
     fn seqs(queue: &Queue, query: DeadQuery) -> Vec<u64> {
-        queue.dead(&query).expect("page").entries.iter().map(|e| e.envelope.seq).collect()
+        queue.dead_letters().dead(&query).expect("page").entries.iter().map(|e| e.envelope.seq).collect()
     }
 
     fn check_filters(queue: &Queue) {

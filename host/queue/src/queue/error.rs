@@ -91,3 +91,12 @@ impl QueueError {
         matches!(self, QueueError::Corrupt(_) | QueueError::Store(StoreError::Corruption { .. }))
     }
 }
+
+impl From<crate::records::RecordError> for QueueError {
+    fn from(error: crate::records::RecordError) -> QueueError {
+        match error {
+            crate::records::RecordError::Store(e) => QueueError::Store(e),
+            crate::records::RecordError::Corrupt(reason) => QueueError::Corrupt(reason),
+        }
+    }
+}

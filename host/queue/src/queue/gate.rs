@@ -4,9 +4,9 @@
 //! outcomes, so a node whose outcomes cannot be published stops adding
 //! deliveries a takeover would repeat.
 
-use super::Queue;
+use super::{Deliveries, Handover};
 
-impl Queue {
+impl Handover {
     /// Stop (or resume) handing out due rows: a fleet node that cannot
     /// renew its lease stops delivering before a peer may take it over.
     /// Rows already claimed finish as usual.
@@ -30,9 +30,11 @@ impl Queue {
             self.stats.committed.notify_one();
         }
     }
+}
 
+impl Deliveries {
     /// `fleet`: whether claims are bound to a lease (see
-    /// [`Queue::lease_lapsed`]).
+    /// [`Deliveries::lease_lapsed`]).
     pub fn leased(&self) -> bool {
         self.claims_until.lock().unwrap_or_else(|e| e.into_inner()).is_some()
     }

@@ -3,14 +3,14 @@
 //! breaker are due now, so a fixed component delivers them at once.
 
 use super::rows::{DeliveryRow, RowState};
-use super::{Queue, QueueError};
+use super::{Core, Deliveries, QueueError};
 use crate::store::keys::{self, deliveries, index, prefix_end};
 use crate::store::{Batch, Cf, Durability, Scan};
 
 /// Due index entries read per step of the walk.
 const CHUNK: usize = 1024;
 
-impl Queue {
+impl Deliveries {
     /// Make every row due after `now_ms` that `pick` chooses due at
     /// `now_ms`, its attempts and last failure unchanged. Walks the rows
     /// due later (O(those rows)), a chunk per write. Returns how many moved.
@@ -39,7 +39,7 @@ impl Queue {
                     continue;
                 }
                 let next = DeliveryRow { state: RowState::Due { due_at: now_ms }, ..row.clone() };
-                Self::move_row(&mut batch, &row, Some(&next));
+                Core::move_row(&mut batch, &row, Some(&next));
                 hastened += 1;
             }
             if !batch.is_empty() {

@@ -5,7 +5,7 @@
 use super::commit::{Call, Kind, Logged, Message, Prepared};
 use super::handoff::Handoff;
 use super::rows::rows_anew;
-use super::{EntryOutcome, Queue, QueueError};
+use super::{EntryOutcome, Handover, QueueError, counter_key};
 use crate::store::Batch;
 
 /// One hook to take over.
@@ -16,7 +16,7 @@ pub struct Imported {
     pub origin: String,
 }
 
-impl Queue {
+impl Handover {
     /// Commit hooks taken over from another node: fresh seqs, no dedupe and
     /// no quotas (they were acked once already), each row as it was handed
     /// over. A hook whose origin the intake log has seen is answered as a
@@ -65,5 +65,12 @@ impl Queue {
     /// Hand final outcomes to `log` from now on (once per queue).
     pub fn set_outcome_log(&self, log: std::sync::Arc<dyn super::OutcomeLog>) {
         let _ = self.outcome_log.set(log);
+    }
+
+    /// The node's undelivered rows (due, scheduled or inflight) and dead
+    /// rows, from its counters.
+    pub fn node_levels(&self) -> Result<(i64, i64), QueueError> {
+        let count = |kind| self.store.counter(&counter_key(None, kind));
+        Ok((count("pending")? + count("scheduled")? + count("inflight")?, count("dead")?))
     }
 }

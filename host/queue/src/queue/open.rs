@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{Queue, QueueConfig, QueueError, WalMode, commit, recount, recovery, tenants, transitions};
+use super::{Core, Queue, QueueConfig, QueueError, WalMode, commit, recount, recovery, tenants, transitions};
 use crate::intake::{Intake, IntakeLog, IntakeOptions, Replay};
 use crate::store::{Batch, Cf, Durability, Scan, Store, StoreOptions};
 
@@ -88,33 +88,32 @@ impl Queue {
         })?;
         let recovery = recovery::Recovery::spawn(spawned.messages.downgrade(), spawned.stats.clone(), store.clone())
             .map_err(|e| QueueError::Os(format!("cannot start the recovery thread: {e}")))?;
-        Ok(Queue {
+        let core = Core {
             store,
-            recovery: Some(recovery),
             outcome_log: std::sync::OnceLock::new(),
             claims_paused: std::sync::atomic::AtomicBool::new(false),
             claims_until: std::sync::Mutex::new(None),
-            writer: Some(spawned.messages),
-            writer_thread: Some(spawned.thread),
+            writer: std::sync::RwLock::new(Some(spawned.messages)),
             stats: spawned.stats,
             tenants,
             config,
             transitions: std::sync::Mutex::new(()),
             pen: std::sync::Mutex::new(()),
             due_floor,
-        })
+        };
+        Ok(Queue { core: Arc::new(core), recovery: Some(recovery), writer_thread: Some(spawned.thread) })
     }
 
     /// Stop the writer after the calls already queued, and release the
-    /// store (so it can be opened again, by this process or another),
-    /// without blocking the async runtime.
+    /// store (so it can be opened again, by this process or another, once
+    /// no handle holds it), without blocking the async runtime. A handle
+    /// used after this is told `Closed`.
     pub async fn close(mut self) {
         let recovery = self.recovery.take();
         let _ = tokio::task::spawn_blocking(move || drop(recovery)).await;
-        let writer = self.writer.take();
         let thread = self.writer_thread.take();
         let store = self.store.clone();
-        drop(writer);
+        self.stop_taking_calls();
         let _ = tokio::task::spawn_blocking(move || {
             if let Some(thread) = thread {
                 let _ = thread.join();
@@ -135,7 +134,7 @@ impl Drop for Queue {
     /// (nor left open while the process exits).
     fn drop(&mut self) {
         drop(self.recovery.take());
-        drop(self.writer.take());
+        self.stop_taking_calls();
         if let Some(thread) = self.writer_thread.take() {
             let _ = thread.join();
         }

@@ -9,7 +9,7 @@
 use std::collections::HashSet;
 
 use super::rows::{DeliveryRow, RowState};
-use super::{Queue, QueueError};
+use super::{Core, Handover, QueueError, Tenants};
 use crate::store::keys::{self, deliveries, hooks, index, prefix_end};
 use crate::store::{Batch, Cf, Durability, Scan};
 
@@ -66,7 +66,7 @@ pub struct PurgeStep {
     pub next: Option<(u64, u16)>,
 }
 
-impl Queue {
+impl Tenants {
     /// Remove `tenant`'s rows of `kinds`, in synced chunks; idempotent.
     pub fn purge_tenant(&self, tenant: &str, kinds: PurgeKinds) -> Result<PurgeCounts, QueueError> {
         let mut total = PurgeCounts { inflight: kinds.inflight.then_some(0), ..PurgeCounts::default() };
@@ -91,7 +91,9 @@ impl Queue {
     ) -> Result<PurgeStep, QueueError> {
         self.purge_chunk(tenant, kinds, after, None)
     }
+}
 
+impl Handover {
     /// Remove every row (of every tenant) of a hook with seq at or below
     /// `through`, but those of `keep`, in synced chunks: what a peer took
     /// over while this node was away (`fleet`). Returns the rows removed.
@@ -110,10 +112,12 @@ impl Queue {
         }
         Ok(removed)
     }
+}
 
+impl Core {
     /// One chunk of a purge walk over the tenant's owner index, up to the
     /// rows of seq `through` if given, passing over the seqs kept with it.
-    fn purge_chunk(
+    pub(super) fn purge_chunk(
         &self,
         tenant: &str,
         kinds: PurgeKinds,

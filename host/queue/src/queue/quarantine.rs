@@ -5,8 +5,9 @@
 //! hooks are keyed by tenant, source and id (`store::keys::quarantine`);
 //! the node counter `pen_bytes` counts their bytes.
 
+use super::commit::Kind;
 use super::envelope::Envelope;
-use super::{Queue, QueueError, counter_key};
+use super::{Entry, EntryOutcome, Pen, QueueError, counter_key};
 use crate::store::keys::{self, prefix_end, quarantine};
 use crate::store::{Batch, Cf, Durability, Scan, WriteOp};
 
@@ -21,15 +22,15 @@ const PEN_BYTES: &str = "pen_bytes";
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PenEntry {
     pub envelope: Envelope,
-    /// The key to pass to [`Queue::pen_delete`] (and to resume a listing).
+    /// The key to pass to [`Pen::pen_delete`] (and to resume a listing).
     pub key: Vec<u8>,
 }
 
-impl Queue {
+impl Pen {
     /// Hold `envelope` in the pen, synced. `QuarantineFull` past the cap.
     pub fn quarantine(&self, envelope: &Envelope, cap_bytes: u64) -> Result<(), QueueError> {
         let _serial = self.pen.lock().unwrap_or_else(|e| e.into_inner());
-        let held = self.counter(None, PEN_BYTES)?.max(0) as u64;
+        let held = self.count(None, PEN_BYTES)?.max(0) as u64;
         let size = envelope.size();
         if held + size > cap_bytes {
             return Err(QueueError::QuarantineFull);
@@ -89,7 +90,7 @@ impl Queue {
             }
             let mut batch = Batch::new();
             for entry in &held {
-                for op in Queue::pen_delete(entry) {
+                for op in Pen::pen_delete(entry) {
                     batch.push(op);
                 }
             }
@@ -109,11 +110,27 @@ impl Queue {
 
     /// Bytes the pen holds.
     pub fn pen_bytes(&self) -> Result<u64, QueueError> {
-        Ok(self.counter(None, PEN_BYTES)?.max(0) as u64)
+        Ok(self.count(None, PEN_BYTES)?.max(0) as u64)
     }
 }
 
 /// Whether `key` names a held hook (a listing's cursor).
 pub fn is_pen_key(key: &[u8]) -> bool {
     quarantine::parse(key).is_some()
+}
+
+impl Pen {
+    /// Commit hooks out of the quarantine pen: `enqueue`'s semantics plus
+    /// `replay_id`, with `extra` (the pen deletes, the job's cursor) in the
+    /// same synced batch, even when every entry is a duplicate. A tenant or
+    /// quota refusal refuses the whole call: nothing commits.
+    pub async fn release(
+        &self,
+        entries: Vec<Entry>,
+        replay_id: &str,
+        extra: Batch,
+    ) -> Result<Vec<EntryOutcome>, QueueError> {
+        let planned = self.prepare(entries, true, Some(replay_id))?;
+        self.call(Kind::Release, planned, extra, None).await
+    }
 }

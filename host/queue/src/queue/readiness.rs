@@ -3,7 +3,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::Queue;
+use super::Intake;
 
 /// One reason the node is not ready: a stable code and what it means.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -18,7 +18,7 @@ impl NotReady {
     }
 }
 
-impl Queue {
+impl Intake {
     /// Why the node is not ready (empty: it is): a failed WAL sync (until
     /// the store recovers), a store write that failed with none succeeding
     /// since (a commit, a claim or an outcome), free space under the store

@@ -18,7 +18,7 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::rows::{DeliveryRow, LastFailure, RowState};
-use super::{Queue, QueueError, counter_key};
+use super::{Core, DeadLetters, Deliveries, Queue, QueueError, counter_key};
 use crate::error_class::ErrorClass;
 use crate::store::keys::{self, counters, deliveries, hooks, index, prefix_end};
 use crate::store::{Batch, Cf, Durability, Scan, StoreError, WriteOp};
@@ -136,7 +136,7 @@ impl DueFloor {
     }
 }
 
-impl Queue {
+impl Core {
     /// Write a transition's batch, noting the due entries it adds.
     pub(super) fn write_rows(&self, batch: &Batch, durability: Durability) -> Result<(), QueueError> {
         self.store.write(batch, durability)?;
@@ -167,7 +167,9 @@ impl Queue {
             }
         }
     }
+}
 
+impl Deliveries {
     /// Claim up to `limit` rows due at or before `now_ms`, oldest due first.
     pub fn claim_due(&self, now_ms: u64, limit: usize) -> Result<Vec<DeliveryRow>, QueueError> {
         self.claim_due_with(now_ms, limit, limit, |_| ClaimDecision::Claim)
@@ -257,7 +259,7 @@ impl Queue {
                 ClaimDecision::Claim => RowState::Inflight { claimed_at: now_ms },
             };
             let next = DeliveryRow { state, ..row.clone() };
-            Self::move_row(&mut batch, &row, Some(&next));
+            Core::move_row(&mut batch, &row, Some(&next));
             if matches!(next.state, RowState::Inflight { .. }) {
                 claimed.push(next);
             }
@@ -342,7 +344,7 @@ impl Queue {
             let state = match settlement {
                 Settlement::Complete => {
                     finals.push((seq, sink, FinalOutcome::Delivered));
-                    Self::move_row(&mut batch, &row, None);
+                    Core::move_row(&mut batch, &row, None);
                     if row.rows_of_hook == 1 {
                         // Its hook's only row: the hook goes with it.
                         batch.delete(Cf::Hooks, hooks::hook(seq));
@@ -375,7 +377,7 @@ impl Queue {
                 Settlement::Retry { failure, .. } => Some(failure.clone()),
                 _ => row.last_failure.clone(),
             };
-            Self::move_row(&mut batch, &row, Some(&DeliveryRow { attempts, state, last_failure, ..row.clone() }));
+            Core::move_row(&mut batch, &row, Some(&DeliveryRow { attempts, state, last_failure, ..row.clone() }));
         }
         emptied.sort_unstable();
         emptied.dedup();
@@ -401,7 +403,9 @@ impl Queue {
         }
         Ok(())
     }
+}
 
+impl DeadLetters {
     /// Revive dead rows for a replay: each still dead becomes due now with
     /// fresh attempts and `replay_id`, in one synced batch with `extra`
     /// (the job's cursor). Rows no longer dead are skipped, so a replay
@@ -425,7 +429,7 @@ impl Queue {
                 last_failure: None,
                 ..row.clone()
             };
-            Self::move_row(&mut batch, &row, Some(&next));
+            Core::move_row(&mut batch, &row, Some(&next));
             revived += 1;
         }
         batch.extend(extra);
@@ -441,7 +445,9 @@ impl Queue {
     pub fn replay_died(&self, replay_id: &str) -> Result<i64, QueueError> {
         Ok(self.store.counter(&counters::replay_died(replay_id))?)
     }
+}
 
+impl Queue {
     /// On boot, before anything is claimed: every row that was inflight
     /// when the node stopped is due again now. Returns how many.
     pub fn recover_inflight(&self, now_ms: u64) -> Result<usize, QueueError> {
@@ -470,7 +476,7 @@ impl Queue {
                         let row = DeliveryRow::decode(*seq, *sink, &bytes)
                             .map_err(|e| QueueError::Corrupt(format!("row {seq}/{sink}: {e}")))?;
                         let next = DeliveryRow { state: RowState::Due { due_at: now_ms }, ..row.clone() };
-                        Self::move_row(&mut batch, &row, Some(&next));
+                        Core::move_row(&mut batch, &row, Some(&next));
                         recovered += 1;
                     }
                     None => {

@@ -77,21 +77,9 @@ fn varlong(out: &mut Vec<u8>, value: i64) {
     out.push(zigzag as u8);
 }
 
-/// CRC-32C (Castagnoli), bit by bit over a table built once.
+/// CRC-32C (Castagnoli), the checksum of a record batch.
 pub fn crc32c(data: &[u8]) -> u32 {
-    static TABLE: std::sync::OnceLock<[u32; 256]> = std::sync::OnceLock::new();
-    let table = TABLE.get_or_init(|| {
-        let mut table = [0u32; 256];
-        for (i, entry) in table.iter_mut().enumerate() {
-            let mut crc = i as u32;
-            for _ in 0..8 {
-                crc = if crc & 1 != 0 { (crc >> 1) ^ 0x82F6_3B78 } else { crc >> 1 };
-            }
-            *entry = crc;
-        }
-        table
-    });
-    !data.iter().fold(!0u32, |crc, byte| table[((crc ^ u32::from(*byte)) & 0xFF) as usize] ^ (crc >> 8))
+    crc32c::crc32c(data)
 }
 
 /// The Java client's murmur2 of a key.

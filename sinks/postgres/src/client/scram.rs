@@ -1,6 +1,7 @@
 //! SCRAM-SHA-256 (RFC 5802 / 7677), the client side, as PostgreSQL uses it:
-//! no channel binding, and an empty user name in the messages (the server
-//! takes the user from the startup message).
+//! no channel binding, an empty user name in the messages (the server
+//! takes the user from the startup message), and the password prepared
+//! as the server prepared it when it made its verifier.
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -21,7 +22,7 @@ pub struct Scram {
 impl Scram {
     pub fn new(password: &str, nonce: &str) -> Scram {
         Scram {
-            password: password.as_bytes().to_vec(),
+            password: prepared(password),
             client_first_bare: format!("n=,r={nonce}"),
             nonce: nonce.to_string(),
             server_signature: None,
@@ -71,6 +72,16 @@ impl Scram {
     }
 }
 
+/// The password after SASLprep (RFC 4013: mapped, NFKC-normalised), as
+/// PostgreSQL derives its verifier; a password SASLprep refuses (one with
+/// prohibited characters) is used as its bytes, as PostgreSQL does too.
+fn prepared(password: &str) -> Vec<u8> {
+    match stringprep::saslprep(password) {
+        Ok(prepared) => prepared.into_owned().into_bytes(),
+        Err(_) => password.as_bytes().to_vec(),
+    }
+}
+
 fn hmac(key: &[u8], data: &[u8]) -> Vec<u8> {
     let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes keys of any length");
     mac.update(data);
@@ -92,4 +103,19 @@ fn salted_password(password: &[u8], salt: &[u8], iterations: u32) -> Vec<u8> {
         result.iter_mut().zip(u.iter()).for_each(|(r, b)| *r ^= b);
     }
     result.to_vec()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prepared;
+
+    /// RFC 4013's examples, and a password it refuses kept as given.
+    #[test]
+    fn passwords_are_prepared_as_the_server_prepares_them() {
+        assert_eq!(prepared("I\u{00AD}X"), b"IX");
+        assert_eq!(prepared("\u{00AA}"), b"a");
+        assert_eq!(prepared("\u{2168}"), b"IX");
+        assert_eq!(prepared("a\u{00A0}b"), b"a b");
+        assert_eq!(prepared("\u{0007}"), b"\x07");
+    }
 }
