@@ -25,6 +25,7 @@ pub mod dedupe;
 mod dlq;
 mod durability;
 pub mod envelope;
+mod erasing;
 mod error;
 mod gate;
 mod handles;

@@ -10,10 +10,7 @@
 use std::collections::HashSet;
 use std::sync::Mutex;
 
-use tokio::sync::oneshot;
-
-use super::commit::Message;
-use super::{QueueError, Tenants};
+use super::QueueError;
 use crate::store::keys::meta;
 use crate::store::{Cf, Scan, Store};
 
@@ -112,40 +109,5 @@ impl TenantBook {
         let mut list: Vec<String> = self.sets().erasing.iter().cloned().collect();
         list.sort();
         list
-    }
-}
-
-impl Tenants {
-    /// Mark (or unmark) `tenant` as being erased. Once this returns, no
-    /// commit admits a new hook of the tenant (`tenant_erasing`).
-    pub async fn set_erasing(&self, tenant: &str, erasing: bool) -> Result<(), QueueError> {
-        let (reply, answer) = oneshot::channel();
-        let message = Message::SetErasing { tenant: tenant.into(), erasing, reply };
-        self.writer()?.send(message).await.map_err(|_| QueueError::Closed)?;
-        answer.await.map_err(|_| QueueError::Closed)?
-    }
-
-    /// Tenants being erased (a crash mid-erase resumes them on boot).
-    pub fn erasing(&self) -> Vec<String> {
-        self.tenants.erasing()
-    }
-
-    /// Distinct tenants holding data on the node.
-    pub fn holding(&self) -> usize {
-        self.tenants.holding()
-    }
-
-    /// The ids of the tenants holding data on the node.
-    pub fn holding_ids(&self) -> Vec<String> {
-        self.tenants.holding_list()
-    }
-
-    /// The last step of an erase: drop a tenant that holds no rows (its
-    /// dedupe keys, counters and place under `tenants.max`). Returns the
-    /// dedupe keys removed.
-    pub async fn forget_tenant(&self, tenant: &str) -> Result<u64, QueueError> {
-        let (reply, answer) = oneshot::channel();
-        self.writer()?.send(Message::Forget { tenant: tenant.into(), reply }).await.map_err(|_| QueueError::Closed)?;
-        answer.await.map_err(|_| QueueError::Closed)?
     }
 }
