@@ -307,6 +307,12 @@ impl Node {
         drop((edge, sources, source_records));
         let Some(mut queue) = queue else { return };
         for _ in 0..50 {
+            // The edge's connections and batcher hold handles, not the
+            // queue: wait for them as for the queue itself.
+            if queue.handles_held() {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
             match Arc::try_unwrap(queue) {
                 Ok(alone) => {
                     alone.close().await;

@@ -220,6 +220,12 @@ impl Queue {
         &self.core.config
     }
 
+    /// Whether a handle of this queue is still held somewhere (the store
+    /// stays open until the last one goes).
+    pub fn handles_held(&self) -> bool {
+        Arc::strong_count(&self.core) > 1
+    }
+
     /// The queue mode's name, for boot banners and `check-config`.
     pub fn label(&self) -> &'static str {
         self.config.wal.label()
