@@ -14,7 +14,7 @@ pub const SINKS: [&str; 2] = ["sha-http", "sha-log"];
 pub fn entry(n: u64, tenant: &str, source: &str) -> Entry {
     let body = vec![b'x'; 1024];
     let envelope = Envelope::new(format!("hook-{n}"), source.into(), tenant.into(), 1_700_000_000_000, body);
-    Entry { envelope, sinks: SINKS.iter().enumerate().map(|(i, name)| (i as u16, (*name).into())).collect() }
+    Entry::new(envelope, SINKS.iter().enumerate().map(|(i, name)| (i as u16, (*name).into())).collect())
 }
 
 /// Enqueue `hooks` hooks (two rows each), 200 per call from 16 callers.

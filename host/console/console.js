@@ -371,7 +371,8 @@ async function dlq(root, onStop) {
   const list = el("div", { class: "card", id: "dlq-list" });
   const detail = el("div", { class: "card", id: "hook-detail" }, el("p", { class: "muted" }, "Select a dead letter to see its hook."));
   const jobs = el("div", { id: "replay-jobs" });
-  root.append(el("section", { class: "card" }, form), el("div", { class: "split" }, list, detail), jobs);
+  const held = el("div", { class: "card", id: "held-keys" });
+  root.append(el("section", { class: "card" }, form), el("div", { class: "split" }, list, detail), held, jobs);
 
   const filter = {
     source: params.source, sink: params.sink, error_class: params.error_class,
@@ -439,7 +440,32 @@ async function dlq(root, onStop) {
     } catch (e) { if (e.status !== 401) toast(`Replay refused: ${e.message}`, true); }
   };
   await draw();
-  await replayJobs(jobs, onStop, async () => { cursors.splice(1); await draw(); });
+  await drawHeld(held, draw);
+  await replayJobs(jobs, onStop, async () => { cursors.splice(1); await draw(); await drawHeld(held, draw); });
+}
+
+/** Ordering keys a dead hook holds (`on_dead: hold`): replay the hook from
+ * the list above, or release the key here. */
+async function drawHeld(box, redrawDead) {
+  const page = await api("GET", `/v1/ordering/held${query({ tenant: hashParams().tenant })}`);
+  const release = (k) => el("button", { type: "button", class: "secondary", "data-release-key": k.key,
+    onclick: async () => {
+      if (!confirm(`Release key ${k.key} of ${k.source} → ${k.sink}? Its dead hook stays in the DLQ; the hooks behind it are delivered.`)) return;
+      try {
+        await api("POST", "/v1/ordering/release", { tenant: k.tenant, source: k.source, sink: k.sink, key: k.key });
+        toast(`Released ${k.key}`);
+        await drawHeld(box, redrawDead);
+        await redrawDead();
+      } catch (e) { if (e.status !== 401) toast(`Release refused: ${e.message}`, true); }
+    } }, "Release");
+  const rows = page.entries.map((k) =>
+    el("tr", { "data-key": k.key },
+      el("td", {}, k.source), el("td", {}, k.sink ?? `#${k.sink_index}`), el("td", { class: "mono" }, k.key),
+      el("td", { class: "mono" }, el("a", { href: `#/hooks/${k.seq}` }, k.hook_id || `#${k.seq}`)),
+      el("td", {}, k.sink && release(k))));
+  replace(box, el("h2", {}, "Held ordering keys"),
+    table(["Source", "Sink", "Key", "Held by", ""], rows, "No ordering key is held."),
+    el("p", { class: "muted" }, "A key of a binding with on_dead: hold stops at its dead hook. Replay that hook to deliver it first, or release the key to go on without it."));
 }
 
 function localInput(ms) {

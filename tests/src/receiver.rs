@@ -66,7 +66,9 @@ impl Received {
     }
 }
 
-type Script = Arc<dyn Fn(usize) -> Reply + Send + Sync>;
+/// The reply to the n-th request (0-based), which is given as received
+/// (its `status` not yet set).
+type Script = Arc<dyn Fn(usize, &Received) -> Reply + Send + Sync>;
 
 pub struct Receiver {
     pub addr: SocketAddr,
@@ -83,11 +85,19 @@ impl Receiver {
 
     /// Answer the n-th request (0-based) with `script(n)`.
     pub async fn scripted(script: impl Fn(usize) -> Reply + Send + Sync + 'static) -> Receiver {
+        Self::with_script(Arc::new(move |n, _: &Received| script(n))).await
+    }
+
+    /// Answer each request by what it holds (and how many came before it).
+    pub async fn judging(judge: impl Fn(usize, &Received) -> Reply + Send + Sync + 'static) -> Receiver {
+        Self::with_script(Arc::new(judge)).await
+    }
+
+    async fn with_script(script: Script) -> Receiver {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind receiver");
         let addr = listener.local_addr().expect("receiver address");
         let received: Arc<Mutex<Vec<Received>>> = Arc::default();
         let connections = Arc::new(AtomicUsize::new(0));
-        let script: Script = Arc::new(script);
         let (rec, conns) = (received.clone(), connections.clone());
         let task = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
@@ -143,21 +153,23 @@ async fn answer(req: Request<Incoming>, rec: &Mutex<Vec<Received>>, script: &Scr
     let at = std::time::Instant::now();
     let (parts, body) = req.into_parts();
     let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+    let mut received = Received {
+        method: parts.method.to_string(),
+        path: parts.uri.path_and_query().map(|p| p.to_string()).unwrap_or_default(),
+        headers: parts
+            .headers
+            .iter()
+            .map(|(n, v)| (n.to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+            .collect(),
+        body,
+        status: 0,
+        at,
+    };
     let reply = {
         let mut rec = rec.lock().expect("receiver lock");
-        let reply = script(rec.len());
-        rec.push(Received {
-            method: parts.method.to_string(),
-            path: parts.uri.path_and_query().map(|p| p.to_string()).unwrap_or_default(),
-            headers: parts
-                .headers
-                .iter()
-                .map(|(n, v)| (n.to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
-                .collect(),
-            body,
-            status: reply.status,
-            at,
-        });
+        let reply = script(rec.len(), &received);
+        received.status = reply.status;
+        rec.push(received);
         reply
     };
     tokio::time::sleep(reply.delay).await;

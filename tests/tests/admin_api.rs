@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 /// Every admin route: (method, path). The document must list exactly
 /// these, and each must be served.
-const ROUTES: [(&str, &str); 30] = [
+const ROUTES: [(&str, &str); 32] = [
     ("get", "/health"),
     ("get", "/ready"),
     ("get", "/metrics"),
@@ -31,6 +31,8 @@ const ROUTES: [(&str, &str); 30] = [
     ("patch", "/v1/replays/{id}"),
     ("get", "/v1/quarantine"),
     ("delete", "/v1/quarantine"),
+    ("get", "/v1/ordering/held"),
+    ("post", "/v1/ordering/release"),
     ("get", "/v1/tenants/{tenant}/sources"),
     ("post", "/v1/tenants/{tenant}/sources"),
     ("get", "/v1/tenants/{tenant}/sources/{name}"),

@@ -71,3 +71,38 @@ async fn a_bad_allow_entry_refuses_the_load() {
     let message = err.to_string();
     assert!(message.contains("hooks.example.com") && message.contains("scheme://"), "{message}");
 }
+
+/// hyper-util's pooled client, which `bench-http-sink` measures beside the
+/// host's own pool, connects through the same connector: the address
+/// policy holds on it too, and an allowed target is delivered to.
+#[tokio::test]
+async fn hyper_utils_client_behind_the_connector_keeps_the_address_policy() {
+    use ankusa::runtime::http::Upstream;
+    use ankusa::runtime::{ComponentSource, EngineConfig, Outcome, Runtime, SinkLabel, SinkSpec};
+
+    let runtime = Runtime::new(EngineConfig::default(), None).expect("runtime");
+    let receiver = Receiver::start(Reply::status(200)).await;
+    let port = receiver.addr.port();
+    let load = async |url: String, allow: String| {
+        let mut spec = SinkSpec::new(SinkLabel::new("shop", "out"), ComponentSource::Builtin("http".into()));
+        spec.options = json!({ "url": url });
+        spec.egress.allow = vec![allow];
+        spec.upstream = Upstream::NetworkSharedClient;
+        runtime.load(spec).await.expect("the http sink loads")
+    };
+    let hook = ankusa::sinktest::TestHook::new().build();
+
+    let by_name = load(format!("http://localhost:{port}/in"), format!("http://localhost:{port}")).await;
+    match by_name.deliver(&hook, 1).await {
+        Outcome::Failed(f) => assert!(f.class == ErrorClass::Denied && f.reason.contains("loopback"), "{f}"),
+        Outcome::Delivered => panic!("a name resolving to loopback was delivered to"),
+    }
+    assert_eq!(receiver.connections(), 0, "the check happens before connecting");
+
+    let literal = load(receiver.url("/in"), format!("http://127.0.0.1:{port}")).await;
+    for _ in 0..3 {
+        assert!(matches!(literal.deliver(&hook, 1).await, Outcome::Delivered));
+    }
+    assert_eq!(receiver.received().len(), 3);
+    assert_eq!(receiver.connections(), 1, "one pooled connection carries all three");
+}

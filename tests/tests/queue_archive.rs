@@ -6,7 +6,7 @@ use ankusa::queue::{Entry, Envelope, Queue, QueueConfig};
 
 fn entry(id: &str, tenant: &str, received_at: u64) -> Entry {
     let envelope = Envelope::new(id.into(), "src".into(), tenant.into(), received_at, b"{}".to_vec());
-    Entry { envelope, sinks: vec![(0, "log".into())] }
+    Entry::new(envelope, vec![(0, "log".into())])
 }
 
 fn ids(queue: &Queue, tenant: &str, since: u64, until: u64) -> Vec<String> {
@@ -38,7 +38,7 @@ async fn the_archive_keeps_windows_sweeps_and_purges() {
     let rest = queue.archive().archived("beta", 0, u64::MAX, Some(&first[0].key), 10).expect("page");
     assert_eq!((first[0].envelope.id.as_str(), rest[0].envelope.id.as_str()), ("b-old", "b-new"), "paged by key");
 
-    let redriven = Entry { envelope: first[0].envelope.clone(), sinks: vec![(0, "log".into())] };
+    let redriven = Entry::new(first[0].envelope.clone(), vec![(0, "log".into())]);
     assert_eq!(queue.archive().redrive(vec![redriven], "r1", Default::default()).await.expect("redrive"), 1);
     assert_eq!(ids(&queue, "beta", 0, u64::MAX).len(), 2, "a redriven hook is not archived again");
 

@@ -15,10 +15,10 @@ async fn dlq_with(dir: &std::path::Path, count: u64, rare: &[u64]) -> Queue {
             .map(|i| {
                 let source = if rare.contains(&(i + 1)) { "rare" } else { "common" };
                 let tenant = if i % 2 == 0 { "acme" } else { "globex" };
-                Entry {
-                    envelope: Envelope::new(format!("h{i}"), source.into(), tenant.into(), NOW, b"{}".to_vec()),
-                    sinks: vec![(0, "sha".into())],
-                }
+                Entry::new(
+                    Envelope::new(format!("h{i}"), source.into(), tenant.into(), NOW, b"{}".to_vec()),
+                    vec![(0, "sha".into())],
+                )
             })
             .collect();
         n += entries.len() as u64;

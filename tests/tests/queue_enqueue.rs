@@ -17,7 +17,7 @@ fn entry(id: &str, tenant: &str, dedupe: Option<&str>) -> Entry {
         format!("{{\"id\":\"{id}\"}}").into_bytes(),
     );
     envelope.dedupe_key = dedupe.map(str::to_string);
-    Entry { envelope, sinks: vec![(0, "sha-log".into()), (1, "sha-http".into())] }
+    Entry::new(envelope, vec![(0, "sha-log".into()), (1, "sha-http".into())])
 }
 
 fn committed(outcomes: &[EntryOutcome]) -> &Envelope {

@@ -18,7 +18,7 @@ fn entry(n: usize, body_bytes: usize) -> Entry {
     let mut body = format!("{{\"n\":{n}}}").into_bytes();
     body.resize(body_bytes.max(body.len()), b' ');
     let envelope = Envelope::new(format!("hook-{n}"), "stripe".into(), "acme".into(), 1, body);
-    Entry { envelope, sinks: vec![(0, "sha".into())] }
+    Entry::new(envelope, vec![(0, "sha".into())])
 }
 
 /// Enqueue `count` hooks one by one; returns (acked, refused as store_unavailable).

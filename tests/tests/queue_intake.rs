@@ -48,7 +48,7 @@ fn entry(n: usize) -> Entry {
     let body = format!("{{\"n\":{n},\"pad\":\"{}\"}}", "x".repeat(n % 97)).into_bytes();
     let mut envelope = Envelope::new(format!("hook-{n}"), "github".into(), "acme".into(), 1_700_000_000_000, body);
     envelope.dedupe_key = Some(format!("delivery-{n}"));
-    Entry { envelope, sinks: vec![(0, "sha-http".into()), (1, "sha-log".into())] }
+    Entry::new(envelope, vec![(0, "sha-http".into()), (1, "sha-log".into())])
 }
 
 /// Enqueue `count` hooks, returning the acked envelopes.

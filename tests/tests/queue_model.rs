@@ -248,7 +248,7 @@ async fn run(ops: Vec<Op>) {
                         let body = vec![h.body; 10 + usize::from(h.body % 7)];
                         let mut envelope = Envelope::new(format!("id-{ids}"), "src".into(), tenant(h.tenant), 1, body);
                         envelope.dedupe_key = h.key.map(|k| format!("evt-{k}"));
-                        Entry { envelope, sinks: (0..h.sinks).map(|s| (s, "sha".to_string())).collect() }
+                        Entry::new(envelope, (0..h.sinks).map(|s| (s, "sha".to_string())).collect())
                     })
                     .collect();
                 let outcomes = queue.intake().enqueue(entries.clone(), None).await.expect("enqueue");

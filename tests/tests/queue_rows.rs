@@ -9,7 +9,7 @@ const NOW: u64 = 1_800_000_000_000;
 
 fn entry(id: &str, sinks: u16) -> Entry {
     let envelope = Envelope::new(id.into(), "stripe".into(), "acme".into(), NOW, b"{\"type\":\"x\"}".to_vec());
-    Entry { envelope, sinks: (0..sinks).map(|i| (i, format!("sha-{i}"))).collect() }
+    Entry::new(envelope, (0..sinks).map(|i| (i, format!("sha-{i}"))).collect())
 }
 
 async fn enqueue(queue: &Queue, id: &str, sinks: u16) -> u64 {

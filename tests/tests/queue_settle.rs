@@ -225,7 +225,7 @@ fn entry(key: &str) -> Entry {
         format!("{{\"key\":\"{key}\"}}").into_bytes(),
     );
     envelope.dedupe_key = Some(key.to_string());
-    Entry { envelope, sinks: vec![(0, "sha-http".into())] }
+    Entry::new(envelope, vec![(0, "sha-http".into())])
 }
 
 /// A retry: the same dedupe key and body under a new hook id.

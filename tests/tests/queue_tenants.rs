@@ -14,7 +14,7 @@ const LATER: u64 = 4_000_000_000_000;
 fn entry(id: &str, tenant: &str, source: &str, dedupe: Option<&str>) -> Entry {
     let mut envelope = Envelope::new(id.into(), source.into(), tenant.into(), 1, id.as_bytes().to_vec());
     envelope.dedupe_key = dedupe.map(str::to_string);
-    Entry { envelope, sinks: vec![(0, "sha-a".into()), (1, "sha-b".into())] }
+    Entry::new(envelope, vec![(0, "sha-a".into()), (1, "sha-b".into())])
 }
 
 async fn one(queue: &Queue, e: Entry) -> EntryOutcome {
@@ -183,10 +183,7 @@ async fn release_and_redrive_commit_their_extra_ops_atomically() {
     let redriven = queue
         .archive()
         .redrive(
-            vec![Entry {
-                envelope: entry("orig", "acme", "s", Some("evt-1")).envelope,
-                sinks: vec![(0, "sha-a".into())],
-            }],
+            vec![Entry::new(entry("orig", "acme", "s", Some("evt-1")).envelope, vec![(0, "sha-a".into())])],
             "r-2",
             cursor(b"4"),
         )

@@ -3,6 +3,9 @@
 //!   and drained again on the same store, then once more after the store
 //!   was closed and opened again (a drain must not slow down on a store
 //!   that has delivered before);
+//! - the same backlog over 1 000 keys of an ordered binding (against the
+//!   unordered drain), and 5 000 hooks of one key (one at a time, against
+//!   a direct call of the sink);
 //! - the same backlog through the http sink to a local keep-alive receiver;
 //! - durable ingest alone (the baseline: CPU per ack), then ingest and
 //!   dispatch at once, through the no-op and the http sink: deliveries/s
@@ -21,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use ankusa::dispatch::{DispatchConfig, Dispatcher};
 use ankusa::edge::{Edge, EdgeConfig};
-use ankusa::queue::{Entry, Envelope, Queue, QueueConfig, now_ms};
+use ankusa::queue::{Entry, Envelope, Line, Queue, QueueConfig, now_ms};
 use ankusa::runtime::builtin::artifact_dir;
 use ankusa::runtime::{ComponentSource, EngineConfig, Runtime, Sink, SinkLabel, SinkSpec};
 use ankusa::sinktest::TestHook;
@@ -30,6 +33,8 @@ use ankusa_bench::load::{LoadConfig, LoadReport, run};
 use ankusa_bench::{Receiver, cpu, cpu_of_threads, ratio, report};
 
 const BACKLOG: usize = 100_000;
+/// Hooks of the single-key ordered drain (one delivery at a time).
+const ONE_KEY_HOOKS: usize = 5_000;
 const LOAD_THREADS: &str = "bench-load";
 const INGEST_SECONDS: u64 = 8;
 
@@ -44,14 +49,33 @@ fn directory(name: &str, sink: Arc<Sink>) -> Arc<StaticDirectory> {
         verifier: None,
         on_verify_failure: Default::default(),
         dedupe: None,
-        sinks: vec![SinkBinding { index: 0, sink }],
+        sinks: vec![SinkBinding { index: 0, sink, ordering: None }],
         forward_headers: Default::default(),
     });
     Arc::new(directory)
 }
 
+/// How a backlog's hooks are keyed: not at all, or over this many keys
+/// of an ordered binding (hook `n` has key `n % keys`).
+#[derive(Clone, Copy)]
+enum Keys {
+    Unordered,
+    Ordered(usize),
+}
+
 async fn fill(queue: &Queue, source: &str, sink_name: &str, round: usize) -> anyhow::Result<()> {
-    for chunk in 0..BACKLOG / 500 {
+    fill_keyed(queue, source, sink_name, round, BACKLOG, Keys::Unordered).await
+}
+
+async fn fill_keyed(
+    queue: &Queue,
+    source: &str,
+    sink_name: &str,
+    round: usize,
+    hooks: usize,
+    keys: Keys,
+) -> anyhow::Result<()> {
+    for chunk in 0..hooks / 500 {
         let entries = (0..500)
             .map(|i| {
                 let envelope = Envelope::new(
@@ -61,7 +85,12 @@ async fn fill(queue: &Queue, source: &str, sink_name: &str, round: usize) -> any
                     now_ms(),
                     vec![b'x'; 1024],
                 );
-                Entry { envelope, sinks: vec![(0, sink_name.to_string())] }
+                let mut entry = Entry::new(envelope, vec![(0, sink_name.to_string())]);
+                if let Keys::Ordered(keys) = keys {
+                    let key = format!("customer-{}", (chunk * 500 + i) % keys);
+                    entry.lines.push((0, Line { key, hold: false }));
+                }
+                entry
             })
             .collect();
         queue.intake().enqueue(entries, None).await?;
@@ -99,6 +128,23 @@ async fn drain(queue: &Arc<Queue>, name: &str, sink: &Arc<Sink>, round: usize) -
     let dead = queue.counter(None, "dead")?;
     anyhow::ensure!(dead == 0, "{dead} deliveries failed");
     Ok(Drain { rate: BACKLOG as f64 / elapsed.as_secs_f64(), cpu_per })
+}
+
+/// Fill `hooks` over `keys` of an ordered binding on a fresh store and
+/// drain them through `sink`.
+async fn ordered_drain(name: &str, sink: &Arc<Sink>, hooks: usize, keys: usize) -> anyhow::Result<Drain> {
+    let dir = tempfile::tempdir()?;
+    let queue = open(dir.path())?;
+    fill_keyed(&queue, name, &sink.label().sink, 0, hooks, Keys::Ordered(keys)).await?;
+    let cpu_before = cpu();
+    let started = Instant::now();
+    let dispatcher = Dispatcher::start(queue.deliveries(), directory(name, sink.clone()), DispatchConfig::default())?;
+    drained(&queue).await?;
+    let elapsed = started.elapsed();
+    let cpu_per = (cpu() - cpu_before) / hooks as u32;
+    dispatcher.stop().await;
+    close(queue).await?;
+    Ok(Drain { rate: hooks as f64 / elapsed.as_secs_f64(), cpu_per })
 }
 
 fn print_drain(name: &str, drain: &Drain) {
@@ -245,6 +291,21 @@ fn main() -> anyhow::Result<()> {
         let wasm_cpu = direct_noop_cpu(&noop).await?;
         report("dispatch.noop.wasm_call_cpu", wasm_cpu.as_secs_f64() * 1e6, "us");
         ratio("dispatch.noop.wasm_share_of_cpu", wasm_cpu.as_secs_f64(), first.cpu_per.as_secs_f64());
+
+        // Ordered bindings: the same backlog over 1 000 keys, and a
+        // smaller one over a single key (one delivery in flight at a time,
+        // set against a direct call's round trip).
+        let ordered = ordered_drain("noop", &noop, BACKLOG, 1_000).await?;
+        print_drain("dispatch.noop.ordered_1000_keys_drain_100k", &ordered);
+        ratio("dispatch.noop.ordered_1000_keys_vs_unordered", ordered.rate, first.rate);
+        let one_key = ordered_drain("noop", &noop, ONE_KEY_HOOKS, 1).await?;
+        print_drain("dispatch.noop.ordered_1_key_drain_5k", &one_key);
+        report("dispatch.noop.ordered_1_key_us_per_delivery", 1e6 / one_key.rate, "us");
+        ratio(
+            "dispatch.noop.ordered_1_key_round_trip_vs_direct_call",
+            1e6 / one_key.rate,
+            wasm_cpu.as_secs_f64() * 1e6,
+        );
 
         let receiver = Receiver::start()?;
         let mut http_spec = SinkSpec::new(SinkLabel::new("http", "http"), ComponentSource::Builtin("http".into()));

@@ -154,7 +154,10 @@ fn main() -> anyhow::Result<()> {
             verifier: None,
             on_verify_failure: Default::default(),
             dedupe: None,
-            sinks: vec![SinkBinding { index: 0, sink: sink.clone() }, SinkBinding { index: 1, sink }],
+            sinks: vec![
+                SinkBinding { index: 0, sink: sink.clone(), ordering: None },
+                SinkBinding { index: 1, sink, ordering: None },
+            ],
             forward_headers: Default::default(),
         });
         let edge_config = EdgeConfig {

@@ -4,7 +4,9 @@
 //! beside it, the same sink as built against 0.1.0 (`tests/fixtures`), which
 //! sends through `wasi:http`: the interface's before and after. And the
 //! `post` test sink, the same request with nothing else, by each interface,
-//! so the interface's own cost shows apart from the sink's.
+//! so the interface's own cost shows apart from the sink's. And the http
+//! sink once more on hyper-util's pooled client behind the same egress
+//! connector, against the host's own pool.
 //!
 //! `cargo run --release -p ankusa-bench --bin bench-http-sink`
 
@@ -168,6 +170,11 @@ fn main() -> anyhow::Result<()> {
         let post_wasi = Arc::new(runtime.load(spec_with("post-wasi", post_wasm(), &receiver, options)).await?);
         let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/wit-0.1.0/http.wasm");
         let http_010 = Arc::new(runtime.load(spec("http-0.1.0", ComponentSource::Path(fixture), &receiver)).await?);
+        // The same http sink with hyper-util's pooled client behind the
+        // egress connector instead of the host's own pool.
+        let mut shared = spec("http-shared-client", http(), &receiver);
+        shared.upstream = Upstream::NetworkSharedClient;
+        let shared = Arc::new(runtime.load(shared).await?);
 
         // For profiling one side alone: ANKUSA_BENCH_ONLY=native, wasm or instant.
         let only = std::env::var("ANKUSA_BENCH_ONLY").unwrap_or_default();
@@ -175,7 +182,7 @@ fn main() -> anyhow::Result<()> {
         // Warm both paths (connections, instances) before measuring.
         let unmeasured = Round { rate: f64::NAN, cpu_us: f64::NAN };
         let (mut native, mut wasm, mut minimal) = (vec![unmeasured], vec![unmeasured], vec![unmeasured]);
-        let (mut wasm_010, mut minimal_wasi) = (vec![unmeasured], vec![unmeasured]);
+        let (mut wasm_010, mut minimal_wasi, mut wasm_shared) = (vec![unmeasured], vec![unmeasured], vec![unmeasured]);
         if run_native {
             native_round(&url).await?;
             native = Vec::new();
@@ -189,6 +196,8 @@ fn main() -> anyhow::Result<()> {
             wasm_010 = Vec::new();
             wasm_round(post_wasi.clone()).await?;
             minimal_wasi = Vec::new();
+            wasm_round(shared.clone()).await?;
+            wasm_shared = Vec::new();
         }
         for _ in 0..ROUNDS {
             if run_native {
@@ -199,10 +208,12 @@ fn main() -> anyhow::Result<()> {
                 minimal.push(wasm_round(post.clone()).await?);
                 wasm_010.push(wasm_round(http_010.clone()).await?);
                 minimal_wasi.push(wasm_round(post_wasi.clone()).await?);
+                wasm_shared.push(wasm_round(shared.clone()).await?);
             }
         }
         let (native, wasm, minimal) = (Round::mean(&native), Round::mean(&wasm), Round::mean(&minimal));
         let (wasm_010, minimal_wasi) = (Round::mean(&wasm_010), Round::mean(&minimal_wasi));
+        let wasm_shared = Round::mean(&wasm_shared);
         // The same sink against a peer that answers instantly in memory:
         // what the guest and the wasi:http layer cost without any network.
         let mut null = spec("http-null", http(), &receiver);
@@ -218,6 +229,10 @@ fn main() -> anyhow::Result<()> {
         // against 0.1.0, through wasi:http; and the minimal post by each.
         report_against("http_sink.wasm_http_sink", wasm, native);
         report_against("http_sink.wasm_http_sink_0_1_0_wasi_http", wasm_010, native);
+        // The host's pool against hyper-util's client, the same sink.
+        report_against("http_sink.wasm_http_sink_hyper_util_client", wasm_shared, native);
+        ratio("http_sink.own_pool_vs_hyper_util_client", wasm.rate, wasm_shared.rate);
+        ratio("http_sink.own_pool_vs_hyper_util_client_cpu", wasm_shared.cpu_us, wasm.cpu_us);
         report_against("http_sink.wasm_minimal_post", minimal, native);
         report_against("http_sink.wasm_minimal_post_wasi_http", minimal_wasi, native);
         report(

@@ -160,7 +160,12 @@ impl Metrics {
             fleet_undecodable.clone(),
         );
         let queue_rows = Family::<StateLabels, Gauge>::default();
-        registry.register("queue_rows", "Delivery rows by state (from the store's counters)", queue_rows.clone());
+        registry.register(
+            "queue_rows",
+            "Delivery rows by state (from the store's counters): pending, scheduled, inflight, dead; waiting \
+             (pending behind their ordering key's head) and held (dead heads holding their key: one per held key)",
+            queue_rows.clone(),
+        );
         let oldest_due_age_seconds = Gauge::<f64, AtomicU64>::default();
         registry.register(
             "queue_oldest_due_age_seconds",

@@ -66,6 +66,7 @@ fn delivery(row: &DeliveryRow) -> DeliveryView {
         RowState::Due { due_at } => ("due", Some(*due_at), None),
         RowState::Inflight { .. } => ("inflight", None, None),
         RowState::Dead { dead_at, .. } => ("dead", None, Some(*dead_at)),
+        RowState::Waiting => ("waiting", None, None),
     };
     let (reason, error_class, failed_at) = match (&row.state, &row.last_failure) {
         (RowState::Dead { reason, class, .. }, _) => {

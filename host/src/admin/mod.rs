@@ -1,5 +1,6 @@
 //! The admin API (default `127.0.0.1:4002`): health, metrics, the DLQ,
-//! replays, the quarantine pen, tenants and their sources, and sinks.
+//! replays, the quarantine pen, held ordering keys, tenants and their
+//! sources, and sinks.
 //!
 //! Every route is declared once, with its OpenAPI description, and the
 //! router and `/openapi.json` are both generated from those declarations.
@@ -12,6 +13,7 @@ mod dlq;
 mod error;
 mod fleet;
 mod hooks;
+mod ordering;
 mod quarantine;
 mod replays;
 mod sinks;
@@ -79,6 +81,8 @@ fn declared() -> OpenApiRouter<Arc<Node>> {
         .routes(routes!(replays::list, replays::create))
         .routes(routes!(replays::get, replays::update))
         .routes(routes!(quarantine::list, quarantine::purge))
+        .routes(routes!(ordering::held))
+        .routes(routes!(ordering::release))
         .routes(routes!(sources::list_all))
         .routes(routes!(sources::list, sources::create))
         .routes(routes!(sources::get, sources::replace, sources::delete))

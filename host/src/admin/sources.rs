@@ -16,7 +16,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::error::{Body, Params};
 use super::{ApiError, tenant_checked};
 use crate::node::Node;
-use crate::source::{DedupeKeySection, OnVerifyFailure, SourceSection, VerifySection};
+use crate::source::{BindingSection, DedupeKeySection, OnVerifyFailure, SourceSection, VerifySection};
 use crate::source::{DedupeRule, Origin, Source};
 
 /// A source as written through the API (its tenant is the path's).
@@ -35,8 +35,10 @@ pub struct SourceBody {
     /// `{"preset": ...}`, `{"header": ...}` or `{"json_path": ...}`.
     #[schema(value_type = Option<Object>)]
     pub dedupe: Option<DedupeKeySection>,
-    /// Names of sinks configured under `sinks`.
-    pub sinks: Vec<String>,
+    /// Sinks configured under `sinks`: each a name, or
+    /// `{"sink": NAME, "ordering": {"key": "header:X-Shop-Id", "on_dead": "skip"}}`.
+    #[schema(value_type = Vec<Object>)]
+    pub sinks: Vec<BindingSection>,
     /// Only these request headers reach the sinks (default: all but
     /// credentials, hop-by-hop headers and `x-ankusa-*`).
     pub forward_headers: Option<Vec<String>>,
@@ -75,6 +77,8 @@ pub struct SinkView {
     pub name: String,
     pub sha256: String,
     pub durable: bool,
+    /// Its ordering, if it delivers in order: the key and `on_dead`.
+    pub ordering: Option<String>,
 }
 
 fn view(source: &Source, origin: Origin) -> SourceView {
@@ -104,6 +108,7 @@ fn view(source: &Source, origin: Origin) -> SourceView {
                 name: b.sink.label().sink.clone(),
                 sha256: b.sink.sha256().to_string(),
                 durable: b.sink.durable(),
+                ordering: b.ordering.as_ref().map(|o| o.describe()),
             })
             .collect(),
     }

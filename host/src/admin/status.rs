@@ -45,7 +45,7 @@ pub async fn metrics(State(node): State<Arc<Node>>) -> Response {
 fn refresh_levels(node: &Node) {
     let m = crate::metrics::metrics();
     if let Some(queue) = &node.queue {
-        for state in ["pending", "scheduled", "inflight", "dead"] {
+        for state in ["pending", "scheduled", "inflight", "dead", "waiting", "held"] {
             let n = queue.counter(None, state).unwrap_or(0);
             m.queue_rows.get_or_create(&StateLabels { state }).set(n);
         }

@@ -114,12 +114,20 @@ impl Config {
             (verifier, dedupe) => return Err(verifier.err().into_iter().chain(dedupe.err()).collect()),
         };
         let mut sinks = Vec::with_capacity(section.sinks.len());
-        for (index, sink_name) in section.sinks.iter().enumerate() {
-            // Checked above: every named sink is configured.
+        for (index, binding) in section.sinks.iter().enumerate() {
+            let sink_name = binding.sink();
+            // Checked above: every named sink is configured, every
+            // ordering key known.
             let spec = self.sink_spec(name, sink_name).ok_or_else(|| {
                 vec![Problem::new(format!("{key}.sinks[{index}]"), format!("no sink named `{sink_name}`"))]
             })?;
-            sinks.push(BindingSpec { index: index as u16, spec });
+            let mut problems = Vec::new();
+            let at = format!("{key}.sinks[{index}].ordering");
+            let ordering = binding.ordering().and_then(|o| o.rule(&mut Checker::new(&mut problems, at)));
+            if !problems.is_empty() {
+                return Err(problems);
+            }
+            sinks.push(BindingSpec { index: index as u16, spec, ordering });
         }
         Ok(SourceSettings {
             name: name.to_string(),

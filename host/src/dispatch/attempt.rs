@@ -13,6 +13,11 @@ use crate::queue::Deliveries;
 use crate::runtime::{Failure, Outcome};
 use crate::telemetry::traces::{self, HookTrace};
 
+/// The header a delivery of an ordered binding carries after a skipped
+/// dead hook of its key: that hook's id. Only the host sets it (a
+/// provider's `x-ankusa-*` headers never reach a sink).
+pub const PREVIOUS_DEAD: &str = "x-ankusa-previous-dead";
+
 /// One call: read the hooks, call the sink (once for the lot if there are
 /// several: they share a key, so a sink that batches), and hand each row's
 /// outcome over.
@@ -39,7 +44,12 @@ pub(super) async fn deliver(
         let failure = match read {
             Ok(Some(envelope)) => {
                 traced.push(traces::enabled().then(|| HookTrace::of(&envelope.id, &envelope.headers)));
-                hooks.push(forward.hook(&envelope, row.sink, row.replay_id.clone()));
+                let mut hook = forward.hook(&envelope, row.sink, row.replay_id.clone());
+                if let Some(dead) = &row.previous_dead {
+                    // The gap marker: a hook of this key died, skipped, just before.
+                    hook.headers.push((PREVIOUS_DEAD.to_string(), dead.clone().into_bytes()));
+                }
+                hooks.push(hook);
                 rows.push(row);
                 continue;
             }

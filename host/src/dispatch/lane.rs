@@ -267,6 +267,8 @@ mod tests {
             state: RowState::Due { due_at: 0 },
             rows_of_hook: 1,
             last_failure: None,
+            line: None,
+            previous_dead: None,
         }
     }
 

@@ -24,7 +24,7 @@ use serde_json::json;
 
 use super::batcher::SubmitError;
 use super::state::{Edge, Mode};
-use crate::queue::{Entry, EntryOutcome, Envelope, QueueError, Refusal};
+use crate::queue::{EntryOutcome, Envelope, QueueError, Refusal};
 use crate::source::{Admission, OnVerifyFailure, Source, valid_tenant};
 use crate::telemetry::traces;
 
@@ -173,7 +173,7 @@ async fn handle(edge: Arc<Edge>, source: Option<Arc<Source>>, request: Request) 
         Mode::Queue { batcher, .. } => {
             // The envelope moves into the commit: keep what the trace needs.
             let arrival = traces::enabled().then(|| Arrival::of(&envelope));
-            let entry = Entry { envelope, sinks: source.bound_sinks() };
+            let entry = source.entry(envelope);
             let committing = SystemTime::now();
             let outcome = batcher.submit(entry).await;
             let committed = SystemTime::now();

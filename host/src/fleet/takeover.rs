@@ -443,6 +443,8 @@ fn undecodable(node: &str, position: u64, bytes: Vec<u8>, reason: &str) -> (Impo
         },
         rows_of_hook: 1,
         last_failure: None,
+        line: None,
+        previous_dead: None,
     };
     let handoff = handoff::Handoff { encoded: envelope.encode(), envelope, rows: vec![(0, row.encode())] };
     (Imported { handoff, origin: format!("import.{node}.{position}") }, 1)

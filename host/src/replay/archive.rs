@@ -46,7 +46,7 @@ impl Walk for Window<'_> {
             .filter_map(|archived| {
                 let envelope = archived.envelope;
                 let source = self.directory.resolve(Some(&envelope.tenant_id), &envelope.source_id)?;
-                Some(Entry { sinks: source.bound_sinks(), envelope })
+                Some(source.entry(envelope))
             })
             .collect();
         let wanted = entries.len() as u64;

@@ -12,7 +12,7 @@ use tokio::sync::watch;
 use super::archive::key_cursor;
 use super::drive::{Control, Walk, drive};
 use super::{DlqFilter, Job, JobKind, JobState, ReplayConfig, ReplayError, job};
-use crate::queue::{Entry, Queue, QueueError};
+use crate::queue::{Queue, QueueError};
 use crate::source::{Admission, Directory, OnVerifyFailure};
 use crate::store::Batch;
 
@@ -90,7 +90,7 @@ impl Walk for Pen<'_> {
             for op in crate::queue::Pen::pen_delete(held) {
                 extra.push(op);
             }
-            entries.push(Entry { envelope, sinks: source.bound_sinks() });
+            entries.push(source.entry(envelope));
         }
         let released = entries.len() as u64;
         let next = Job { moved: job.moved + released, ..job.clone() };

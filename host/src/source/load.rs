@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::{DedupeRule, ForwardHeaders, OnVerifyFailure, SinkBinding, Source, Verifier};
+use super::{DedupeRule, ForwardHeaders, OnVerifyFailure, OrderingRule, SinkBinding, Source, Verifier};
 use crate::problem::Problem;
 use crate::queue::{SinkDurability, SourceDurability, WalMode, check_durable};
 use crate::runtime::{LoadError, Runtime, SinkSpec};
@@ -26,16 +26,17 @@ pub struct SourceSettings {
 pub struct BindingSpec {
     pub index: u16,
     pub spec: SinkSpec,
+    pub ordering: Option<OrderingRule>,
 }
 
 /// Load one source's sinks and check that it can run under `wal`.
 pub async fn load(settings: SourceSettings, runtime: &Runtime, wal: WalMode) -> Result<Source, Vec<Problem>> {
     let mut problems = Vec::new();
     let mut sinks = Vec::with_capacity(settings.sinks.len());
-    for BindingSpec { index, spec } in settings.sinks {
+    for BindingSpec { index, spec, ordering } in settings.sinks {
         let name = spec.label.sink.clone();
         match runtime.load(spec).await {
-            Ok(sink) => sinks.push(SinkBinding { index, sink: Arc::new(sink) }),
+            Ok(sink) => sinks.push(SinkBinding { index, sink: Arc::new(sink), ordering: ordering.map(Arc::new) }),
             Err(e) => problems.push(Problem::new(load_error_key(&name, &e), e.to_string())),
         }
     }

@@ -9,7 +9,8 @@
 //! - [`forward`]: which headers a sink receives, and the hook it gets;
 //! - [`directory`]: finding a source by name, and the node's live set;
 //! - [`load`]: a source's settings into a running source, its sinks
-//!   loaded and checked; [`reload`]: swapping in changed components.
+//!   loaded and checked; [`reload`]: swapping in changed components;
+//! - [`ordering`]: which line of its key an ordered binding's hook joins.
 //!
 //! Callers: the edge, dispatch, replay jobs, the admin API and the node.
 //! Depends on the runtime (sinks) and the queue's stored forms.
@@ -19,6 +20,7 @@ pub mod dedupe;
 mod directory;
 mod forward;
 mod load;
+pub mod ordering;
 mod reload;
 mod section;
 pub mod verify;
@@ -30,8 +32,9 @@ pub use dedupe::DedupeRule;
 pub use directory::{Directory, LiveDirectory, Origin, StaticDirectory};
 pub use forward::ForwardHeaders;
 pub use load::{BindingSpec, SourceSettings, load, load_all, load_error_key};
+pub use ordering::{OnDead, OrderingRule, OrderingSection};
 pub use reload::{ReloadFailure, ReloadReport, Swapped, reload_sinks};
-pub use section::{DedupeKeySection, SourceSection, VerifySection, valid_name};
+pub use section::{BindingSection, BoundSink, DedupeKeySection, SourceSection, VerifySection, valid_name};
 pub use verify::Verifier;
 
 /// The most sinks one source may be bound to.
@@ -40,6 +43,7 @@ pub const MAX_SINKS: usize = 256;
 /// carries at most 100 headers).
 pub const MAX_FORWARD_HEADERS: usize = 128;
 
+use crate::queue::{Entry, Envelope};
 use crate::runtime::Sink;
 
 /// What to do with a request whose signature fails (`on_verify_failure`).
@@ -63,6 +67,8 @@ pub struct SinkBinding {
     /// The loaded component: its sha256 goes on the rows, and direct mode
     /// delivers through it.
     pub sink: Arc<Sink>,
+    /// Deliver the hooks of one key in order (`ordering:`).
+    pub ordering: Option<Arc<OrderingRule>>,
 }
 
 #[derive(Clone)]
@@ -79,9 +85,13 @@ pub struct Source {
 }
 
 impl Source {
-    /// (index, sink name) of every sink, as rows record them.
-    pub fn bound_sinks(&self) -> Vec<(u16, String)> {
-        self.sinks.iter().map(|b| (b.index, b.sink.label().sink.clone())).collect()
+    /// `envelope` to enqueue for every sink bound now, each ordered
+    /// binding's row in the line of the hook's key.
+    pub fn entry(&self, envelope: Envelope) -> Entry {
+        let sinks = self.sinks.iter().map(|b| (b.index, b.sink.label().sink.clone())).collect();
+        let lines =
+            self.sinks.iter().filter_map(|b| Some((b.index, b.ordering.as_ref()?.line_of(&envelope)?))).collect();
+        Entry { envelope, sinks, lines }
     }
 }
 

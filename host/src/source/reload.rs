@@ -74,7 +74,7 @@ pub async fn reload_sinks(
                         from: binding.sink.sha256().to_string(),
                         to: sink.sha256().to_string(),
                     });
-                    bindings.push(SinkBinding { index: binding.index, sink: Arc::new(sink) });
+                    bindings.push(SinkBinding { sink: Arc::new(sink), ..binding.clone() });
                     changed = true;
                 }
                 Some(Err(reason)) => {

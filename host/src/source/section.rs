@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::ordering::OrderingSection;
 use super::verify::{CustomHmac, Scheme};
 use super::{DedupeRule, ForwardHeaders, MAX_FORWARD_HEADERS, MAX_SINKS, OnVerifyFailure, Verifier, valid_tenant};
 use crate::problem::{Checker, Problem};
@@ -17,8 +18,9 @@ pub struct SourceSection {
     pub verify: Option<VerifySection>,
     pub on_verify_failure: OnVerifyFailure,
     pub dedupe: Option<DedupeKeySection>,
-    /// Names of entries under `sinks`, delivered in this order of index.
-    pub sinks: Vec<String>,
+    /// Entries under `sinks`, in this order of index: a name, or
+    /// `{sink: NAME, ordering: {key, on_dead}}` to deliver in order.
+    pub sinks: Vec<BindingSection>,
     /// Only these request headers reach the sinks (default: all but
     /// credentials, hop-by-hop headers and `x-ankusa-*`, which never do).
     pub forward_headers: Option<Vec<String>>,
@@ -34,6 +36,78 @@ impl Default for SourceSection {
             sinks: Vec::new(),
             forward_headers: None,
         }
+    }
+}
+
+/// One entry of `sources.{name}.sinks`: a sink's name, or a sink with
+/// how its binding delivers.
+#[derive(Clone, Debug, Serialize, PartialEq, utoipa::ToSchema)]
+#[serde(untagged)]
+pub enum BindingSection {
+    /// A sink's name: hooks are delivered in any order.
+    Name(String),
+    Bound(BoundSink),
+}
+
+/// `{sink: NAME, ordering: {...}}`.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BoundSink {
+    /// The name of an entry under `sinks`.
+    pub sink: String,
+    /// Deliver the hooks of one key one at a time, in the order they were
+    /// acked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ordering: Option<OrderingSection>,
+}
+
+impl BindingSection {
+    pub fn sink(&self) -> &str {
+        match self {
+            BindingSection::Name(name) => name,
+            BindingSection::Bound(bound) => &bound.sink,
+        }
+    }
+
+    pub fn ordering(&self) -> Option<&OrderingSection> {
+        match self {
+            BindingSection::Name(_) => None,
+            BindingSection::Bound(bound) => bound.ordering.as_ref(),
+        }
+    }
+}
+
+/// A plain name is its name.
+impl PartialEq<&str> for BindingSection {
+    fn eq(&self, name: &&str) -> bool {
+        matches!(self, BindingSection::Name(n) if n == name)
+    }
+}
+
+impl From<&str> for BindingSection {
+    fn from(name: &str) -> Self {
+        BindingSection::Name(name.to_string())
+    }
+}
+
+/// A name or a map, the map's own errors kept (an untagged enum would
+/// say only that neither form matched).
+impl<'de> Deserialize<'de> for BindingSection {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = BindingSection;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a sink's name, or a map with `sink` and `ordering`")
+            }
+            fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<BindingSection, E> {
+                Ok(BindingSection::Name(name.to_string()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<BindingSection, A::Error> {
+                BoundSink::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(BindingSection::Bound)
+            }
+        }
+        deserializer.deserialize_any(Visitor)
     }
 }
 
@@ -85,9 +159,13 @@ impl SourceSection {
         if self.forward_headers.as_ref().map_or(0, Vec::len) > MAX_FORWARD_HEADERS {
             c.add("forward_headers", format!("at most {MAX_FORWARD_HEADERS} names"));
         }
-        for (i, sink) in self.sinks.iter().enumerate() {
+        for (i, binding) in self.sinks.iter().enumerate() {
+            let sink = binding.sink();
             if !is_sink(sink) {
                 c.add(&format!("sinks[{i}]"), format!("no sink named `{sink}` (sinks: {known_sinks})"));
+            }
+            if let Some(ordering) = binding.ordering() {
+                ordering.rule(&mut c.section(&format!("sinks[{i}].ordering")));
             }
         }
         match &self.verify {

@@ -27,6 +27,10 @@ fn is_reserved(name: &str) -> bool {
         || name.starts_with("webhook-")
 }
 
+/// The id of the hook skipped, dead, just before this one in its key's
+/// line (`on_dead: skip`).
+const PREVIOUS_DEAD: &str = "x-ankusa-previous-dead";
+
 pub fn deliver(options: &Options, hook: &Hook, _attempt: u32) -> Result<(), Failure> {
     let mut request = Request::post(options.url.clone())
         .connect_timeout(options.connect_timeout)
@@ -50,6 +54,11 @@ pub fn deliver(options: &Options, hook: &Hook, _attempt: u32) -> Result<(), Fail
         .header("x-ankusa-idempotency-key", hook.idempotency_key.clone());
     if let Some(replay) = &hook.replay_id {
         request = request.header("x-ankusa-replay-id", replay.clone());
+    }
+    // The gap marker of an ordered binding, set by the host alone (it
+    // never hands a sink a provider's `x-ankusa-*` header).
+    if let Some((_, dead)) = hook.headers.iter().find(|(n, _)| n == PREVIOUS_DEAD) {
+        request = request.header(PREVIOUS_DEAD, dead.clone());
     }
     if let Some(signer) = &options.signer {
         let now = http::now_unix_secs();

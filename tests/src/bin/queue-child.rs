@@ -42,8 +42,7 @@ fn main() {
             tasks.push(tokio::spawn(async move {
                 for n in 0u64.. {
                     let id = format!("{prefix}-{caller}-{n}");
-                    let entry =
-                        Entry { envelope: hook_envelope(&id), sinks: vec![(0, "sha".into()), (1, "sha".into())] };
+                    let entry = Entry::new(hook_envelope(&id), vec![(0, "sha".into()), (1, "sha".into())]);
                     let Ok(outcomes) = queue.intake().enqueue(vec![entry], None).await else { return };
                     if let Some(EntryOutcome::Committed(e)) = outcomes.first() {
                         // One write per line: the line is out before the next enqueue.

@@ -69,6 +69,8 @@ impl Core {
             // other rows before it deletes the hook.
             rows_of_hook: u16::MAX,
             last_failure: None,
+            line: None,
+            previous_dead: None,
         };
         batch.delete(Cf::Index, due_key);
         batch.put(Cf::Deliveries, row.key(), row.encode());

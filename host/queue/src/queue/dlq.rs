@@ -361,9 +361,11 @@ mod tests {
         let entries = ["stripe", "github", "stripe"]
             .into_iter()
             .enumerate()
-            .map(|(i, source)| Entry {
-                envelope: Envelope::new(format!("h{i}"), source.into(), "acme".into(), 1_000, b"{}".to_vec()),
-                sinks: vec![(0, "sha".into())],
+            .map(|(i, source)| {
+                Entry::new(
+                    Envelope::new(format!("h{i}"), source.into(), "acme".into(), 1_000, b"{}".to_vec()),
+                    vec![(0, "sha".into())],
+                )
             })
             .collect();
         queue.intake().enqueue(entries, None).await.expect("enqueue");

@@ -4,7 +4,7 @@
 
 use super::commit::{Call, Kind, Logged, Message, Prepared};
 use super::handoff::Handoff;
-use super::rows::rows_anew;
+use super::rows::{lines_of, rows_anew};
 use super::{EntryOutcome, Handover, QueueError, counter_key};
 use crate::store::Batch;
 
@@ -29,6 +29,7 @@ impl Handover {
             entries.push(Prepared {
                 envelope: handoff.envelope,
                 encoded: handoff.encoded,
+                lines: lines_of(&rows),
                 rows,
                 dedupe: None,
                 prefetched: None,

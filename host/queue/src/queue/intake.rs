@@ -13,6 +13,7 @@ use super::{
     Core, DeliveryRow, Entry, EntryOutcome, EntryReply, Intake, Planned, QueueError, RowState, damage, dedupe,
 };
 use crate::store::keys;
+use crate::store::keys::index::LineId;
 use crate::store::{Batch, Cf};
 
 impl Core {
@@ -49,7 +50,7 @@ impl Core {
         let entries = entries
             .into_iter()
             .zip(stored)
-            .map(|(Entry { envelope, sinks }, dedupe)| {
+            .map(|(Entry { envelope, sinks, lines }, dedupe)| {
                 let prefetched = match dedupe {
                     Some(_) => found.next().flatten().and_then(|v| dedupe::Original::decode(&v).ok()),
                     None => None,
@@ -58,6 +59,7 @@ impl Core {
                 let rows = sinks
                     .into_iter()
                     .map(|(sink, sink_name)| {
+                        let line = lines.iter().find(|(s, _)| *s == sink).map(|(_, line)| line.clone());
                         let row = DeliveryRow {
                             seq: 0,
                             sink,
@@ -70,16 +72,31 @@ impl Core {
                             state: RowState::Due { due_at: now_ms },
                             rows_of_hook,
                             last_failure: None,
+                            line,
+                            previous_dead: None,
                         };
                         // The row's value holds neither its seq nor its sink:
                         // they are its key, which the writer makes.
                         (sink, row.encode())
                     })
                     .collect();
+                let lines = lines
+                    .into_iter()
+                    .map(|(sink, line)| {
+                        let id = LineId {
+                            tenant: envelope.tenant_id.clone(),
+                            source: envelope.source_id.clone(),
+                            sink,
+                            key: line.key,
+                        };
+                        (sink, id)
+                    })
+                    .collect();
                 Prepared {
                     encoded: envelope.encode(),
                     envelope,
                     rows,
+                    lines,
                     dedupe,
                     prefetched,
                     msg_id: None,

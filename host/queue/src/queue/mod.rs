@@ -34,6 +34,7 @@ mod hasten;
 mod hook_reads;
 mod import;
 mod intake;
+mod lines;
 mod open;
 mod pending;
 mod purge;
@@ -59,6 +60,7 @@ pub use archive::{Archived, archive_key_tenant};
 /// The tenant of a source that names none.
 pub const DEFAULT_TENANT: &str = "default";
 
+pub use crate::store::keys::index::LineId;
 pub use damage::{named_keys, rebuild_index};
 pub use dlq::{DeadEntry, DeadPage, DeadQuery, MAX_EXAMINED, SinkSelector};
 pub use durability::{DurabilityError, SinkDurability, SourceDurability, WalMode, check_durable, validate_config};
@@ -66,6 +68,7 @@ pub use envelope::{Envelope, Verification, VerifyStatus};
 pub use error::{QueueError, Refusal, Side};
 pub use handles::{Archive, DeadLetters, Deliveries, Handover, Intake, Pen, Tenants};
 pub use import::Imported;
+pub use lines::HeldLine;
 pub use open::{Engines, has_rows, rebuild};
 pub use pending::{SourcePending, TenantPending};
 pub use purge::{PURGE_CHUNK, PurgeCounts, PurgeKinds, PurgeStep};
@@ -73,7 +76,7 @@ pub use quarantine::{DEFAULT_PEN_BYTES, PenEntry, is_pen_key};
 pub use readiness::NotReady;
 pub use recount::{CounterDrift, Recount, rebuild_counters};
 pub use reply::EntryReply;
-pub use rows::{DeliveryRow, LastFailure, RowState};
+pub use rows::{DeliveryRow, LastFailure, Line, RowState};
 pub use settings::{
     ArchiveSettings, Clock, DEFAULT_DEDUPE_TTL_MS, DEFAULT_DISK_RESERVE_BYTES, DedupeSettings, QueueConfig,
     TenantsSettings, WalSettings,
@@ -101,6 +104,15 @@ pub struct Entry {
     pub envelope: Envelope,
     /// (sink index, sink name).
     pub sinks: Vec<(u16, String)>,
+    /// (sink index, its line) for each binding that delivers in order.
+    pub lines: Vec<(u16, Line)>,
+}
+
+impl Entry {
+    /// A hook for `sinks`, none of them ordered.
+    pub fn new(envelope: Envelope, sinks: Vec<(u16, String)>) -> Entry {
+        Entry { envelope, sinks, lines: Vec::new() }
+    }
 }
 
 /// A call's entries as its caller prepared them.
@@ -138,7 +150,10 @@ pub struct CommitStats {
 }
 
 /// The kinds of counters kept per tenant and per node.
-pub const COUNTER_KINDS: [&str; 6] = ["pending", "scheduled", "inflight", "dead", "bytes", "dedupe_keys"];
+/// `waiting` counts the pending rows behind their ordering key's head,
+/// `held` the dead heads that hold their key's line.
+pub const COUNTER_KINDS: [&str; 8] =
+    ["pending", "scheduled", "inflight", "dead", "bytes", "dedupe_keys", "waiting", "held"];
 
 /// The counter key of `kind` for a tenant, or for the node.
 pub use counters::counter as counter_key;

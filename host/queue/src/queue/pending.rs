@@ -39,28 +39,32 @@ impl Queue {
         })
     }
 
-    /// The undelivered rows of one source: due (now or after a backoff)
-    /// and inflight. With `tenant`, walks only that tenant's rows (the
-    /// owner index); without, both state indexes: O(backlog) either way.
+    /// The undelivered rows of one source: due (now or after a backoff),
+    /// waiting in an ordered line, and inflight. With `tenant`, walks only
+    /// that tenant's rows (the owner index); without, the state indexes
+    /// and the lines: O(backlog) either way.
     pub fn pending_for_source(&self, source: &str, tenant: Option<&str>) -> Result<SourcePending, QueueError> {
         let mut counts = SourcePending::default();
-        let mut tally = |row: &DeliveryRow| {
-            if row.source == source {
+        // A waiting row is found by its line alone; the line walk counts
+        // only those, as the rows in the other states have their own entry.
+        let mut tally = |row: &DeliveryRow, only_waiting: bool| {
+            if row.source == source && (!only_waiting || row.state == RowState::Waiting) {
                 match row.state {
-                    RowState::Due { .. } => counts.pending += 1,
+                    RowState::Due { .. } | RowState::Waiting => counts.pending += 1,
                     RowState::Inflight { .. } => counts.inflight += 1,
                     RowState::Dead { .. } => {}
                 }
             }
         };
-        let walks: Vec<(Vec<u8>, PositionOf)> = match tenant {
-            Some(t) => vec![(index::owner_prefix(t), index::parse_owner)],
+        let walks: Vec<(Vec<u8>, PositionOf, bool)> = match tenant {
+            Some(t) => vec![(index::owner_prefix(t), index::parse_owner, false)],
             None => vec![
-                (vec![index::DUE], |key| index::parse_due(key).map(|(_, seq, sink)| (seq, sink))),
-                (vec![index::INFLIGHT], index::parse_inflight),
+                (vec![index::DUE], |key| index::parse_due(key).map(|(_, seq, sink)| (seq, sink)), false),
+                (vec![index::INFLIGHT], index::parse_inflight, false),
+                (vec![index::LINE], index::parse_line_position, true),
             ],
         };
-        for (prefix, position) in walks {
+        for (prefix, position, only_waiting) in walks {
             let mut from = prefix.clone();
             loop {
                 let found = self.store.scan(&Scan {
@@ -80,7 +84,7 @@ impl Queue {
                     if let Some(bytes) = value {
                         let row = DeliveryRow::decode(*seq, *sink, &bytes)
                             .map_err(|e| QueueError::Corrupt(format!("row {seq}/{sink}: {e}")))?;
-                        tally(&row);
+                        tally(&row, only_waiting);
                     }
                 }
                 match found.last() {

@@ -8,6 +8,7 @@
 
 use std::collections::HashSet;
 
+use super::lines::Leaving;
 use super::rows::{DeliveryRow, RowState};
 use super::{Core, Handover, QueueError, Tenants};
 use crate::store::keys::{self, deliveries, hooks, index, prefix_end};
@@ -33,7 +34,7 @@ impl PurgeKinds {
 
     fn wants(&self, state: &RowState) -> bool {
         match state {
-            RowState::Due { .. } => self.pending,
+            RowState::Due { .. } | RowState::Waiting => self.pending,
             RowState::Inflight { .. } => self.inflight,
             RowState::Dead { .. } => self.dead,
         }
@@ -150,6 +151,7 @@ impl Core {
         let mut batch = Batch::new();
         let mut removed = PurgeCounts { inflight: kinds.inflight.then_some(0), ..PurgeCounts::default() };
         let mut gone: HashSet<(u64, u16)> = HashSet::new();
+        let mut leaving = Vec::new();
         for ((seq, sink), value) in positions.iter().copied().zip(values) {
             let Some(bytes) = value else {
                 // An owner entry whose row is gone: drop the stale entry.
@@ -163,9 +165,12 @@ impl Core {
                 continue;
             }
             match row.state {
-                RowState::Due { .. } => removed.pending += 1,
+                RowState::Due { .. } | RowState::Waiting => removed.pending += 1,
                 RowState::Inflight { .. } => removed.inflight = removed.inflight.map(|n| n + 1),
                 RowState::Dead { .. } => removed.dead += 1,
+            }
+            if let Some(line) = row.line_id() {
+                leaving.push(Leaving { line, seq, skipped: None });
             }
             Self::move_row(&mut batch, &row, None);
             gone.insert((seq, sink));
@@ -179,8 +184,12 @@ impl Core {
                 batch.delete(Cf::Hooks, hooks::hook(seq));
             }
         }
+        // Rows of an ordered line beyond the purge (`through`) move up.
+        if !leaving.is_empty() && self.promote_lines(&mut batch, leaving, self.config.clock.now_ms())? > 0 {
+            self.stats.committed.notify_one();
+        }
         if !batch.is_empty() {
-            self.store.write(&batch, Durability::Synced)?;
+            self.write_rows(&batch, Durability::Synced)?;
         }
         let next = (owned.len() == PURGE_CHUNK).then(|| positions.last().copied()).flatten();
         Ok(PurgeStep { removed, next })

@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use super::rows::{DeliveryRow, RowState};
+use super::rows::DeliveryRow;
 use super::{COUNTER_KINDS, Queue, QueueError, counter_key};
 use crate::store::keys::{self, counters, dedupe, deliveries, prefix_end};
 use crate::store::{Batch, Cf, Durability, Scan, Store};
@@ -80,13 +80,7 @@ fn tally(store: &dyn Store) -> Result<(Tally, Recount), QueueError> {
         let (seq, sink) = deliveries::parse(key).ok_or_else(|| QueueError::Corrupt("row key".into()))?;
         let row =
             DeliveryRow::decode(seq, sink, value).map_err(|e| QueueError::Corrupt(format!("row {seq}/{sink}: {e}")))?;
-        let kinds: &[&'static str] = match row.state {
-            RowState::Due { .. } if row.attempts > 0 => &["pending", "scheduled"],
-            RowState::Due { .. } => &["pending"],
-            RowState::Inflight { .. } => &["inflight"],
-            RowState::Dead { .. } => &["dead"],
-        };
-        for kind in kinds {
+        for kind in row.counted_as() {
             bump(&mut tally, &row.tenant, kind, 1);
         }
         bump(&mut tally, &row.tenant, "bytes", row.bytes as i64);

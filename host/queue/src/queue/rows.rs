@@ -3,11 +3,13 @@
 
 use super::codec::{CodecError, Reader, Writer};
 use crate::error_class::ErrorClass;
+use crate::store::keys::index::LineId;
 use crate::store::keys::{deliveries, index};
 
-/// Version 2 adds `rows_of_hook`, version 3 `last_failure`; rows of every
-/// earlier version are still read.
-const VERSION: u8 = 3;
+/// Version 2 adds `rows_of_hook`, version 3 `last_failure`, version 4
+/// `line`, `previous_dead` and the waiting state; rows of every earlier
+/// version are still read.
+const VERSION: u8 = 4;
 
 /// A reason is kept on a retrying row up to this many bytes.
 pub const MAX_FAILURE_REASON: usize = 1024;
@@ -20,6 +22,19 @@ pub enum RowState {
     Inflight { claimed_at: u64 },
     /// Given up on at `dead_at`.
     Dead { dead_at: u64, reason: String, class: Option<ErrorClass> },
+    /// Behind an earlier row of its ordering key: it becomes due when
+    /// every row before it in its line is done (or skipped).
+    Waiting,
+}
+
+/// The ordering key a row of an ordered binding is delivered in line with,
+/// and what its death does to the line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Line {
+    pub key: String,
+    /// `on_dead: hold`: a dead row stays at the head of its line, and the
+    /// rows behind it wait, until it is replayed or released.
+    pub hold: bool,
 }
 
 /// What a dead index entry tells about its row, so that DLQ filters on
@@ -106,6 +121,10 @@ pub struct DeliveryRow {
     /// The last failed attempt's class and reason (none before the first
     /// failure, nor after a replay revives the row).
     pub last_failure: Option<LastFailure>,
+    /// Its line, when its binding delivers in order.
+    pub line: Option<Line>,
+    /// The id of the hook dead and skipped just before it in its line.
+    pub previous_dead: Option<String>,
 }
 
 impl DeliveryRow {
@@ -118,29 +137,70 @@ impl DeliveryRow {
         index::owner(&self.tenant, self.seq, self.sink)
     }
 
-    /// The index keys this row has in its current state: one state entry,
-    /// plus the by-tenant entry for a dead row.
-    pub fn index_keys(&self) -> Vec<Vec<u8>> {
-        match &self.state {
-            RowState::Due { due_at } => vec![index::due(*due_at, self.seq, self.sink)],
-            RowState::Inflight { .. } => vec![index::inflight(self.seq, self.sink)],
-            RowState::Dead { dead_at, .. } => vec![
-                index::dead(*dead_at, self.seq, self.sink),
-                index::dead_by_tenant(&self.tenant, *dead_at, self.seq, self.sink),
-            ],
+    /// The line this row is in, if its binding delivers in order.
+    pub fn line_id(&self) -> Option<LineId> {
+        self.line.as_ref().map(|line| LineId {
+            tenant: self.tenant.clone(),
+            source: self.source.clone(),
+            sink: self.sink,
+            key: line.key.clone(),
+        })
+    }
+
+    /// Whether the row holds a place in its line: every unfinished row of
+    /// an ordered binding does, and a dead one only where its line holds.
+    pub fn in_line(&self) -> bool {
+        match (&self.line, &self.state) {
+            (None, _) => false,
+            (Some(line), RowState::Dead { .. }) => line.hold,
+            (Some(_), _) => true,
         }
     }
 
-    /// The index entries (key and value) this row has in its current state.
-    /// Dead entries carry a [`DeadSummary`]; the others are empty.
+    /// The index entries (key and value) this row has in its current state:
+    /// one state entry (a waiting row has none: it is found by its line),
+    /// the by-tenant entry of a dead row, and its line entries. Dead
+    /// entries carry a [`DeadSummary`], a held line its head's seq; the
+    /// others are empty.
     pub fn index_entries(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
-        let value = match &self.state {
-            RowState::Dead { class, .. } => {
-                DeadSummary { source: self.source.clone(), class: *class, sink: Some(self.sink_name.clone()) }.encode()
+        let mut entries = match &self.state {
+            RowState::Due { due_at } => vec![(index::due(*due_at, self.seq, self.sink), Vec::new())],
+            RowState::Inflight { .. } => vec![(index::inflight(self.seq, self.sink), Vec::new())],
+            RowState::Waiting => Vec::new(),
+            RowState::Dead { dead_at, class, .. } => {
+                let summary =
+                    DeadSummary { source: self.source.clone(), class: *class, sink: Some(self.sink_name.clone()) }
+                        .encode();
+                vec![
+                    (index::dead(*dead_at, self.seq, self.sink), summary.clone()),
+                    (index::dead_by_tenant(&self.tenant, *dead_at, self.seq, self.sink), summary),
+                ]
             }
-            RowState::Due { .. } | RowState::Inflight { .. } => Vec::new(),
         };
-        self.index_keys().into_iter().map(|key| (key, value.clone())).collect()
+        if let Some(line) = self.line_id().filter(|_| self.in_line()) {
+            entries.push((index::line(&line, self.seq), Vec::new()));
+            if matches!(self.state, RowState::Dead { .. }) {
+                entries.push((index::held(&line), self.seq.to_be_bytes().to_vec()));
+            }
+        }
+        entries
+    }
+
+    /// The counters that count the row in its state (see `COUNTER_KINDS`).
+    pub fn counted_as(&self) -> &'static [&'static str] {
+        match &self.state {
+            RowState::Due { .. } if self.attempts > 0 => &["pending", "scheduled"],
+            RowState::Due { .. } => &["pending"],
+            RowState::Waiting => &["pending", "waiting"],
+            RowState::Inflight { .. } => &["inflight"],
+            RowState::Dead { .. } if self.in_line() => &["dead", "held"],
+            RowState::Dead { .. } => &["dead"],
+        }
+    }
+
+    /// The index keys of [`DeliveryRow::index_entries`].
+    pub fn index_keys(&self) -> Vec<Vec<u8>> {
+        self.index_entries().into_iter().map(|(key, _)| key).collect()
     }
 
     pub fn encode(&self) -> Vec<u8> {
@@ -158,18 +218,24 @@ impl DeliveryRow {
             RowState::Dead { dead_at, reason, class } => {
                 w.u8(2).u64(*dead_at).str(reason).opt_str(class.map(ErrorClass::as_str))
             }
+            RowState::Waiting => w.u8(3),
         };
         w.u16(self.rows_of_hook);
         match &self.last_failure {
             None => w.u8(0),
             Some(f) => w.u8(1).str(f.class.as_str()).str(&f.reason).u64(f.at),
         };
+        match &self.line {
+            None => w.u8(0),
+            Some(line) => w.u8(if line.hold { 2 } else { 1 }).str(&line.key),
+        };
+        w.opt_str(self.previous_dead.as_deref());
         w.finish()
     }
 
     pub fn decode(seq: u64, sink: u16, bytes: &[u8]) -> Result<DeliveryRow, CodecError> {
         let mut r = Reader::new(bytes, "delivery row");
-        let version = r.one_of(&[1, 2, VERSION])?;
+        let version = r.one_of(&[1, 2, 3, VERSION])?;
         let tenant = r.string("tenant")?;
         let source = r.string("source")?;
         let sink_name = r.string("sink name")?;
@@ -189,6 +255,7 @@ impl DeliveryRow {
                     .map_err(|_| CodecError::Invalid { what: "delivery row", field: "error class" })?;
                 RowState::Dead { dead_at, reason, class }
             }
+            3 if version >= 4 => RowState::Waiting,
             _ => return Err(CodecError::Invalid { what: "delivery row", field: "state" }),
         };
         let rows_of_hook = if version >= 2 { r.u16()? } else { 0 };
@@ -202,6 +269,20 @@ impl DeliveryRow {
             }
             _ => None,
         };
+        let (line, previous_dead) = match version {
+            4.. => {
+                let line = match r.u8()? {
+                    0 => None,
+                    hold @ (1 | 2) => Some(Line { key: r.string("ordering key")?, hold: hold == 2 }),
+                    _ => return Err(CodecError::Invalid { what: "delivery row", field: "line" }),
+                };
+                (line, r.opt_string("previous dead")?)
+            }
+            _ => (None, None),
+        };
+        if state == RowState::Waiting && line.is_none() {
+            return Err(CodecError::Invalid { what: "delivery row", field: "line" });
+        }
         r.end()?;
         Ok(DeliveryRow {
             seq,
@@ -215,6 +296,8 @@ impl DeliveryRow {
             state,
             rows_of_hook,
             last_failure,
+            line,
+            previous_dead,
         })
     }
 }
@@ -237,6 +320,17 @@ pub(crate) fn rows_anew(rows: &[(u16, Vec<u8>)], now_ms: u64) -> Result<Vec<(u16
         .collect()
 }
 
+/// The lines of encoded rows (by sink index) whose bindings deliver in
+/// order: a hook committed again keeps its places in its lines.
+pub(crate) fn lines_of(rows: &[(u16, Vec<u8>)]) -> Vec<(u16, LineId)> {
+    rows.iter()
+        .filter_map(|(sink, value)| {
+            let row = DeliveryRow::decode(0, *sink, value).ok()?;
+            Some((*sink, row.line_id().filter(|_| row.in_line())?))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -254,6 +348,8 @@ mod tests {
             state,
             rows_of_hook: 2,
             last_failure: Some(LastFailure::new(ErrorClass::Fault, "wasm trap: unreachable", 9)),
+            line: None,
+            previous_dead: None,
         }
     }
 
@@ -261,6 +357,11 @@ mod tests {
     fn rows_of_earlier_versions_are_read_without_what_they_lacked() {
         let current = DeliveryRow { last_failure: None, ..row(RowState::Due { due_at: 10 }) };
         let mut second = current.encode();
+        // The fourth version's line (none) and previous dead (none).
+        second.truncate(second.len() - 2);
+        let mut third = second.clone();
+        third[0] = 3;
+        assert_eq!(DeliveryRow::decode(7, 2, &third), Ok(current.clone()));
         second[0] = 2;
         second.truncate(second.len() - 1);
         assert_eq!(DeliveryRow::decode(7, 2, &second), Ok(current.clone()));
@@ -289,10 +390,36 @@ mod tests {
                 class: Some(ErrorClass::Permanent),
             },
             RowState::Dead { dead_at: 13, reason: "legacy".into(), class: None },
+            RowState::Waiting,
         ] {
-            let r = row(state);
+            let r = DeliveryRow { line: Some(Line { key: "customer-9".into(), hold: true }), ..row(state) };
             assert_eq!(DeliveryRow::decode(7, 2, &r.encode()), Ok(r.clone()));
+            let skipping = DeliveryRow {
+                line: Some(Line { key: String::new(), hold: false }),
+                previous_dead: Some("0190-dead".into()),
+                ..r
+            };
+            assert_eq!(DeliveryRow::decode(7, 2, &skipping.encode()), Ok(skipping.clone()));
         }
+        let unordered_waiting = row(RowState::Waiting).encode();
+        assert!(DeliveryRow::decode(7, 2, &unordered_waiting).is_err(), "a waiting row is always in a line");
+    }
+
+    #[test]
+    fn a_row_holds_its_place_in_line_until_done_and_dead_only_where_the_line_holds() {
+        let line = |hold| Some(Line { key: "k".into(), hold });
+        let places = |row: DeliveryRow| {
+            let keys = row.index_keys();
+            (keys.iter().filter(|k| k[0] == index::LINE).count(), keys.iter().filter(|k| k[0] == index::HELD).count())
+        };
+        for state in [RowState::Due { due_at: 1 }, RowState::Inflight { claimed_at: 1 }, RowState::Waiting] {
+            assert_eq!(places(DeliveryRow { line: line(false), ..row(state.clone()) }), (1, 0), "{state:?}");
+            assert_eq!(places(row(state.clone())).0, 0, "unordered: {state:?}");
+        }
+        let dead = RowState::Dead { dead_at: 5, reason: "gone".into(), class: None };
+        assert_eq!(places(DeliveryRow { line: line(false), ..row(dead.clone()) }), (0, 0), "skip: out of line");
+        assert_eq!(places(DeliveryRow { line: line(true), ..row(dead) }), (1, 1), "hold: the line is held");
+        assert!(DeliveryRow { line: line(true), ..row(RowState::Waiting) }.index_keys().len() == 1, "only its line");
     }
 
     #[test]

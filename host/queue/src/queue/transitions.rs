@@ -5,7 +5,10 @@
 //!                   │  ├──retry──▶ due (at a later time)
 //!                   │  └──bury───▶ dead
 //!                   └──(boot) recover──▶ due (now)
+//! due ──claim, behind its line's head──▶ waiting ──head leaves──▶ due
 //! ```
+//!
+//! (Waiting rows are those of ordered bindings: see `lines`.)
 //!
 //! Each transition is one batch: the row, its old index entry out, its new
 //! index entry in, and the counters that count them. Transitions are
@@ -17,6 +20,7 @@
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::lines::Leaving;
 use super::rows::{DeliveryRow, LastFailure, RowState};
 use super::{Core, DeadLetters, Deliveries, Queue, QueueError, counter_key};
 use crate::error_class::ErrorClass;
@@ -250,6 +254,13 @@ impl Deliveries {
                 batch.delete(Cf::Index, index_key);
                 continue;
             }
+            // A row behind its line's head waits for it, out of the due index.
+            if let Some(line) = row.line_id()
+                && self.line_head(&line, &HashSet::new(), Some(seq), &mut batch)? != Some(seq)
+            {
+                Core::move_row(&mut batch, &row, Some(&DeliveryRow { state: RowState::Waiting, ..row.clone() }));
+                continue;
+            }
             let state = match decide(&row) {
                 ClaimDecision::Skip => {
                     first_left.get_or_insert(due_at);
@@ -336,6 +347,8 @@ impl Deliveries {
         let mut gone = HashSet::new();
         let mut emptied = Vec::new();
         let mut finals = Vec::new();
+        // Rows leaving their ordered lines: the rows behind them move up.
+        let mut leaving = Vec::new();
         for ((seq, sink, settlement), value) in outcomes.iter().zip(values) {
             let (seq, sink) = (*seq, *sink);
             let Some(bytes) = value.filter(|_| seen.insert((seq, sink))) else { continue };
@@ -344,6 +357,9 @@ impl Deliveries {
             let state = match settlement {
                 Settlement::Complete => {
                     finals.push((seq, sink, FinalOutcome::Delivered));
+                    if let Some(line) = row.line_id() {
+                        leaving.push(Leaving { line, seq, skipped: None });
+                    }
                     Core::move_row(&mut batch, &row, None);
                     if row.rows_of_hook == 1 {
                         // Its hook's only row: the hook goes with it.
@@ -366,6 +382,16 @@ impl Deliveries {
                         attempts: row.attempts + 1,
                     };
                     finals.push((seq, sink, dead));
+                    if let (Some(line), Some(order)) = (row.line_id(), &row.line) {
+                        if order.hold {
+                            tracing::info!(
+                                tenant = %line.tenant, source = %line.source, sink, key = %line.key, seq,
+                                "ordering key held: its hook is dead; the hooks behind it wait for its replay or a release"
+                            );
+                        } else {
+                            leaving.push(Leaving { line, seq, skipped: self.hook_id(seq)? });
+                        }
+                    }
                     RowState::Dead { dead_at: *dead_at, reason: reason.clone(), class: Some(*class) }
                 }
             };
@@ -379,6 +405,10 @@ impl Deliveries {
             };
             Core::move_row(&mut batch, &row, Some(&DeliveryRow { attempts, state, last_failure, ..row.clone() }));
         }
+        let promoted = match leaving.is_empty() {
+            true => 0,
+            false => self.promote_lines(&mut batch, leaving, self.config.clock.now_ms())?,
+        };
         emptied.sort_unstable();
         emptied.dedup();
         for seq in emptied {
@@ -396,7 +426,9 @@ impl Deliveries {
         if let Some(log) = self.outcome_log.get().filter(|_| !finals.is_empty()) {
             log.record(finals);
         }
-        if outcomes.iter().any(|(_, _, s)| matches!(s, Settlement::Retry { .. } | Settlement::Park { .. })) {
+        if promoted > 0
+            || outcomes.iter().any(|(_, _, s)| matches!(s, Settlement::Retry { .. } | Settlement::Park { .. }))
+        {
             // Rows are due again, written after dispatch last looked for
             // the next due time: wake it.
             self.stats.committed.notify_one();
@@ -422,11 +454,15 @@ impl DeadLetters {
             if !matches!(row.state, RowState::Dead { .. }) {
                 continue;
             }
+            // A dead head that holds its line is delivered first, then the
+            // rows behind it; one its line skipped is out of line for good.
+            let line = row.line.clone().filter(|line| line.hold);
             let next = DeliveryRow {
                 attempts: 0,
                 replay_id: Some(replay_id.to_string()),
                 state: RowState::Due { due_at: now_ms },
                 last_failure: None,
+                line,
                 ..row.clone()
             };
             Core::move_row(&mut batch, &row, Some(&next));
@@ -449,10 +485,12 @@ impl DeadLetters {
 
 impl Queue {
     /// On boot, before anything is claimed: every row that was inflight
-    /// when the node stopped is due again now. Returns how many.
+    /// when the node stopped is due again now, and every ordered line's
+    /// head can be claimed (`recover_lines`). Returns how many rows were
+    /// inflight.
     pub fn recover_inflight(&self, now_ms: u64) -> Result<usize, QueueError> {
         const CHUNK: usize = 4096;
-        let _serial = self.transitions.lock().unwrap_or_else(|e| e.into_inner());
+        let serial = self.transitions.lock().unwrap_or_else(|e| e.into_inner());
         let prefix = [index::INFLIGHT];
         let mut from = prefix.to_vec();
         let mut recovered = 0;
@@ -490,21 +528,18 @@ impl Queue {
             self.write_rows(&batch, durability)?;
             match inflight.last() {
                 Some((key, _)) if !last => from = keys::after(key),
-                _ => return Ok(recovered),
+                _ => break,
             }
         }
+        drop(serial);
+        self.recover_lines(now_ms)?;
+        Ok(recovered)
     }
 }
 
 /// Count `row` in (`sign` 1) or out of (-1) the counters of its state.
 fn count(batch: &mut Batch, row: &DeliveryRow, sign: i64) {
-    let kinds: &[&str] = match row.state {
-        RowState::Due { .. } if row.attempts > 0 => &["pending", "scheduled"],
-        RowState::Due { .. } => &["pending"],
-        RowState::Inflight { .. } => &["inflight"],
-        RowState::Dead { .. } => &["dead"],
-    };
-    for kind in kinds {
+    for kind in row.counted_as() {
         batch.add_counter(counter_key(None, kind), sign);
         batch.add_counter(counter_key(Some(&row.tenant), kind), sign);
     }

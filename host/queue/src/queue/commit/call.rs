@@ -11,6 +11,7 @@ use crate::queue::envelope::Envelope;
 use crate::queue::reply::Reply;
 use crate::queue::{EntryOutcome, QueueError, Refusal};
 use crate::store::Batch;
+use crate::store::keys::index::LineId;
 
 /// What a call commits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,6 +52,9 @@ pub struct Prepared {
     /// (sink index, encoded delivery row) for every sink bound to its
     /// source: the row's value, which needs no seq.
     pub rows: Vec<(u16, Vec<u8>)>,
+    /// The line of each of those rows whose binding delivers in order
+    /// (by sink index): a row due when committed gets its line entry.
+    pub lines: Vec<(u16, LineId)>,
     /// The stored dedupe key, if the hook carries one.
     pub dedupe: Option<String>,
     /// What the caller's read found under that key.

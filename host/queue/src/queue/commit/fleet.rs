@@ -508,10 +508,12 @@ impl Writer {
                     continue;
                 }
             };
+            let rows = crate::queue::rows::rows_anew(&handoff.rows, now_ms)?;
             call.entries.push(Prepared {
                 envelope: handoff.envelope,
                 encoded: handoff.encoded,
-                rows: crate::queue::rows::rows_anew(&handoff.rows, now_ms)?,
+                lines: crate::queue::rows::lines_of(&rows),
+                rows,
                 dedupe: None,
                 prefetched: None,
                 msg_id: None,

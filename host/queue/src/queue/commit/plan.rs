@@ -134,6 +134,8 @@ pub(super) struct NewKey {
 pub(super) struct Deltas {
     pending: i64,
     dead: i64,
+    /// Dead rows that hold their ordered line (a takeover's).
+    held: i64,
     bytes: i64,
     dedupe_keys: i64,
 }
@@ -183,14 +185,21 @@ impl Group {
             if d.dead != 0 {
                 self.batch.add_counter(counter_key(Some(&tenant), "dead"), d.dead);
             }
+            if d.held != 0 {
+                self.batch.add_counter(counter_key(Some(&tenant), "held"), d.held);
+            }
             node.pending += d.pending;
             node.dead += d.dead;
+            node.held += d.held;
             node.bytes += d.bytes;
             node.dedupe_keys += d.dedupe_keys;
         }
         self.batch.add_counter(counter_key(None, "pending"), node.pending);
         if node.dead != 0 {
             self.batch.add_counter(counter_key(None, "dead"), node.dead);
+        }
+        if node.held != 0 {
+            self.batch.add_counter(counter_key(None, "held"), node.held);
         }
         self.batch.add_counter(counter_key(None, "bytes"), node.bytes);
         self.batch.add_counter(counter_key(None, "dedupe_keys"), node.dedupe_keys);
@@ -361,17 +370,21 @@ impl Planner<'_> {
         // Each row is due now, with its owner entry (see `rows`), except
         // a row of a hook acked before that was already given up on.
         let rows = entry.rows.len() as i64;
-        let mut dead = 0;
+        let (mut dead, mut held) = (0, 0);
         for (sink, value) in std::mem::take(&mut entry.rows) {
             match given_up(call.kind, seq, sink, &value) {
                 Some(row) => {
                     dead += 1;
+                    held += i64::from(row.in_line());
                     for (key, value) in row.index_entries() {
                         batch.put(Cf::Index, key, value);
                     }
                 }
                 None => {
                     batch.put(Cf::Index, index::due(call.now_ms, seq, sink), Vec::new());
+                    if let Some((_, line)) = entry.lines.iter().find(|(s, _)| *s == sink) {
+                        batch.put(Cf::Index, index::line(line, seq), Vec::new());
+                    }
                 }
             }
             batch.put(Cf::Deliveries, deliveries::row(seq, sink), value);
@@ -383,6 +396,7 @@ impl Planner<'_> {
         };
         deltas.pending += rows - dead;
         deltas.dead += dead;
+        deltas.held += held;
         deltas.bytes += rows * env.size() as i64;
         let batch = &mut group.batch;
         if let (Some(key), Some(stored)) = (dedupe_key, &entry.dedupe) {

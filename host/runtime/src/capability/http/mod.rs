@@ -20,6 +20,7 @@
 mod body;
 mod client;
 mod pool;
+mod shared_client;
 mod upstream;
 
 use std::sync::Arc;
@@ -36,6 +37,7 @@ pub use upstream::{RecordedRequest, ReplyFuture, ScriptedReply, ScriptedUpstream
 
 use self::body::GuardedBody;
 use self::pool::{ConnectionPool, PoolError};
+use self::shared_client::SharedClient;
 use super::{Capability, InstanceBuilder, SinkCapability, SinkContext};
 use crate::egress::{EgressCounter, EgressPolicy, EgressScheme, Host};
 use crate::error::LoadError;
@@ -69,12 +71,17 @@ impl Default for HttpLimits {
 /// Where requests go.
 #[derive(Clone)]
 pub enum Upstream {
+    /// The network, on the sink's own keep-alive pool.
     Network,
+    /// The network, on hyper-util's pooled client behind the same
+    /// connector (measured beside `Network` by `bench-http-sink`).
+    NetworkSharedClient,
     Scripted(Arc<dyn ScriptedUpstream>),
 }
 
 enum Transport {
     Network(Arc<ConnectionPool>),
+    SharedClient(Box<SharedClient>),
     Scripted(Arc<dyn ScriptedUpstream>),
 }
 
@@ -90,16 +97,17 @@ impl HttpEgress {
     /// The outbound HTTP of the sink `sink` describes.
     pub fn new(sink: &SinkContext) -> Arc<Self> {
         let limits = sink.http_limits;
+        let connector = || {
+            EgressConnector::new(
+                sink.egress.policy.clone(),
+                sink.egress.resolver.clone(),
+                sink.egress.counter.clone(),
+                sink.tls.http.clone(),
+            )
+        };
         let transport = match &sink.upstream {
-            Upstream::Network => {
-                let connector = EgressConnector::new(
-                    sink.egress.policy.clone(),
-                    sink.egress.resolver.clone(),
-                    sink.egress.counter.clone(),
-                    sink.tls.http.clone(),
-                );
-                Transport::Network(ConnectionPool::new(connector, limits.max_idle_per_host))
-            }
+            Upstream::Network => Transport::Network(ConnectionPool::new(connector(), limits.max_idle_per_host)),
+            Upstream::NetworkSharedClient => Transport::SharedClient(Box::new(SharedClient::new(connector(), &limits))),
             Upstream::Scripted(peers) => Transport::Scripted(peers.clone()),
         };
         Arc::new(HttpEgress {
@@ -165,10 +173,14 @@ impl HttpEgress {
                     Ok(response) => response,
                     Err(PoolError::FirstByteTimeout) => return Err(HttpError::ConnectionReadTimeout),
                     Err(PoolError::Hyper(e)) => return Err(map_hyper_error(&e)),
-                    Err(PoolError::Connect(e)) => return Err(map_connect_error(e, denials)),
+                    Err(PoolError::Connect(e)) => return Err(map_connect_error(&e, denials)),
                 };
                 response.map(|body| GuardedBody::new(body, max_bytes, between_bytes).boxed_unsync())
             }
+            Transport::SharedClient(client) => client
+                .send(request, first_byte, denials)
+                .await?
+                .map(|body| GuardedBody::new(body, max_bytes, between_bytes).boxed_unsync()),
             Transport::Scripted(peers) => {
                 let recorded = record(request, max_bytes).await?;
                 match peers.exchange(recorded).await {
@@ -239,11 +251,11 @@ async fn record(request: http::Request<WasiBody>, max_bytes: u64) -> Result<Reco
     Ok(RecordedRequest { method: parts.method.to_string(), url: parts.uri.to_string(), headers, body })
 }
 
-fn map_connect_error(err: ConnectError, denials: &DenialRecord) -> HttpError {
+fn map_connect_error(err: &ConnectError, denials: &DenialRecord) -> HttpError {
     match err {
         ConnectError::Denied(denied) => {
             tracing::warn!(%denied, "egress denied");
-            denials.record(denied);
+            denials.record(denied.clone());
             HttpError::HttpRequestDenied
         }
         ConnectError::Dns { .. } | ConnectError::NoAddress(_) => {

@@ -1,8 +1,11 @@
 //! Index family: each delivery row's state entry (due, inflight or dead),
-//! the by-tenant dead index, and the owner index of every live row.
+//! the by-tenant dead index, the owner index of every live row, and the
+//! lines of ordered bindings.
 //!
 //! A row has exactly one state entry (a dead row also its by-tenant
-//! entry) and one owner entry while it exists.
+//! entry) and one owner entry while it exists. A row of an ordered binding
+//! also has a line entry while it holds or waits in its key's line, and a
+//! held entry while it is the dead head of a line that holds.
 
 use super::{KeyBuf, KeyReader};
 
@@ -13,6 +16,20 @@ pub const DEAD_BY_TENANT: u8 = b't';
 /// Every live row of a tenant, whatever its state (purges, erases, and
 /// per-tenant walks read this instead of the whole queue).
 pub const OWNER: u8 = b'o';
+/// The unfinished rows of one ordering key of one binding, in seq order:
+/// the first is the line's head, the only one that may be delivered.
+pub const LINE: u8 = b'l';
+/// Lines stopped by a dead head (`on_dead: hold`), by binding and key.
+pub const HELD: u8 = b'h';
+
+/// One line: (tenant, source, sink index, ordering key).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LineId {
+    pub tenant: String,
+    pub source: String,
+    pub sink: u16,
+    pub key: String,
+}
 
 /// A place in a dead index: (dead_at, seq, sink).
 pub type DeadPosition = (u64, u64, u16);
@@ -116,6 +133,70 @@ pub fn parse_owner(key: &[u8]) -> Option<(u64, u16)> {
     r.end(position)
 }
 
+fn line_parts(tag: u8, line: &LineId) -> KeyBuf {
+    KeyBuf::new().tag(tag).short(&line.tenant).short(&line.source).u16(line.sink).short(&line.key)
+}
+
+/// A row's place in its line.
+pub fn line(line: &LineId, seq: u64) -> Vec<u8> {
+    line_parts(LINE, line).u64(seq).build()
+}
+
+/// Every entry of one line, its head first.
+pub fn line_prefix(line: &LineId) -> Vec<u8> {
+    line_parts(LINE, line).build()
+}
+
+/// The seq of a line entry.
+pub fn parse_line_seq(key: &[u8]) -> Option<u64> {
+    parse_line_position(key).map(|(seq, _)| seq)
+}
+
+/// (seq, sink) of a line entry.
+pub fn parse_line_position(key: &[u8]) -> Option<(u64, u16)> {
+    parse_line(key).map(|(line, seq)| (seq, line.sink))
+}
+
+/// The line and seq of a line entry.
+pub fn parse_line(key: &[u8]) -> Option<(LineId, u64)> {
+    let mut r = KeyReader::new(key);
+    r.expect(LINE)?;
+    let line = LineId {
+        tenant: r.short()?.to_string(),
+        source: r.short()?.to_string(),
+        sink: r.u16()?,
+        key: r.short()?.to_string(),
+    };
+    let seq = r.u64()?;
+    r.end((line, seq))
+}
+
+/// A held line's entry; its value is the dead head's seq.
+pub fn held(line: &LineId) -> Vec<u8> {
+    line_parts(HELD, line).build()
+}
+
+/// Every held line (of one tenant, if given).
+pub fn held_prefix(tenant: Option<&str>) -> Vec<u8> {
+    match tenant {
+        Some(tenant) => KeyBuf::new().tag(HELD).short(tenant).build(),
+        None => vec![HELD],
+    }
+}
+
+/// The line a held key names.
+pub fn parse_held(key: &[u8]) -> Option<LineId> {
+    let mut r = KeyReader::new(key);
+    r.expect(HELD)?;
+    let line = LineId {
+        tenant: r.short()?.to_string(),
+        source: r.short()?.to_string(),
+        sink: r.u16()?,
+        key: r.short()?.to_string(),
+    };
+    r.end(line)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,5 +214,13 @@ mod tests {
         assert!(owner("acme", 7, 2).starts_with(&owner_prefix("acme")));
         assert_eq!(parse_position(&position(9, 7, 2)), Some((9, 7, 2)));
         assert_eq!(parse_due(&inflight(7, 2)), None, "a key of another index");
+        let l = LineId { tenant: "acme".into(), source: "shop".into(), sink: 1, key: "customer-9".into() };
+        assert_eq!(parse_line_seq(&line(&l, 7)), Some(7));
+        assert_eq!(parse_line(&line(&l, 7)), Some((l.clone(), 7)));
+        assert!(line(&l, 7).starts_with(&line_prefix(&l)) && line(&l, 7) < line(&l, 8));
+        let other = LineId { key: "customer-90".into(), ..l.clone() };
+        assert!(!line(&other, 1).starts_with(&line_prefix(&l)), "one key's line is not a prefix of another's");
+        assert_eq!(parse_held(&held(&l)), Some(l.clone()));
+        assert!(held(&l).starts_with(&held_prefix(Some("acme"))) && held(&l).starts_with(&held_prefix(None)));
     }
 }

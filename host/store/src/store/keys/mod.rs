@@ -18,6 +18,8 @@
 //! | index | `x` · dead_at (u64 ms) · seq · sink | a dead summary (dead) | [`index`] |
 //! | index | `t` · len · tenant · dead_at · seq · sink | a dead summary (dead, by tenant) | [`index`] |
 //! | index | `o` · len · tenant · seq · sink | — (every live row, by tenant) | [`index`] |
+//! | index | `l` · len · tenant · len · source · sink · len · key · seq | — (a row's place in its ordered line) | [`index`] |
+//! | index | `h` · len · tenant · len · source · sink · len · key | the dead head's seq (a held line) | [`index`] |
 //! | dedupe | `k` · len · tenant · len · source · key | seq · expires_at · hook id | [`dedupe`] |
 //! | dedupe | `e` · expires_at · len · tenant · len · source · key | — (expiry) | [`dedupe`] |
 //! | counters | `n` · kind / `t` · len · tenant · kind | i64 (merge: add) | [`counters`] |

@@ -65,6 +65,7 @@ fn hook(tenant: &str, key: Option<&str>) -> Prepared {
         encoded: envelope.encode(),
         envelope,
         rows: Vec::new(),
+        lines: Vec::new(),
         dedupe: key.map(str::to_string),
         prefetched: None,
         msg_id: None,

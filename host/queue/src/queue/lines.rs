@@ -1,0 +1,254 @@
+//! Ordered lines: the rows of one ordering key of one binding, in seq
+//! order (`index::line`). Only a line's head is ever delivered:
+//!
+//! - a claim that meets a due row behind its line's head makes it
+//!   `waiting` (out of the due index, found again by its line);
+//! - a head that retries stays the head, so the rows behind it wait
+//!   without spending their attempts;
+//! - when a head leaves its line (delivered, dead under `skip`, purged,
+//!   released), the next row is due at once, and carries the id of the
+//!   hook skipped before it, if one was;
+//! - a head dead under `hold` stays, and its line is held (`index::held`)
+//!   until a replay delivers it or an operator releases it.
+//!
+//! Every step runs under the transitions lock, so a claim never judges a
+//! line while a settle moves its head.
+
+use std::collections::{BTreeMap, HashSet};
+
+use super::rows::{DeliveryRow, Line, RowState};
+use super::{Core, DeadLetters, Queue, QueueError};
+use crate::store::keys::index::{self, LineId};
+use crate::store::keys::{self, deliveries, hooks, prefix_end};
+use crate::store::{Batch, Cf, Durability, Scan};
+
+/// Line entries read per step of a walk for a line's head.
+const LINE_STEP: usize = 16;
+
+/// A row leaving its line in a batch being built.
+pub(super) struct Leaving {
+    pub line: LineId,
+    pub seq: u64,
+    /// The row is dead and skipped: the id of its hook, for the gap marker
+    /// on the next delivery of its key.
+    pub skipped: Option<String>,
+}
+
+/// What left one line in a batch: the seqs leaving, and the last skipped
+/// dead hook among them (its seq and id).
+struct LineLeft {
+    line: LineId,
+    leaving: HashSet<u64>,
+    skipped: Option<(u64, String)>,
+}
+
+/// A line stopped by its dead head.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeldLine {
+    pub line: LineId,
+    /// The dead head's seq.
+    pub seq: u64,
+}
+
+impl Core {
+    /// The seq of `line`'s head: its first entry not `leaving` (rows the
+    /// batch being built takes out) whose row exists. The row of an entry
+    /// other than `known` (a row the caller holds) is read to be sure;
+    /// an entry whose row is gone is dropped in `batch`.
+    pub(super) fn line_head(
+        &self,
+        line: &LineId,
+        leaving: &HashSet<u64>,
+        known: Option<u64>,
+        batch: &mut Batch,
+    ) -> Result<Option<u64>, QueueError> {
+        let prefix = index::line_prefix(line);
+        let mut from = prefix.clone();
+        loop {
+            let entries = self.store.scan(&Scan {
+                cf: Cf::Index,
+                from,
+                to: prefix_end(&prefix),
+                reverse: false,
+                limit: LINE_STEP,
+            })?;
+            for (key, _) in &entries {
+                let seq = index::parse_line_seq(key).ok_or_else(|| QueueError::Corrupt("line index key".into()))?;
+                if leaving.contains(&seq) {
+                    continue;
+                }
+                if known == Some(seq) || self.holds_place(line, seq)? {
+                    return Ok(Some(seq));
+                }
+                tracing::warn!(seq, sink = line.sink, "line entry whose row is gone or out of line; dropping it");
+                batch.delete(Cf::Index, key.clone());
+            }
+            match entries.last() {
+                Some((key, _)) if entries.len() == LINE_STEP => from = keys::after(key),
+                _ => return Ok(None),
+            }
+        }
+    }
+
+    /// Whether the row `seq` of `line` exists and is in it (a row damaged
+    /// in the store and dead-lettered for it is not).
+    fn holds_place(&self, line: &LineId, seq: u64) -> Result<bool, QueueError> {
+        let Some(bytes) = self.store.get(Cf::Deliveries, &deliveries::row(seq, line.sink))? else { return Ok(false) };
+        Ok(DeliveryRow::decode(seq, line.sink, &bytes)
+            .is_ok_and(|row| row.in_line() && row.line_id().as_ref() == Some(line)))
+    }
+
+    /// The id of the hook stored under `seq`, for a gap marker.
+    pub(super) fn hook_id(&self, seq: u64) -> Result<Option<String>, QueueError> {
+        let Some(bytes) = self.store.get(Cf::Hooks, &hooks::hook(seq))? else { return Ok(None) };
+        let envelope =
+            super::Envelope::decode(seq, &bytes).map_err(|e| QueueError::Corrupt(format!("hook {seq}: {e}")))?;
+        Ok(Some(envelope.id))
+    }
+
+    /// After rows leave their lines in `batch`: each line's new head, if
+    /// it waits, is due at `now_ms`, and a head behind a skipped dead hook
+    /// carries that hook's id. Returns how many rows became due.
+    pub(super) fn promote_lines(
+        &self,
+        batch: &mut Batch,
+        left: Vec<Leaving>,
+        now_ms: u64,
+    ) -> Result<usize, QueueError> {
+        let mut lines: BTreeMap<Vec<u8>, LineLeft> = BTreeMap::new();
+        for Leaving { line, seq, skipped } in left {
+            let entry = lines.entry(index::line_prefix(&line)).or_insert_with(|| LineLeft {
+                line,
+                leaving: HashSet::new(),
+                skipped: None,
+            });
+            entry.leaving.insert(seq);
+            if let Some(id) = skipped
+                && entry.skipped.as_ref().is_none_or(|(last, _)| *last < seq)
+            {
+                entry.skipped = Some((seq, id));
+            }
+        }
+        let mut promoted = 0;
+        for LineLeft { line, leaving, skipped } in lines.into_values() {
+            let Some(seq) = self.line_head(&line, &leaving, None, batch)? else { continue };
+            let Some(bytes) = self.store.get(Cf::Deliveries, &deliveries::row(seq, line.sink))? else { continue };
+            let row = DeliveryRow::decode(seq, line.sink, &bytes)
+                .map_err(|e| QueueError::Corrupt(format!("row {seq}/{}: {e}", line.sink)))?;
+            let previous_dead = skipped.map(|(_, id)| id).or_else(|| row.previous_dead.clone());
+            let next = match row.state {
+                RowState::Waiting => {
+                    promoted += 1;
+                    DeliveryRow { state: RowState::Due { due_at: now_ms }, previous_dead, ..row.clone() }
+                }
+                // Due already (no claim has met it yet): it only learns of
+                // the gap.
+                RowState::Due { .. } if previous_dead != row.previous_dead => {
+                    DeliveryRow { previous_dead, ..row.clone() }
+                }
+                _ => continue,
+            };
+            Core::move_row(batch, &row, Some(&next));
+        }
+        Ok(promoted)
+    }
+}
+
+impl Queue {
+    /// On boot, with the inflight rows: a line whose head waits (a row
+    /// made to wait behind a head that is gone) is moved up. Returns how
+    /// many heads were made due.
+    pub fn recover_lines(&self, now_ms: u64) -> Result<usize, QueueError> {
+        let _serial = self.transitions.lock().unwrap_or_else(|e| e.into_inner());
+        let prefix = [index::LINE];
+        let mut from = prefix.to_vec();
+        let mut last_line: Option<LineId> = None;
+        let mut batch = Batch::new();
+        let mut recovered = 0;
+        loop {
+            let entries =
+                self.store.scan(&Scan { cf: Cf::Index, from, to: prefix_end(&prefix), reverse: false, limit: 4096 })?;
+            for (key, _) in &entries {
+                let (line, seq) = index::parse_line(key).ok_or_else(|| QueueError::Corrupt("line index key".into()))?;
+                if last_line.as_ref() == Some(&line) {
+                    continue;
+                }
+                last_line = Some(line.clone());
+                // The line's first entry: its head.
+                let Some(bytes) = self.store.get(Cf::Deliveries, &deliveries::row(seq, line.sink))? else { continue };
+                let Ok(row) = DeliveryRow::decode(seq, line.sink, &bytes) else { continue };
+                if row.state == RowState::Waiting {
+                    Core::move_row(
+                        &mut batch,
+                        &row,
+                        Some(&DeliveryRow { state: RowState::Due { due_at: now_ms }, ..row.clone() }),
+                    );
+                    recovered += 1;
+                }
+            }
+            match entries.last() {
+                Some((key, _)) if entries.len() == 4096 => from = keys::after(key),
+                _ => break,
+            }
+        }
+        if recovered > 0 {
+            tracing::warn!(lines = recovered, "ordered lines whose head was waiting were moved up");
+            self.write_rows(&batch, Durability::Synced)?;
+        }
+        Ok(recovered)
+    }
+}
+
+impl DeadLetters {
+    /// Lines stopped by a dead head, of one tenant or all, up to `limit`.
+    pub fn held_lines(&self, tenant: Option<&str>, limit: usize) -> Result<Vec<HeldLine>, QueueError> {
+        let found = self.store.scan(&Scan::prefix(Cf::Index, &index::held_prefix(tenant), limit))?;
+        found
+            .into_iter()
+            .map(|(key, value)| {
+                let line = index::parse_held(&key).ok_or_else(|| QueueError::Corrupt("held line key".into()))?;
+                let seq = value
+                    .as_slice()
+                    .try_into()
+                    .map(u64::from_be_bytes)
+                    .map_err(|_| QueueError::Corrupt("held line value".into()))?;
+                Ok(HeldLine { line, seq })
+            })
+            .collect()
+    }
+
+    /// Release a held line: its dead head stays in the DLQ but leaves the
+    /// line, and the row behind it is due now, carrying the dead hook's id.
+    /// The dead head's seq, or `None` if the line is not held.
+    pub fn release_line(&self, line: &LineId, now_ms: u64) -> Result<Option<u64>, QueueError> {
+        let _serial = self.transitions.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(value) = self.store.get(Cf::Index, &index::held(line))? else { return Ok(None) };
+        let seq = value
+            .as_slice()
+            .try_into()
+            .map(u64::from_be_bytes)
+            .map_err(|_| QueueError::Corrupt("held line value".into()))?;
+        let mut batch = Batch::new();
+        let row = self.store.get(Cf::Deliveries, &deliveries::row(seq, line.sink))?;
+        match row.map(|bytes| DeliveryRow::decode(seq, line.sink, &bytes)).transpose() {
+            Ok(Some(row)) if matches!(row.state, RowState::Dead { .. }) => {
+                let released = DeliveryRow { line: row.line.clone().map(|l| Line { hold: false, ..l }), ..row.clone() };
+                Core::move_row(&mut batch, &row, Some(&released));
+            }
+            Ok(_) => {
+                // Not dead (or gone) any more: the held entry is stale.
+                batch.delete(Cf::Index, index::held(line));
+            }
+            Err(e) => return Err(QueueError::Corrupt(format!("row {seq}/{}: {e}", line.sink))),
+        }
+        let skipped = self.hook_id(seq)?;
+        self.promote_lines(&mut batch, vec![Leaving { line: line.clone(), seq, skipped }], now_ms)?;
+        self.write_rows(&batch, Durability::Synced)?;
+        self.stats.committed.notify_one();
+        tracing::info!(
+            tenant = %line.tenant, source = %line.source, sink = line.sink, key = %line.key, seq,
+            "ordering key released: its dead hook stays in the DLQ, the hooks behind it are delivered"
+        );
+        Ok(Some(seq))
+    }
+}

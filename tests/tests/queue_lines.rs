@@ -1,0 +1,211 @@
+//! Ordered lines in the queue: only a line's head is claimed, a retrying
+//! head holds its line, a dead head is skipped (marking the next row) or
+//! holds the line until revived or released, and counters follow; a row
+//! committed while its head completes is never stranded, and the lines
+//! survive a restart.
+
+use std::sync::Arc;
+
+use ankusa::error_class::ErrorClass;
+use ankusa::queue::{Entry, EntryOutcome, Envelope, LastFailure, Line, LineId, Queue, QueueConfig, RowState};
+use ankusa::store::Batch;
+
+const NOW: u64 = 1_800_000_000_000;
+
+fn ordered(id: &str, key: Option<&str>, hold: bool) -> Entry {
+    let envelope = Envelope::new(id.into(), "shop".into(), "acme".into(), NOW, b"{}".to_vec());
+    let mut entry = Entry::new(envelope, vec![(0, "sha".into())]);
+    if let Some(key) = key {
+        entry.lines.push((0, Line { key: key.into(), hold }));
+    }
+    entry
+}
+
+/// Enqueue `(id, key)` in this order; their seqs.
+async fn enqueue(queue: &Queue, hooks: &[(&str, Option<&str>)], hold: bool) -> Vec<u64> {
+    let entries = hooks.iter().map(|(id, key)| ordered(id, *key, hold)).collect();
+    queue
+        .intake()
+        .enqueue(entries, None)
+        .await
+        .expect("enqueue")
+        .into_iter()
+        .map(|outcome| match outcome {
+            EntryOutcome::Committed(e) => e.seq,
+            other => panic!("{other:?}"),
+        })
+        .collect()
+}
+
+fn claimed(queue: &Queue, at: u64) -> Vec<u64> {
+    let mut seqs: Vec<u64> = queue.deliveries().claim_due(at, 100).expect("claim").iter().map(|r| r.seq).collect();
+    seqs.sort_unstable();
+    seqs
+}
+
+fn counter(queue: &Queue, kind: &str) -> i64 {
+    queue.counter(None, kind).expect("counter")
+}
+
+fn no_drift(queue: &Queue) {
+    let recount = queue.recount(false).expect("recount");
+    assert!(recount.drifts.is_empty(), "counters drifted: {:?}", recount.drifts);
+}
+
+fn line(key: &str) -> LineId {
+    LineId { tenant: "acme".into(), source: "shop".into(), sink: 0, key: key.into() }
+}
+
+#[tokio::test]
+async fn only_a_lines_head_is_claimed_and_a_retrying_head_holds_its_line() {
+    let dir = tempfile::tempdir().expect("dir");
+    let queue = Queue::open(dir.path(), QueueConfig::default()).expect("open");
+    let seqs = enqueue(
+        &queue,
+        &[("a1", Some("a")), ("a2", Some("a")), ("b1", Some("b")), ("a3", Some("a")), ("u1", None)],
+        false,
+    )
+    .await;
+    let [a1, a2, b1, a3, u1] = seqs[..] else { panic!("{seqs:?}") };
+    assert_eq!(claimed(&queue, NOW), vec![a1, b1, u1], "each line's head and the unordered row");
+    assert_eq!(counter(&queue, "waiting"), 2, "a2 and a3 wait behind a1");
+    assert_eq!(counter(&queue, "pending"), 2, "waiting rows are pending");
+    no_drift(&queue);
+
+    let failure = LastFailure::new(ErrorClass::Transient, "503", NOW);
+    queue.deliveries().retry(a1, 0, NOW + 1_000, failure).expect("retry");
+    assert!(claimed(&queue, NOW + 999).is_empty(), "the rows behind a retrying head wait");
+    assert_eq!(claimed(&queue, NOW + 1_000), vec![a1], "the head again, not a2");
+    queue.deliveries().complete(a1, 0).expect("complete");
+    let next = queue.deliveries().claim_due(NOW + 1_000, 100).expect("claim");
+    assert_eq!(next.iter().map(|r| r.seq).collect::<Vec<_>>(), vec![a2], "a2 is the head now");
+    assert_eq!(next[0].attempts, 0, "a2 spent no attempt while it waited");
+    assert_eq!(next[0].previous_dead, None);
+    queue.deliveries().complete(a2, 0).expect("complete");
+    assert_eq!(claimed(&queue, NOW + 1_000), vec![a3]);
+    for seq in [a3, b1, u1] {
+        queue.deliveries().complete(seq, 0).expect("complete");
+    }
+    assert_eq!((counter(&queue, "pending"), counter(&queue, "waiting"), counter(&queue, "inflight")), (0, 0, 0));
+    no_drift(&queue);
+}
+
+#[tokio::test]
+async fn a_skipped_dead_head_lets_its_line_go_on_and_marks_the_next_row() {
+    let dir = tempfile::tempdir().expect("dir");
+    let queue = Queue::open(dir.path(), QueueConfig::default()).expect("open");
+    let seqs = enqueue(&queue, &[("k1", Some("k")), ("k2", Some("k")), ("k3", Some("k"))], false).await;
+    let [k1, k2, k3] = seqs[..] else { panic!("{seqs:?}") };
+    assert_eq!(claimed(&queue, NOW), vec![k1]);
+    queue.deliveries().bury(k1, 0, NOW, "410", ErrorClass::Permanent).expect("bury");
+    let next = queue.deliveries().claim_due(NOW, 100).expect("claim");
+    assert_eq!((next.len(), next[0].seq), (1, k2));
+    assert_eq!(next[0].previous_dead.as_deref(), Some("k1"), "the next row names the dead hook");
+    assert!(queue.dead_letters().held_lines(None, 10).expect("held").is_empty(), "skip holds nothing");
+    queue.deliveries().complete(k2, 0).expect("complete");
+    let last = queue.deliveries().claim_due(NOW, 100).expect("claim");
+    assert_eq!((last[0].seq, last[0].previous_dead.as_deref()), (k3, None), "only the next row is marked");
+
+    // A skipped hook replayed is delivered out of line: it does not wait
+    // behind k3, nor hold anything.
+    let revived = queue.dead_letters().revive(&[(k1, 0)], "r1", NOW, Batch::new()).expect("revive");
+    assert_eq!(revived, 1);
+    let replayed = queue.deliveries().claim_due(NOW + 1, 100).expect("claim");
+    assert_eq!((replayed.len(), replayed[0].seq, replayed[0].line.clone()), (1, k1, None));
+    no_drift(&queue);
+}
+
+#[tokio::test]
+async fn a_held_line_waits_for_its_revived_head_or_a_release() {
+    let dir = tempfile::tempdir().expect("dir");
+    let queue = Queue::open(dir.path(), QueueConfig::default()).expect("open");
+    let seqs = enqueue(
+        &queue,
+        &[("a1", Some("a")), ("a2", Some("a")), ("c1", Some("c")), ("c2", Some("c")), ("c3", Some("c"))],
+        true,
+    )
+    .await;
+    let [a1, a2, c1, c2, c3] = seqs[..] else { panic!("{seqs:?}") };
+    assert_eq!(claimed(&queue, NOW), vec![a1, c1]);
+    queue.deliveries().bury(a1, 0, NOW, "410", ErrorClass::Permanent).expect("bury");
+    queue.deliveries().bury(c1, 0, NOW, "410", ErrorClass::Permanent).expect("bury");
+    assert!(claimed(&queue, NOW + 60_000).is_empty(), "both lines are held");
+    let held = queue.dead_letters().held_lines(None, 10).expect("held");
+    assert_eq!(held.iter().map(|h| (h.line.key.as_str(), h.seq)).collect::<Vec<_>>(), vec![("a", a1), ("c", c1)]);
+    assert_eq!(queue.dead_letters().held_lines(Some("other"), 10).expect("held"), vec![]);
+    assert_eq!((counter(&queue, "held"), counter(&queue, "dead"), counter(&queue, "waiting")), (2, 2, 3));
+    no_drift(&queue);
+
+    // A replay of a's head: it goes first, then a2.
+    queue.dead_letters().revive(&[(a1, 0)], "r1", NOW, Batch::new()).expect("revive");
+    assert_eq!(counter(&queue, "held"), 1);
+    assert_eq!(claimed(&queue, NOW + 1), vec![a1], "the revived head, and not a2");
+    queue.deliveries().complete(a1, 0).expect("complete");
+    assert_eq!(claimed(&queue, NOW + 1), vec![a2]);
+
+    // c is released: c1 stays dead, c2 goes, marked.
+    assert_eq!(queue.dead_letters().release_line(&line("c"), NOW).expect("release"), Some(c1));
+    assert_eq!(queue.dead_letters().release_line(&line("c"), NOW).expect("release"), None, "not held any more");
+    let next = queue.deliveries().claim_due(NOW + 1, 100).expect("claim");
+    assert_eq!((next.len(), next[0].seq, next[0].previous_dead.as_deref()), (1, c2, Some("c1")));
+    let dead = queue.deliveries().rows_of_hook(c1).expect("rows");
+    assert!(matches!(dead[0].state, RowState::Dead { .. }), "the released hook is still a dead letter");
+    queue.deliveries().complete(c2, 0).expect("complete");
+    assert_eq!(claimed(&queue, NOW + 1), vec![c3]);
+    assert_eq!((counter(&queue, "held"), counter(&queue, "dead")), (0, 1));
+    no_drift(&queue);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_committed_while_its_head_completes_is_never_stranded() {
+    const HOOKS: usize = 300;
+    let dir = tempfile::tempdir().expect("dir");
+    let queue = Arc::new(Queue::open(dir.path(), QueueConfig::default()).expect("open"));
+    // One writer adds the key's rows one by one while a deliverer claims
+    // and completes heads as fast as it can: each commit races a head's
+    // completion and the promotion of the row behind it.
+    let writer = {
+        let queue = queue.clone();
+        tokio::spawn(async move {
+            let mut seqs = Vec::new();
+            for i in 0..HOOKS {
+                seqs.extend(enqueue(&queue, &[(&format!("k{i}"), Some("k"))], false).await);
+            }
+            seqs
+        })
+    };
+    let mut delivered = Vec::new();
+    let started = std::time::Instant::now();
+    while delivered.len() < HOOKS {
+        assert!(started.elapsed() < std::time::Duration::from_secs(30), "stranded after {}", delivered.len());
+        let rows = queue.deliveries().claim_due(NOW, 100).expect("claim");
+        assert!(rows.len() <= 1, "one row of a key at a time: {rows:?}");
+        for row in rows {
+            delivered.push(row.seq);
+            queue.deliveries().complete(row.seq, 0).expect("complete");
+        }
+        tokio::task::yield_now().await;
+    }
+    let seqs = writer.await.expect("writer");
+    assert_eq!(delivered, seqs, "delivered in seq order, every one");
+    assert_eq!((counter(&queue, "pending"), counter(&queue, "waiting")), (0, 0));
+    no_drift(&queue);
+}
+
+#[tokio::test]
+async fn lines_survive_a_restart_with_their_head_in_flight() {
+    let dir = tempfile::tempdir().expect("dir");
+    let seqs = {
+        let queue = Queue::open(dir.path(), QueueConfig::default()).expect("open");
+        let seqs = enqueue(&queue, &[("k1", Some("k")), ("k2", Some("k")), ("k3", Some("k"))], false).await;
+        assert_eq!(claimed(&queue, NOW), vec![seqs[0]], "k1 in flight, k2 and k3 waiting");
+        queue.close().await;
+        seqs
+    };
+    let queue = Queue::open(dir.path(), QueueConfig::default()).expect("reopen");
+    assert_eq!(queue.recover_inflight(NOW).expect("recover"), 1);
+    assert_eq!(claimed(&queue, NOW), vec![seqs[0]], "the head in flight at the stop goes first again");
+    queue.deliveries().complete(seqs[0], 0).expect("complete");
+    assert_eq!(claimed(&queue, NOW), vec![seqs[1]]);
+    no_drift(&queue);
+}
