@@ -20,6 +20,12 @@ use crate::receiver::{Receiver, Reply};
 pub const LEASE_TTL_MS: u64 = 2_000;
 
 pub fn node_yaml(nats: &str, node_id: &str, receiver: &Receiver, replicas: usize) -> String {
+    node_yaml_binding(nats, node_id, receiver, replicas, "out")
+}
+
+/// [`node_yaml`] with the `orders` source's one binding written as
+/// `binding` (a sink's name, or a flow map with `ordering`).
+pub fn node_yaml_binding(nats: &str, node_id: &str, receiver: &Receiver, replicas: usize, binding: &str) -> String {
     format!(
         "wal: {{mode: fleet}}
 fleet:
@@ -40,7 +46,7 @@ sinks:
     allow: [\"{origin}\"]
 sources:
   orders:
-    sinks: [out]
+    sinks: [{binding}]
     dedupe: {{header: idempotency-key}}
 ",
         urls = nats,
@@ -53,6 +59,8 @@ pub struct Fleet {
     dir: tempfile::TempDir,
     /// The `ankusa` binary (default: the test build's).
     bin: Option<PathBuf>,
+    /// The `orders` source's binding (default: `out`, unordered).
+    binding: String,
 }
 
 impl Default for Fleet {
@@ -63,12 +71,17 @@ impl Default for Fleet {
 
 impl Fleet {
     pub fn new() -> Fleet {
-        Fleet { dir: tempfile::tempdir().expect("dir"), bin: None }
+        Fleet { dir: tempfile::tempdir().expect("dir"), bin: None, binding: "out".into() }
     }
 
     /// Nodes run from `bin` (a benchmark's release build).
     pub fn with_binary(bin: PathBuf) -> Fleet {
         Fleet { bin: Some(bin), ..Fleet::new() }
+    }
+
+    /// Nodes whose `orders` source delivers in order by `key`.
+    pub fn ordered(key: &str) -> Fleet {
+        Fleet { binding: format!("{{sink: out, ordering: {{key: \"{key}\"}}}}"), ..Fleet::new() }
     }
 
     pub fn data(&self, node: &str) -> PathBuf {
@@ -83,7 +96,7 @@ impl Fleet {
     pub async fn start_via(&self, nats: &str, node: &str, receiver: &Receiver) -> RunningNode {
         let config_dir = self.dir.path().join(format!("config-{node}"));
         std::fs::create_dir_all(&config_dir).expect("config dir");
-        let config = write_config(&config_dir, &node_yaml(nats, node, receiver, 3));
+        let config = write_config(&config_dir, &node_yaml_binding(nats, node, receiver, 3, &self.binding));
         match &self.bin {
             Some(bin) => RunningNode::start_bin(bin, &config, &self.data(node), &[], "127.0.0.1:0").await,
             None => RunningNode::start(&config, &self.data(node), &[]).await,

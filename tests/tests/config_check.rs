@@ -77,6 +77,27 @@ fn bad_configs_exit_78_naming_the_key() {
             "/nonexistent/sink.wasm",
         ),
         (
+            "an ordering key of no known kind",
+            format!("{HTTP_SINK}sources:\n  gh:\n    sinks: [{{sink: hook, ordering: {{key: \"body\"}}}}]\n"),
+            vec![],
+            "sources.gh.sinks[0].ordering.key",
+            "not an ordering key",
+        ),
+        (
+            "a typo in a binding",
+            format!("{HTTP_SINK}sources:\n  gh:\n    sinks: [{{sink: hook, ordring: {{key: source}}}}]\n"),
+            vec![],
+            "sources.gh.sinks[0].ordring",
+            "unknown field `ordring`",
+        ),
+        (
+            "ordering without a queue",
+            "wal:\n  mode: none\nsinks:\n  log: {component: log}\nsources:\n  demo:\n    sinks: [{sink: log, ordering: {key: source}}]\n".into(),
+            vec![],
+            "sources.demo.sinks[0].ordering",
+            "needs the queue",
+        ),
+        (
             "unknown verification preset",
             format!("{HTTP_SINK}sources:\n  gh:\n    sinks: [hook]\n    verify: {{preset: githob, secret: s}}\n"),
             vec![],

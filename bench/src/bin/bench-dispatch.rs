@@ -287,6 +287,15 @@ fn main() -> anyhow::Result<()> {
         noop_spec.limits.max_uses = u64::MAX;
         let noop = Arc::new(runtime.load(noop_spec).await?);
 
+        // For profiling the ordered drains alone: ANKUSA_BENCH_ONLY=ordered.
+        if std::env::var("ANKUSA_BENCH_ONLY").is_ok_and(|only| only == "ordered") {
+            print_drain(
+                "dispatch.noop.ordered_1000_keys_drain_100k",
+                &ordered_drain("noop", &noop, BACKLOG, 1_000).await?,
+            );
+            print_drain("dispatch.noop.ordered_1_key_drain_5k", &ordered_drain("noop", &noop, ONE_KEY_HOOKS, 1).await?);
+            return Ok(());
+        }
         let first = drains_on_one_store(&noop).await?;
         let wasm_cpu = direct_noop_cpu(&noop).await?;
         report("dispatch.noop.wasm_call_cpu", wasm_cpu.as_secs_f64() * 1e6, "us");

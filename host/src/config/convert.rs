@@ -95,6 +95,14 @@ impl Config {
             |sink| self.sinks.contains_key(sink),
             &known,
         );
+        if self.wal_mode() == WalMode::None {
+            for (i, _) in section.sinks.iter().enumerate().filter(|(_, b)| b.ordering().is_some()) {
+                found.push(Problem::new(
+                    format!("sources.{name}.sinks[{i}].ordering"),
+                    "ordering needs the queue: under wal.mode none a hook is delivered while its request waits",
+                ));
+            }
+        }
         found
     }
 

@@ -2,9 +2,9 @@
 //! this node's seqs, through the writer, so they are logged to this node's
 //! own replicated subject like any hook it acked.
 
-use super::commit::{Call, Kind, Logged, Message, Prepared};
+use super::commit::{Call, Kind, LinePlace, Logged, Message, Prepared};
 use super::handoff::Handoff;
-use super::rows::{lines_of, rows_anew};
+use super::rows::rows_anew;
 use super::{EntryOutcome, Handover, QueueError, counter_key};
 use crate::store::Batch;
 
@@ -29,7 +29,7 @@ impl Handover {
             entries.push(Prepared {
                 envelope: handoff.envelope,
                 encoded: handoff.encoded,
-                lines: lines_of(&rows),
+                lines: LinePlace::of_rows(&rows),
                 rows,
                 dedupe: None,
                 prefetched: None,

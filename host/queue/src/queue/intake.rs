@@ -7,7 +7,9 @@ use std::sync::atomic::Ordering;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::commit::{Call, Kind, Logged, Message, Prepared};
+use std::collections::HashSet;
+
+use super::commit::{Call, Kind, LinePlace, Logged, Message, Prepared};
 use super::reply::Reply;
 use super::{
     Core, DeliveryRow, Entry, EntryOutcome, EntryReply, Intake, Planned, QueueError, RowState, damage, dedupe,
@@ -47,6 +49,8 @@ impl Core {
             damage::absent_if_damaged(self.store.multi_get_each(Cf::Dedupe, &keys)?)?
         }
         .into_iter();
+        // Lines this call already puts a row in: its later rows wait.
+        let mut joined: HashSet<LineId> = HashSet::new();
         let entries = entries
             .into_iter()
             .zip(stored)
@@ -56,10 +60,24 @@ impl Core {
                     None => None,
                 };
                 let rows_of_hook = u16::try_from(sinks.len()).unwrap_or(0);
+                let places: Vec<LinePlace> = lines
+                    .iter()
+                    .map(|(sink, line)| {
+                        let line = LineId {
+                            tenant: envelope.tenant_id.clone(),
+                            source: envelope.source_id.clone(),
+                            sink: *sink,
+                            key: line.key.clone(),
+                        };
+                        let waiting = !joined.insert(line.clone()) || self.line_occupied(&line)?;
+                        Ok(LinePlace { sink: *sink, line, waiting })
+                    })
+                    .collect::<Result<_, QueueError>>()?;
                 let rows = sinks
                     .into_iter()
                     .map(|(sink, sink_name)| {
                         let line = lines.iter().find(|(s, _)| *s == sink).map(|(_, line)| line.clone());
+                        let waiting = places.iter().any(|place| place.sink == sink && place.waiting);
                         let row = DeliveryRow {
                             seq: 0,
                             sink,
@@ -69,7 +87,7 @@ impl Core {
                             bytes: envelope.size(),
                             attempts: 0,
                             replay_id: replay_id.map(str::to_string),
-                            state: RowState::Due { due_at: now_ms },
+                            state: if waiting { RowState::Waiting } else { RowState::Due { due_at: now_ms } },
                             rows_of_hook,
                             last_failure: None,
                             line,
@@ -80,30 +98,18 @@ impl Core {
                         (sink, row.encode())
                     })
                     .collect();
-                let lines = lines
-                    .into_iter()
-                    .map(|(sink, line)| {
-                        let id = LineId {
-                            tenant: envelope.tenant_id.clone(),
-                            source: envelope.source_id.clone(),
-                            sink,
-                            key: line.key,
-                        };
-                        (sink, id)
-                    })
-                    .collect();
-                Prepared {
+                Ok(Prepared {
                     encoded: envelope.encode(),
                     envelope,
                     rows,
-                    lines,
+                    lines: places,
                     dedupe,
                     prefetched,
                     msg_id: None,
                     logged: Logged::Not,
-                }
+                })
             })
-            .collect();
+            .collect::<Result<_, QueueError>>()?;
         Ok(Planned { entries, prefetch_epoch, now_ms })
     }
 

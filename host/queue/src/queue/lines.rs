@@ -22,7 +22,8 @@ use crate::store::keys::index::{self, LineId};
 use crate::store::keys::{self, deliveries, hooks, prefix_end};
 use crate::store::{Batch, Cf, Durability, Scan};
 
-/// Line entries read per step of a walk for a line's head.
+/// Line entries read per step of a walk for a line's head, after the
+/// first step.
 const LINE_STEP: usize = 16;
 
 /// A row leaving its line in a batch being built.
@@ -42,6 +43,14 @@ struct LineLeft {
     skipped: Option<(u64, String)>,
 }
 
+/// What [`Core::promote_lines`] did: rows made due, and the floors the
+/// lines have once its batch is written.
+#[derive(Default)]
+pub(super) struct Promoted {
+    pub due: usize,
+    pub floors: Vec<(LineId, u64)>,
+}
+
 /// A line stopped by its dead head.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HeldLine {
@@ -52,50 +61,106 @@ pub struct HeldLine {
 
 impl Core {
     /// The seq of `line`'s head: its first entry not `leaving` (rows the
-    /// batch being built takes out) whose row exists. The row of an entry
-    /// other than `known` (a row the caller holds) is read to be sure;
-    /// an entry whose row is gone is dropped in `batch`.
+    /// batch being built takes out) whose row exists, with that row unless
+    /// it is `known` (a row the caller holds), which is not read again.
+    /// An entry whose row is gone is dropped in `batch`.
     pub(super) fn line_head(
         &self,
         line: &LineId,
         leaving: &HashSet<u64>,
         known: Option<u64>,
         batch: &mut Batch,
-    ) -> Result<Option<u64>, QueueError> {
+    ) -> Result<Option<(u64, Option<DeliveryRow>)>, QueueError> {
         let prefix = index::line_prefix(line);
-        let mut from = prefix.clone();
+        if let Some(known) = known {
+            self.due_floor.lower_line(line, known);
+        }
+        // Past the tombstones its delivered rows left, when known.
+        let mut from = self.due_floor.line_floor(line).map_or_else(|| prefix.clone(), |floor| index::line(line, floor));
+        // Past the floor, the head is nearly always the first entry, or
+        // the one after the rows leaving.
+        let mut step = leaving.len() + 1;
         loop {
-            let entries = self.store.scan(&Scan {
-                cf: Cf::Index,
-                from,
-                to: prefix_end(&prefix),
-                reverse: false,
-                limit: LINE_STEP,
-            })?;
+            let entries =
+                self.store.scan(&Scan { cf: Cf::Index, from, to: prefix_end(&prefix), reverse: false, limit: step })?;
             for (key, _) in &entries {
                 let seq = index::parse_line_seq(key).ok_or_else(|| QueueError::Corrupt("line index key".into()))?;
                 if leaving.contains(&seq) {
                     continue;
                 }
-                if known == Some(seq) || self.holds_place(line, seq)? {
-                    return Ok(Some(seq));
+                let row = match known == Some(seq) {
+                    true => None,
+                    false => match self.row_in_line(line, seq)? {
+                        Some(row) => Some(row),
+                        None => {
+                            tracing::warn!(
+                                seq,
+                                sink = line.sink,
+                                "line entry whose row is gone or out of line; dropping it"
+                            );
+                            batch.delete(Cf::Index, key.clone());
+                            continue;
+                        }
+                    },
+                };
+                // Nothing live is below the first live entry (rows leaving
+                // with the batch being built are above it).
+                if leaving.iter().all(|leaver| *leaver > seq) {
+                    self.due_floor.raise_lines([(line.clone(), seq)]);
                 }
-                tracing::warn!(seq, sink = line.sink, "line entry whose row is gone or out of line; dropping it");
-                batch.delete(Cf::Index, key.clone());
+                return Ok(Some((seq, row)));
             }
             match entries.last() {
-                Some((key, _)) if entries.len() == LINE_STEP => from = keys::after(key),
+                Some((key, _)) if entries.len() == step => from = keys::after(key),
                 _ => return Ok(None),
             }
+            step = LINE_STEP;
         }
     }
 
-    /// Whether the row `seq` of `line` exists and is in it (a row damaged
+    /// Whether `line` holds any entry now (a hook committed into it waits
+    /// behind them). Read by the committing caller, so it may be stale
+    /// either way: see `recheck_lines`.
+    pub(super) fn line_occupied(&self, line: &LineId) -> Result<bool, QueueError> {
+        let prefix = index::line_prefix(line);
+        let from = self.due_floor.line_floor(line).map_or_else(|| prefix.clone(), |floor| index::line(line, floor));
+        let found =
+            self.store.scan(&Scan { cf: Cf::Index, from, to: prefix_end(&prefix), reverse: false, limit: 1 })?;
+        Ok(!found.is_empty())
+    }
+
+    /// Lines that commits wrote waiting rows to since the last look: a head
+    /// that waits (the row it was behind left before it was written) is
+    /// due at `now_ms`. Runs with the transitions lock held. Returns how
+    /// many rows became due.
+    pub(super) fn recheck_lines(&self, now_ms: u64) -> Result<usize, QueueError> {
+        let lines = self.due_floor.take_recheck();
+        if lines.is_empty() {
+            return Ok(0);
+        }
+        let mut batch = Batch::new();
+        let mut due = 0;
+        for line in &lines {
+            let Some((_, Some(row))) = self.line_head(line, &HashSet::new(), None, &mut batch)? else { continue };
+            due += usize::from(move_up_if_waiting(&mut batch, &row, now_ms));
+        }
+        if !batch.is_empty()
+            && let Err(e) = self.write_rows(&batch, Durability::Buffered)
+        {
+            // Looked at again by the next claim.
+            self.due_floor.recheck_again(lines);
+            return Err(e);
+        }
+        Ok(due)
+    }
+
+    /// The row `seq` of `line`, if it exists and is in it (a row damaged
     /// in the store and dead-lettered for it is not).
-    fn holds_place(&self, line: &LineId, seq: u64) -> Result<bool, QueueError> {
-        let Some(bytes) = self.store.get(Cf::Deliveries, &deliveries::row(seq, line.sink))? else { return Ok(false) };
+    fn row_in_line(&self, line: &LineId, seq: u64) -> Result<Option<DeliveryRow>, QueueError> {
+        let Some(bytes) = self.store.get(Cf::Deliveries, &deliveries::row(seq, line.sink))? else { return Ok(None) };
         Ok(DeliveryRow::decode(seq, line.sink, &bytes)
-            .is_ok_and(|row| row.in_line() && row.line_id().as_ref() == Some(line)))
+            .ok()
+            .filter(|row| row.in_line() && row.line_id().as_ref() == Some(line)))
     }
 
     /// The id of the hook stored under `seq`, for a gap marker.
@@ -108,13 +173,14 @@ impl Core {
 
     /// After rows leave their lines in `batch`: each line's new head, if
     /// it waits, is due at `now_ms`, and a head behind a skipped dead hook
-    /// carries that hook's id. Returns how many rows became due.
+    /// carries that hook's id. Returns how many rows became due, and the
+    /// lines' floors to raise once the batch is written.
     pub(super) fn promote_lines(
         &self,
         batch: &mut Batch,
         left: Vec<Leaving>,
         now_ms: u64,
-    ) -> Result<usize, QueueError> {
+    ) -> Result<Promoted, QueueError> {
         let mut lines: BTreeMap<Vec<u8>, LineLeft> = BTreeMap::new();
         for Leaving { line, seq, skipped } in left {
             let entry = lines.entry(index::line_prefix(&line)).or_insert_with(|| LineLeft {
@@ -129,16 +195,20 @@ impl Core {
                 entry.skipped = Some((seq, id));
             }
         }
-        let mut promoted = 0;
+        let mut promoted = Promoted::default();
         for LineLeft { line, leaving, skipped } in lines.into_values() {
-            let Some(seq) = self.line_head(&line, &leaving, None, batch)? else { continue };
-            let Some(bytes) = self.store.get(Cf::Deliveries, &deliveries::row(seq, line.sink))? else { continue };
-            let row = DeliveryRow::decode(seq, line.sink, &bytes)
-                .map_err(|e| QueueError::Corrupt(format!("row {seq}/{}: {e}", line.sink)))?;
+            let Some((seq, Some(row))) = self.line_head(&line, &leaving, None, batch)? else {
+                // Empty once written: new rows come with higher seqs.
+                if let Some(last) = leaving.iter().max() {
+                    promoted.floors.push((line, last + 1));
+                }
+                continue;
+            };
+            promoted.floors.push((line.clone(), seq));
             let previous_dead = skipped.map(|(_, id)| id).or_else(|| row.previous_dead.clone());
             let next = match row.state {
                 RowState::Waiting => {
-                    promoted += 1;
+                    promoted.due += 1;
                     DeliveryRow { state: RowState::Due { due_at: now_ms }, previous_dead, ..row.clone() }
                 }
                 // Due already (no claim has met it yet): it only learns of
@@ -177,14 +247,7 @@ impl Queue {
                 // The line's first entry: its head.
                 let Some(bytes) = self.store.get(Cf::Deliveries, &deliveries::row(seq, line.sink))? else { continue };
                 let Ok(row) = DeliveryRow::decode(seq, line.sink, &bytes) else { continue };
-                if row.state == RowState::Waiting {
-                    Core::move_row(
-                        &mut batch,
-                        &row,
-                        Some(&DeliveryRow { state: RowState::Due { due_at: now_ms }, ..row.clone() }),
-                    );
-                    recovered += 1;
-                }
+                recovered += usize::from(move_up_if_waiting(&mut batch, &row, now_ms));
             }
             match entries.last() {
                 Some((key, _)) if entries.len() == 4096 => from = keys::after(key),
@@ -207,12 +270,7 @@ impl DeadLetters {
             .into_iter()
             .map(|(key, value)| {
                 let line = index::parse_held(&key).ok_or_else(|| QueueError::Corrupt("held line key".into()))?;
-                let seq = value
-                    .as_slice()
-                    .try_into()
-                    .map(u64::from_be_bytes)
-                    .map_err(|_| QueueError::Corrupt("held line value".into()))?;
-                Ok(HeldLine { line, seq })
+                Ok(HeldLine { line, seq: held_seq(&value)? })
             })
             .collect()
     }
@@ -223,11 +281,7 @@ impl DeadLetters {
     pub fn release_line(&self, line: &LineId, now_ms: u64) -> Result<Option<u64>, QueueError> {
         let _serial = self.transitions.lock().unwrap_or_else(|e| e.into_inner());
         let Some(value) = self.store.get(Cf::Index, &index::held(line))? else { return Ok(None) };
-        let seq = value
-            .as_slice()
-            .try_into()
-            .map(u64::from_be_bytes)
-            .map_err(|_| QueueError::Corrupt("held line value".into()))?;
+        let seq = held_seq(&value)?;
         let mut batch = Batch::new();
         let row = self.store.get(Cf::Deliveries, &deliveries::row(seq, line.sink))?;
         match row.map(|bytes| DeliveryRow::decode(seq, line.sink, &bytes)).transpose() {
@@ -242,8 +296,9 @@ impl DeadLetters {
             Err(e) => return Err(QueueError::Corrupt(format!("row {seq}/{}: {e}", line.sink))),
         }
         let skipped = self.hook_id(seq)?;
-        self.promote_lines(&mut batch, vec![Leaving { line: line.clone(), seq, skipped }], now_ms)?;
+        let promoted = self.promote_lines(&mut batch, vec![Leaving { line: line.clone(), seq, skipped }], now_ms)?;
         self.write_rows(&batch, Durability::Synced)?;
+        self.due_floor.raise_lines(promoted.floors);
         self.stats.committed.notify_one();
         tracing::info!(
             tenant = %line.tenant, source = %line.source, sink = line.sink, key = %line.key, seq,
@@ -251,4 +306,19 @@ impl DeadLetters {
         );
         Ok(Some(seq))
     }
+}
+
+/// A line's head found waiting (the row it waited for left unseen) is due
+/// at `now_ms`, in `batch`. Whether it was.
+fn move_up_if_waiting(batch: &mut Batch, head: &DeliveryRow, now_ms: u64) -> bool {
+    let waiting = head.state == RowState::Waiting;
+    if waiting {
+        Core::move_row(batch, head, Some(&DeliveryRow { state: RowState::Due { due_at: now_ms }, ..head.clone() }));
+    }
+    waiting
+}
+
+/// The dead head's seq a held entry keeps.
+fn held_seq(value: &[u8]) -> Result<u64, QueueError> {
+    value.try_into().map(u64::from_be_bytes).map_err(|_| QueueError::Corrupt("held line value".into()))
 }

@@ -23,6 +23,7 @@ mod commit;
 mod damage;
 pub mod dedupe;
 mod dlq;
+mod due_floor;
 mod durability;
 pub mod envelope;
 mod erasing;
@@ -182,8 +183,8 @@ pub struct Core {
     transitions: std::sync::Mutex<()>,
     /// Serialises the pen's cap check with its write.
     pen: std::sync::Mutex<()>,
-    /// Where claims start in the due index (see `transitions::DueFloor`).
-    due_floor: Arc<transitions::DueFloor>,
+    /// Where claims start in the due index (see `due_floor::DueFloor`).
+    due_floor: Arc<due_floor::DueFloor>,
     /// Told of final outcomes once written (`fleet`: for takeovers).
     outcome_log: std::sync::OnceLock<Arc<dyn OutcomeLog>>,
     /// No due rows are handed out (see `pause_claims`).

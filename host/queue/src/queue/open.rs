@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{Core, Queue, QueueConfig, QueueError, WalMode, commit, recount, recovery, tenants, transitions};
+use super::{Core, Queue, QueueConfig, QueueError, WalMode, commit, due_floor, recount, recovery, tenants};
 use crate::intake::{Intake, IntakeLog, IntakeOptions, Replay};
 use crate::store::{Batch, Cf, Durability, Scan, Store, StoreOptions};
 
@@ -77,7 +77,7 @@ impl Queue {
             intake_max_bytes: config.intake_max_bytes,
             archive: config.archive_retention_ms.is_some(),
         };
-        let due_floor = Arc::new(transitions::DueFloor::default());
+        let due_floor = Arc::new(due_floor::DueFloor::default());
         let spawned = commit::spawn(commit::WriterParts {
             due_floor: due_floor.clone(),
             store: store.clone(),

@@ -8,7 +8,7 @@
 
 use std::collections::HashSet;
 
-use super::lines::Leaving;
+use super::lines::{Leaving, Promoted};
 use super::rows::{DeliveryRow, RowState};
 use super::{Core, Handover, QueueError, Tenants};
 use crate::store::keys::{self, deliveries, hooks, index, prefix_end};
@@ -185,11 +185,16 @@ impl Core {
             }
         }
         // Rows of an ordered line beyond the purge (`through`) move up.
-        if !leaving.is_empty() && self.promote_lines(&mut batch, leaving, self.config.clock.now_ms())? > 0 {
-            self.stats.committed.notify_one();
-        }
+        let promoted = match leaving.is_empty() {
+            true => Promoted::default(),
+            false => self.promote_lines(&mut batch, leaving, self.config.clock.now_ms())?,
+        };
         if !batch.is_empty() {
             self.write_rows(&batch, Durability::Synced)?;
+        }
+        self.due_floor.raise_lines(promoted.floors);
+        if promoted.due > 0 {
+            self.stats.committed.notify_one();
         }
         let next = (owned.len() == PURGE_CHUNK).then(|| positions.last().copied()).flatten();
         Ok(PurgeStep { removed, next })

@@ -320,17 +320,6 @@ pub(crate) fn rows_anew(rows: &[(u16, Vec<u8>)], now_ms: u64) -> Result<Vec<(u16
         .collect()
 }
 
-/// The lines of encoded rows (by sink index) whose bindings deliver in
-/// order: a hook committed again keeps its places in its lines.
-pub(crate) fn lines_of(rows: &[(u16, Vec<u8>)]) -> Vec<(u16, LineId)> {
-    rows.iter()
-        .filter_map(|(sink, value)| {
-            let row = DeliveryRow::decode(0, *sink, value).ok()?;
-            Some((*sink, row.line_id().filter(|_| row.in_line())?))
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

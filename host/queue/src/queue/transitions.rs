@@ -18,14 +18,13 @@
 //! row be delivered again, which at-least-once delivery allows.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::lines::Leaving;
+use super::lines::{Leaving, Promoted};
 use super::rows::{DeliveryRow, LastFailure, RowState};
 use super::{Core, DeadLetters, Deliveries, Queue, QueueError, counter_key};
 use crate::error_class::ErrorClass;
 use crate::store::keys::{self, counters, deliveries, hooks, index, prefix_end};
-use crate::store::{Batch, Cf, Durability, Scan, StoreError, WriteOp};
+use crate::store::{Batch, Cf, Durability, Scan, StoreError};
 
 /// What dispatch makes of a due row it is offered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,70 +74,6 @@ pub trait OutcomeLog: Send + Sync + 'static {
 
 /// While outcomes are behind, dispatch looks again after this long.
 const OUTCOMES_BEHIND_RECHECK_MS: u64 = 20;
-
-/// A lower bound on the due time of every live due-index entry.
-///
-/// Claimed rows leave tombstones at the front of the due index until a
-/// compaction drops them; a scan from the index's start would walk all of
-/// them on every claim. Claims start at this floor instead. Every write
-/// that adds due entries lowers `inserted` *after* it lands; a claim takes
-/// `min(floor, inserted)` as its start, and afterwards raises the floor to
-/// the first entry it left due (or past `now`), never above anything
-/// inserted meanwhile.
-#[derive(Debug)]
-pub(crate) struct DueFloor {
-    floor: AtomicU64,
-    inserted: AtomicU64,
-}
-
-impl Default for DueFloor {
-    fn default() -> Self {
-        DueFloor { floor: AtomicU64::new(0), inserted: AtomicU64::new(u64::MAX) }
-    }
-}
-
-impl DueFloor {
-    /// Note the due entries a written batch added.
-    pub(crate) fn note(&self, batch: &Batch) {
-        let min = batch
-            .ops()
-            .iter()
-            .filter_map(|op| match op {
-                WriteOp::Put { cf: Cf::Index, key, .. } => index::due_time(key),
-                _ => None,
-            })
-            .min();
-        if let Some(min) = min {
-            self.inserted.fetch_min(min, Ordering::AcqRel);
-        }
-    }
-
-    /// Where a claim starts scanning.
-    fn start(&self) -> u64 {
-        let inserted = self.inserted.swap(u64::MAX, Ordering::AcqRel);
-        let start = self.floor.load(Ordering::Acquire).min(inserted);
-        self.floor.store(start, Ordering::Release);
-        start
-    }
-
-    /// After a claim: nothing live is due before `first_left`.
-    fn advance(&self, first_left: u64) {
-        let raised = first_left.min(self.inserted.load(Ordering::Acquire));
-        self.floor.fetch_max(raised.min(first_left), Ordering::AcqRel);
-    }
-
-    /// Forget the floor: due entries may have come back below it (the store
-    /// recovered, losing claims that were never synced).
-    pub(crate) fn reset(&self) {
-        self.inserted.store(u64::MAX, Ordering::Release);
-        self.floor.store(0, Ordering::Release);
-    }
-
-    /// Where a read of the earliest due row may start.
-    fn peek(&self) -> u64 {
-        self.floor.load(Ordering::Acquire).min(self.inserted.load(Ordering::Acquire))
-    }
-}
 
 impl Core {
     /// Write a transition's batch, noting the due entries it adds.
@@ -195,6 +130,8 @@ impl Deliveries {
         }
         let _serial = self.transitions.lock().unwrap_or_else(|e| e.into_inner());
         self.repair_index_if_damaged()?;
+        // Rows committed waiting behind a head that left meanwhile are due.
+        self.recheck_lines(now_ms)?;
         let scan_due = |start: u64| {
             self.store.scan(&Scan {
                 cf: Cf::Index,
@@ -256,7 +193,7 @@ impl Deliveries {
             }
             // A row behind its line's head waits for it, out of the due index.
             if let Some(line) = row.line_id()
-                && self.line_head(&line, &HashSet::new(), Some(seq), &mut batch)? != Some(seq)
+                && self.line_head(&line, &HashSet::new(), Some(seq), &mut batch)?.map(|(head, _)| head) != Some(seq)
             {
                 Core::move_row(&mut batch, &row, Some(&DeliveryRow { state: RowState::Waiting, ..row.clone() }));
                 continue;
@@ -406,7 +343,7 @@ impl Deliveries {
             Core::move_row(&mut batch, &row, Some(&DeliveryRow { attempts, state, last_failure, ..row.clone() }));
         }
         let promoted = match leaving.is_empty() {
-            true => 0,
+            true => Promoted::default(),
             false => self.promote_lines(&mut batch, leaving, self.config.clock.now_ms())?,
         };
         emptied.sort_unstable();
@@ -423,10 +360,11 @@ impl Deliveries {
             return Ok(());
         }
         self.write_rows(&batch, Durability::Buffered)?;
+        self.due_floor.raise_lines(promoted.floors);
         if let Some(log) = self.outcome_log.get().filter(|_| !finals.is_empty()) {
             log.record(finals);
         }
-        if promoted > 0
+        if promoted.due > 0
             || outcomes.iter().any(|(_, _, s)| matches!(s, Settlement::Retry { .. } | Settlement::Park { .. }))
         {
             // Rows are due again, written after dispatch last looked for

@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use crate::queue::dedupe::Original;
 use crate::queue::envelope::Envelope;
 use crate::queue::reply::Reply;
-use crate::queue::{EntryOutcome, QueueError, Refusal};
+use crate::queue::{DeliveryRow, EntryOutcome, QueueError, Refusal, RowState};
 use crate::store::Batch;
 use crate::store::keys::index::LineId;
 
@@ -52,9 +52,8 @@ pub struct Prepared {
     /// (sink index, encoded delivery row) for every sink bound to its
     /// source: the row's value, which needs no seq.
     pub rows: Vec<(u16, Vec<u8>)>,
-    /// The line of each of those rows whose binding delivers in order
-    /// (by sink index): a row due when committed gets its line entry.
-    pub lines: Vec<(u16, LineId)>,
+    /// The place of each of those rows whose binding delivers in order.
+    pub lines: Vec<LinePlace>,
     /// The stored dedupe key, if the hook carries one.
     pub dedupe: Option<String>,
     /// What the caller's read found under that key.
@@ -64,6 +63,31 @@ pub struct Prepared {
     pub msg_id: Option<String>,
     /// What a hook-framed intake log said of it in an earlier pass.
     pub logged: Logged,
+}
+
+/// A row's place in its ordered line, as its caller found the line: a row
+/// behind an earlier one of its line is written waiting (no due entry); if
+/// the line emptied meanwhile, the claim after the commit moves it up (see
+/// `lines`).
+#[derive(Clone, Debug)]
+pub struct LinePlace {
+    pub sink: u16,
+    pub line: LineId,
+    pub waiting: bool,
+}
+
+impl LinePlace {
+    /// The places of encoded rows whose bindings deliver in order: a hook
+    /// committed again keeps its places in its lines.
+    pub fn of_rows(rows: &[(u16, Vec<u8>)]) -> Vec<LinePlace> {
+        rows.iter()
+            .filter_map(|(sink, value)| {
+                let row = DeliveryRow::decode(0, *sink, value).ok()?;
+                let line = row.line_id().filter(|_| row.in_line())?;
+                Some(LinePlace { sink: *sink, line, waiting: row.state == RowState::Waiting })
+            })
+            .collect()
+    }
 }
 
 /// What a hook-framed intake log (`fleet`) said of an entry, kept across

@@ -512,7 +512,7 @@ impl Writer {
             call.entries.push(Prepared {
                 envelope: handoff.envelope,
                 encoded: handoff.encoded,
-                lines: crate::queue::rows::lines_of(&rows),
+                lines: super::LinePlace::of_rows(&rows),
                 rows,
                 dedupe: None,
                 prefetched: None,

@@ -41,7 +41,7 @@ use std::sync::atomic::Ordering;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-pub use call::{Call, Kind, Logged, Message, Prepared};
+pub use call::{Call, Kind, LinePlace, Logged, Message, Prepared};
 use call::{Replies, refuse};
 use dual::Dual;
 pub use plan::Limits;
@@ -68,7 +68,7 @@ pub struct Spawned {
 }
 
 pub struct WriterParts {
-    pub due_floor: Arc<super::transitions::DueFloor>,
+    pub due_floor: Arc<super::due_floor::DueFloor>,
     pub store: Arc<dyn Store>,
     pub next_seq: u64,
     pub limits: Limits,
@@ -114,7 +114,7 @@ pub fn spawn(parts: WriterParts) -> Result<Spawned, QueueError> {
 }
 
 struct Writer {
-    due_floor: Arc<super::transitions::DueFloor>,
+    due_floor: Arc<super::due_floor::DueFloor>,
     store: Arc<dyn Store>,
     next_seq: u64,
     limits: Limits,

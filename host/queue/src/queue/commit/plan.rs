@@ -136,6 +136,8 @@ pub(super) struct Deltas {
     dead: i64,
     /// Dead rows that hold their ordered line (a takeover's).
     held: i64,
+    /// Rows written behind an earlier row of their line.
+    waiting: i64,
     bytes: i64,
     dedupe_keys: i64,
 }
@@ -188,9 +190,13 @@ impl Group {
             if d.held != 0 {
                 self.batch.add_counter(counter_key(Some(&tenant), "held"), d.held);
             }
+            if d.waiting != 0 {
+                self.batch.add_counter(counter_key(Some(&tenant), "waiting"), d.waiting);
+            }
             node.pending += d.pending;
             node.dead += d.dead;
             node.held += d.held;
+            node.waiting += d.waiting;
             node.bytes += d.bytes;
             node.dedupe_keys += d.dedupe_keys;
         }
@@ -200,6 +206,9 @@ impl Group {
         }
         if node.held != 0 {
             self.batch.add_counter(counter_key(None, "held"), node.held);
+        }
+        if node.waiting != 0 {
+            self.batch.add_counter(counter_key(None, "waiting"), node.waiting);
         }
         self.batch.add_counter(counter_key(None, "bytes"), node.bytes);
         self.batch.add_counter(counter_key(None, "dedupe_keys"), node.dedupe_keys);
@@ -370,7 +379,7 @@ impl Planner<'_> {
         // Each row is due now, with its owner entry (see `rows`), except
         // a row of a hook acked before that was already given up on.
         let rows = entry.rows.len() as i64;
-        let (mut dead, mut held) = (0, 0);
+        let (mut dead, mut held, mut waiting) = (0, 0, 0);
         for (sink, value) in std::mem::take(&mut entry.rows) {
             match given_up(call.kind, seq, sink, &value) {
                 Some(row) => {
@@ -380,12 +389,18 @@ impl Planner<'_> {
                         batch.put(Cf::Index, key, value);
                     }
                 }
-                None => {
-                    batch.put(Cf::Index, index::due(call.now_ms, seq, sink), Vec::new());
-                    if let Some((_, line)) = entry.lines.iter().find(|(s, _)| *s == sink) {
-                        batch.put(Cf::Index, index::line(line, seq), Vec::new());
+                None => match entry.lines.iter().find(|place| place.sink == sink) {
+                    Some(place) if place.waiting => {
+                        waiting += 1;
+                        batch.put(Cf::Index, index::line(&place.line, seq), index::WRITTEN_WAITING.to_vec());
                     }
-                }
+                    place => {
+                        batch.put(Cf::Index, index::due(call.now_ms, seq, sink), Vec::new());
+                        if let Some(place) = place {
+                            batch.put(Cf::Index, index::line(&place.line, seq), Vec::new());
+                        }
+                    }
+                },
             }
             batch.put(Cf::Deliveries, deliveries::row(seq, sink), value);
             batch.put(Cf::Index, index::owner(&env.tenant_id, seq, sink), Vec::new());
@@ -397,6 +412,7 @@ impl Planner<'_> {
         deltas.pending += rows - dead;
         deltas.dead += dead;
         deltas.held += held;
+        deltas.waiting += waiting;
         deltas.bytes += rows * env.size() as i64;
         let batch = &mut group.batch;
         if let (Some(key), Some(stored)) = (dedupe_key, &entry.dedupe) {

@@ -137,6 +137,20 @@ fn line_parts(tag: u8, line: &LineId) -> KeyBuf {
     KeyBuf::new().tag(tag).short(&line.tenant).short(&line.source).u16(line.sink).short(&line.key)
 }
 
+/// The parts [`line_parts`] wrote after its tag.
+fn read_line_id(r: &mut KeyReader) -> Option<LineId> {
+    Some(LineId {
+        tenant: r.short()?.to_string(),
+        source: r.short()?.to_string(),
+        sink: r.u16()?,
+        key: r.short()?.to_string(),
+    })
+}
+
+/// The value of a line entry written with its row waiting: the commit that
+/// writes it has the line looked at again (its head may have left meanwhile).
+pub const WRITTEN_WAITING: &[u8] = b"w";
+
 /// A row's place in its line.
 pub fn line(line: &LineId, seq: u64) -> Vec<u8> {
     line_parts(LINE, line).u64(seq).build()
@@ -161,12 +175,7 @@ pub fn parse_line_position(key: &[u8]) -> Option<(u64, u16)> {
 pub fn parse_line(key: &[u8]) -> Option<(LineId, u64)> {
     let mut r = KeyReader::new(key);
     r.expect(LINE)?;
-    let line = LineId {
-        tenant: r.short()?.to_string(),
-        source: r.short()?.to_string(),
-        sink: r.u16()?,
-        key: r.short()?.to_string(),
-    };
+    let line = read_line_id(&mut r)?;
     let seq = r.u64()?;
     r.end((line, seq))
 }
@@ -188,12 +197,7 @@ pub fn held_prefix(tenant: Option<&str>) -> Vec<u8> {
 pub fn parse_held(key: &[u8]) -> Option<LineId> {
     let mut r = KeyReader::new(key);
     r.expect(HELD)?;
-    let line = LineId {
-        tenant: r.short()?.to_string(),
-        source: r.short()?.to_string(),
-        sink: r.u16()?,
-        key: r.short()?.to_string(),
-    };
+    let line = read_line_id(&mut r)?;
     r.end(line)
 }
 

@@ -1,0 +1,138 @@
+//! Where claims start: the due index's floor, each ordered line's floor,
+//! and the lines a commit wrote waiting rows to (looked at again by the
+//! next claim).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::store::keys::index::{self, LineId};
+use crate::store::{Batch, Cf, WriteOp};
+
+/// A lower bound on the due time of every live due-index entry.
+///
+/// Claimed rows leave tombstones at the front of the due index until a
+/// compaction drops them; a scan from the index's start would walk all of
+/// them on every claim. Claims start at this floor instead. Every write
+/// that adds due entries lowers `inserted` *after* it lands; a claim takes
+/// `min(floor, inserted)` as its start, and afterwards raises the floor to
+/// the first entry it left due (or past `now`), never above anything
+/// inserted meanwhile.
+///
+/// Ordered lines have the same trouble: a line's delivered rows leave
+/// tombstones before its head. Each line's floor (no live entry of it is
+/// below that seq) is kept here too, raised only once what proves it is
+/// written, and forgotten with the due floor.
+#[derive(Debug)]
+pub(crate) struct DueFloor {
+    floor: AtomicU64,
+    inserted: AtomicU64,
+    lines: Mutex<HashMap<LineId, u64>>,
+    /// Lines a commit wrote waiting rows to, to be looked at by the next
+    /// claim: a row written waiting behind a head that left meanwhile
+    /// would wait for nothing.
+    recheck: Mutex<HashSet<LineId>>,
+}
+
+impl Default for DueFloor {
+    fn default() -> Self {
+        DueFloor {
+            floor: AtomicU64::new(0),
+            inserted: AtomicU64::new(u64::MAX),
+            lines: Default::default(),
+            recheck: Default::default(),
+        }
+    }
+}
+
+/// Lines whose floors are kept at most; past it they are all forgotten
+/// (each is found again by one scan).
+const MAX_LINE_FLOORS: usize = 65_536;
+
+impl DueFloor {
+    /// Note the due entries a written batch added, and the lines it wrote
+    /// waiting rows to.
+    pub(crate) fn note(&self, batch: &Batch) {
+        let mut min = None;
+        let mut waiting = Vec::new();
+        for op in batch.ops() {
+            let WriteOp::Put { cf: Cf::Index, key, value } = op else { continue };
+            if let Some(due) = index::due_time(key) {
+                min = Some(min.map_or(due, |m: u64| m.min(due)));
+            } else if value.as_slice() == index::WRITTEN_WAITING
+                && let Some((line, _)) = index::parse_line(key)
+            {
+                waiting.push(line);
+            }
+        }
+        if !waiting.is_empty() {
+            self.recheck.lock().unwrap_or_else(|e| e.into_inner()).extend(waiting);
+        }
+        if let Some(min) = min {
+            self.inserted.fetch_min(min, Ordering::AcqRel);
+        }
+    }
+
+    /// Where a claim starts scanning.
+    pub(crate) fn start(&self) -> u64 {
+        let inserted = self.inserted.swap(u64::MAX, Ordering::AcqRel);
+        let start = self.floor.load(Ordering::Acquire).min(inserted);
+        self.floor.store(start, Ordering::Release);
+        start
+    }
+
+    /// After a claim: nothing live is due before `first_left`.
+    pub(crate) fn advance(&self, first_left: u64) {
+        let raised = first_left.min(self.inserted.load(Ordering::Acquire));
+        self.floor.fetch_max(raised.min(first_left), Ordering::AcqRel);
+    }
+
+    /// Forget the floor: due entries may have come back below it (the store
+    /// recovered, losing claims that were never synced); line entries too.
+    pub(crate) fn reset(&self) {
+        self.inserted.store(u64::MAX, Ordering::Release);
+        self.floor.store(0, Ordering::Release);
+        self.lines.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+
+    /// Lines whose look failed, to be looked at by the next claim.
+    pub(crate) fn recheck_again(&self, lines: Vec<LineId>) {
+        self.recheck.lock().unwrap_or_else(|e| e.into_inner()).extend(lines);
+    }
+
+    /// The lines to look at again (see `recheck`), taken.
+    pub(crate) fn take_recheck(&self) -> Vec<LineId> {
+        self.recheck.lock().unwrap_or_else(|e| e.into_inner()).drain().collect()
+    }
+
+    /// No live entry of `line` is below this seq, if known.
+    pub(crate) fn line_floor(&self, line: &LineId) -> Option<u64> {
+        self.lines.lock().unwrap_or_else(|e| e.into_inner()).get(line).copied()
+    }
+
+    /// A live entry of `line` is at `seq` (a hook committed again under the
+    /// seq it was first logged with): the floor comes down to it.
+    pub(crate) fn lower_line(&self, line: &LineId, seq: u64) {
+        let mut lines = self.lines.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(floor) = lines.get_mut(line) {
+            *floor = (*floor).min(seq);
+        }
+    }
+
+    /// No live entry of each line is below its seq any more.
+    pub(crate) fn raise_lines(&self, floors: impl IntoIterator<Item = (LineId, u64)>) {
+        let mut lines = self.lines.lock().unwrap_or_else(|e| e.into_inner());
+        for (line, seq) in floors {
+            if lines.len() >= MAX_LINE_FLOORS && !lines.contains_key(&line) {
+                lines.clear();
+            }
+            let floor = lines.entry(line).or_insert(seq);
+            *floor = (*floor).max(seq);
+        }
+    }
+
+    /// Where a read of the earliest due row may start.
+    pub(crate) fn peek(&self) -> u64 {
+        self.floor.load(Ordering::Acquire).min(self.inserted.load(Ordering::Acquire))
+    }
+}
