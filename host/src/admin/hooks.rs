@@ -46,7 +46,8 @@ pub struct DeliveryView {
     /// The sink's name (`None` if the source no longer binds this index).
     pub sink: Option<String>,
     pub sink_index: u16,
-    /// `due`, `inflight`, `dead` or `delivered`.
+    /// `due`, `waiting` (behind an earlier hook of its ordering key),
+    /// `inflight`, `dead` or `delivered`.
     pub state: &'static str,
     pub attempts: u32,
     /// For a due row: when its next attempt may run (unix ms).
