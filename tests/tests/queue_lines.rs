@@ -209,3 +209,27 @@ async fn lines_survive_a_restart_with_their_head_in_flight() {
     assert_eq!(claimed(&queue, NOW), vec![seqs[1]]);
     no_drift(&queue);
 }
+
+/// A settle whose write fails (the disk refuses it mid-drain) changes
+/// nothing of its line: the head stays in flight and the row behind it is
+/// not handed out, however far the line had already moved.
+#[tokio::test]
+async fn a_failed_settle_write_leaves_its_line_as_it_was() {
+    use std::sync::atomic::Ordering;
+    let dir = tempfile::tempdir().expect("dir");
+    let faults = Arc::new(ankusa::store::Faults::default());
+    let config = QueueConfig { store_faults: Some(faults.clone()), ..QueueConfig::default() };
+    let queue = Queue::open(dir.path(), config).expect("open");
+    let seqs = enqueue(&queue, &[("k1", Some("k")), ("k2", Some("k")), ("k3", Some("k"))], false).await;
+    assert_eq!(claimed(&queue, NOW), vec![seqs[0]]);
+    queue.deliveries().complete(seqs[0], 0).expect("complete");
+    assert_eq!(claimed(&queue, NOW), vec![seqs[1]], "the line has moved once");
+
+    faults.fail_writes.store(true, Ordering::Relaxed);
+    assert!(queue.deliveries().complete(seqs[1], 0).is_err(), "the settle is refused");
+    faults.fail_writes.store(false, Ordering::Relaxed);
+    assert!(claimed(&queue, NOW).is_empty(), "k2 is still in flight: k3 is not handed out");
+    queue.deliveries().complete(seqs[1], 0).expect("complete");
+    assert_eq!(claimed(&queue, NOW), vec![seqs[2]]);
+    no_drift(&queue);
+}

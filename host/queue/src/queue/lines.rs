@@ -75,8 +75,7 @@ impl Core {
         if let Some(known) = known {
             self.due_floor.lower_line(line, known);
         }
-        // Past the tombstones its delivered rows left, when known.
-        let mut from = self.due_floor.line_floor(line).map_or_else(|| prefix.clone(), |floor| index::line(line, floor));
+        let mut from = self.line_start(line, &prefix);
         // Past the floor, the head is nearly always the first entry, or
         // the one after the rows leaving.
         let mut step = leaving.len() + 1;
@@ -123,7 +122,7 @@ impl Core {
     /// either way: see `recheck_lines`.
     pub(super) fn line_occupied(&self, line: &LineId) -> Result<bool, QueueError> {
         let prefix = index::line_prefix(line);
-        let from = self.due_floor.line_floor(line).map_or_else(|| prefix.clone(), |floor| index::line(line, floor));
+        let from = self.line_start(line, &prefix);
         let found =
             self.store.scan(&Scan { cf: Cf::Index, from, to: prefix_end(&prefix), reverse: false, limit: 1 })?;
         Ok(!found.is_empty())
@@ -152,6 +151,12 @@ impl Core {
             return Err(e);
         }
         Ok(due)
+    }
+
+    /// Where a walk of `line` starts: past the tombstones its delivered
+    /// rows left, when its floor is known.
+    fn line_start(&self, line: &LineId, prefix: &[u8]) -> Vec<u8> {
+        self.due_floor.line_floor(line).map_or_else(|| prefix.to_vec(), |floor| index::line(line, floor))
     }
 
     /// The row `seq` of `line`, if it exists and is in it (a row damaged
@@ -290,8 +295,11 @@ impl DeadLetters {
                 Core::move_row(&mut batch, &row, Some(&released));
             }
             Ok(_) => {
-                // Not dead (or gone) any more: the held entry is stale.
+                // Not dead (or gone) any more: the held entry is stale, and
+                // its row (if any) is no head to move past.
                 batch.delete(Cf::Index, index::held(line));
+                self.write_rows(&batch, Durability::Synced)?;
+                return Ok(None);
             }
             Err(e) => return Err(QueueError::Corrupt(format!("row {seq}/{}: {e}", line.sink))),
         }
