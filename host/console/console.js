@@ -242,6 +242,7 @@ async function overview(root, onStop) {
       rejected: sum(m, "ankusa_ingest_requests_total", (l) => !["accepted", "duplicate"].includes(l.outcome)),
       delivered: sum(m, "ankusa_deliveries_total", (l) => l.class === "ok"),
       failed: sum(m, "ankusa_deliveries_total", (l) => l.class !== "ok"),
+      filtered: sum(m, "ankusa_filtered_total"),
     };
     if (last) {
       const seconds = Math.max(0.001, (now - last.at) / 1000);
@@ -268,6 +269,7 @@ async function overview(root, onStop) {
       stat("Scheduled", count(rows("scheduled")), { id: "scheduled" }),
       stat("Inflight", count(rows("inflight")), { id: "inflight" }),
       stat("Dead", count(rows("dead")), { id: "dead", kind: rows("dead") ? "bad" : "" }),
+      stat("Filtered", count(totals.filtered), { id: "filtered" }),
       stat("Oldest due", `${count(oldest)} s`, { id: "oldest-due", kind: oldest > 60 ? "warn" : "" }),
       stat("Breakers open", count(open), { id: "breakers-open", kind: open ? "bad" : "" }),
     );
@@ -282,12 +284,14 @@ async function overview(root, onStop) {
       const key = `${s.source}\u0000${s.name}`;
       if (!bySink.has(key)) bySink.set(key, { source: s.source, sink: s.name, classes: {} });
       bySink.get(key).breaker = s.breaker;
+      bySink.get(key).filtered = s.filtered;
     }
-    const heads = ["Source", "Sink", "Breaker", { label: "Delivered", num: true }, ...CLASSES.map((c) => ({ label: c, num: true }))];
+    const heads = ["Source", "Sink", "Breaker", { label: "Delivered", num: true }, { label: "Filtered", num: true }, ...CLASSES.map((c) => ({ label: c, num: true }))];
     const lines = [...bySink.values()].map((e) =>
       el("tr", { "data-sink": e.sink },
         el("td", {}, e.source), el("td", {}, e.sink), el("td", {}, pill(e.breaker || "closed")),
         el("td", { class: "num" }, count(e.classes.ok || 0)),
+        el("td", { class: "num", "data-filtered": e.filtered || 0 }, e.filtered ? count(e.filtered) : ""),
         CLASSES.map((c) => el("td", { class: "num" }, e.classes[c] ? count(e.classes[c]) : "")),
       ));
     replace(sinks, el("h2", {}, "Deliveries by sink and outcome"), table(heads, lines, "No deliveries yet."));
@@ -727,9 +731,53 @@ async function hooks(root) {
   if (seq) await showHook(detail, seq, 0).catch(fail(detail));
 }
 
+// ---------------------------------------------------------------- transforms
+
+/** The configured transforms, and a panel to try one on a hook. */
+async function transforms(root) {
+  const list = await api("GET", "/v1/transforms");
+  root.append(el("h1", {}, "Transforms"));
+  root.append(el("section", { class: "card" }, el("h2", {}, "Configured"),
+    table(["Name", "Component", "Bindings"], list.map((t) =>
+      el("tr", { "data-transform": t.name }, el("td", {}, t.name), el("td", { class: "mono" }, t.component),
+        el("td", {}, t.bindings.join(", ") || "–"))), "No transforms configured.")));
+  const result = el("div", { id: "try-result" });
+  const form = el("form", { id: "try-form", class: "stack" },
+    el("label", {}, "Transform", el("select", { name: "name" }, list.map((t) => el("option", { value: t.name }, t.name)))),
+    el("label", {}, "Headers (one Name: value a line)", el("textarea", { name: "headers", rows: 3, class: "mono" }, "content-type: application/json")),
+    el("label", {}, "Body", el("textarea", { name: "body", rows: 8, class: "mono" }, '{"type": "invoice.paid"}')),
+    el("div", { class: "actions" }, el("button", { type: "submit", disabled: list.length === 0 }, "Try")));
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const data = new FormData(form);
+    const headers = String(data.get("headers")).split("\n").map((line) => line.trim()).filter(Boolean)
+      .map((line) => { const at = line.indexOf(":"); return at < 0 ? [line, ""] : [line.slice(0, at).trim(), line.slice(at + 1).trim()]; });
+    replace(result, el("p", { class: "muted" }, "Running…"));
+    try {
+      const tried = await api("POST", `/v1/transforms/${encodeURIComponent(data.get("name"))}/try`, { body: String(data.get("body")), headers });
+      const verdict = pill(tried.verdict, tried.verdict === "deliver" ? "done" : "failed");
+      const out = tried.hook;
+      replace(result,
+        el("dl", { class: "facts" },
+          el("dt", {}, "Verdict"), el("dd", { id: "try-verdict" }, verdict),
+          tried.reason && [el("dt", {}, "Reason"), el("dd", { id: "try-reason" }, tried.reason)],
+          tried.class && [el("dt", {}, "Class"), el("dd", {}, pill(tried.class))],
+          out && [el("dt", {}, "Content type"), el("dd", {}, out.content_type || "–")]),
+        out && [el("h3", {}, "Headers the sink gets"),
+          table(["Name", "Value"], out.headers.map(([n, v]) => el("tr", {}, el("td", { class: "mono" }, n), el("td", { class: "mono" }, v)))),
+          el("h3", {}, out.body_encoding === "base64" ? "Body (base64)" : "Body the sink gets"),
+          el("pre", { class: "body", id: "try-body" }, out.body)]);
+    } catch (e) {
+      if (e.status !== 401) replace(result, el("p", { class: "error", id: "try-error" }, e.message));
+    }
+  });
+  root.append(el("section", { class: "card" }, el("h2", {}, "Try a transform"),
+    el("p", { class: "muted" }, "Runs the transform on the hook below; nothing is stored or delivered."), form, result));
+}
+
 // ---------------------------------------------------------------- start
 
-const PAGES = { overview, sources, dlq, hooks, quarantine, tenants };
+const PAGES = { overview, sources, dlq, hooks, quarantine, tenants, transforms };
 
 async function start() {
   $("#login-form").addEventListener("submit", async (event) => {

@@ -25,6 +25,9 @@ const GUESTS: &[(&str, &str)] = &[
     ("ankusa_sink_misbehave", "misbehave"),
     ("ankusa_sink_noop", "noop"),
     ("ankusa_sink_post", "post"),
+    ("ankusa_transform_jsonfilter", "jsonfilter"),
+    ("ankusa_transform_reshape", "reshape"),
+    ("ankusa_transform_misbehave", "transform-misbehave"),
 ];
 
 fn main() {

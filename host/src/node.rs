@@ -16,7 +16,7 @@ use crate::fleet::{Fleet, FleetError};
 use crate::queue::{Engines, Queue, QueueError, WalMode};
 use crate::replay::{ReplayError, Replays};
 use crate::runtime::{ComponentSource, Runtime, RuntimeError};
-use crate::source::{LiveDirectory, Origin, ReloadReport};
+use crate::source::{LiveDirectory, Origin, ReloadReport, Specs};
 use crate::tenant::{Erasures, SourceRecords};
 
 #[derive(Debug, Error)]
@@ -216,10 +216,11 @@ impl Node {
     /// the admin API's source writes.
     pub async fn reload_sinks(&self) -> ReloadReport {
         let _writing = self.source_writes.lock().await;
-        let report = crate::source::reload_sinks(&self.sources, &self.runtime, |source, sink| {
-            self.config.sink_spec(source, sink)
-        })
-        .await;
+        let specs = Specs {
+            sink: |source: &str, sink: &str| self.config.sink_spec(source, sink),
+            transform: |name: &str| self.config.transform_spec(name),
+        };
+        let report = crate::source::reload_sinks(&self.sources, &self.runtime, specs).await;
         self.tell_dispatch(&report);
         report
     }
@@ -234,19 +235,30 @@ impl Node {
         }
     }
 
-    /// Swap `component` in for the configured sink `name` wherever a source
-    /// delivers to it (`ankusa sink dev`'s upload). It lasts until the sink
-    /// is reloaded from its file or the node restarts. `None`: no such sink.
+    /// Swap `component` in for the configured sink (or transform) `name`
+    /// wherever a source delivers through it (`ankusa sink dev`'s upload).
+    /// It lasts until it is reloaded from its file or the node restarts.
+    /// `None`: no such sink or transform.
     pub async fn replace_sink_component(&self, name: &str, component: Arc<Vec<u8>>) -> Option<ReloadReport> {
-        self.config.sinks.get(name)?;
+        let is_transform = self.config.transforms.contains_key(name);
+        if !is_transform {
+            self.config.sinks.get(name)?;
+        }
         let _writing = self.source_writes.lock().await;
-        let origin = format!("upload of {name}");
-        let report = crate::source::reload_sinks(&self.sources, &self.runtime, |source, sink| {
-            let mut spec = self.config.sink_spec(source, sink).filter(|_| sink == name)?;
-            spec.component = ComponentSource::Bytes { origin: origin.clone(), bytes: component.clone() };
-            Some(spec)
-        })
-        .await;
+        let uploaded = ComponentSource::Bytes { origin: format!("upload of {name}"), bytes: component.clone() };
+        let specs = Specs {
+            sink: |source: &str, sink: &str| {
+                let mut spec = self.config.sink_spec(source, sink).filter(|_| !is_transform && sink == name)?;
+                spec.component = uploaded.clone();
+                Some(spec)
+            },
+            transform: |transform: &str| {
+                let mut spec = self.config.transform_spec(transform).filter(|_| is_transform && transform == name)?;
+                spec.component = uploaded.clone();
+                Some(spec)
+            },
+        };
+        let report = crate::source::reload_sinks(&self.sources, &self.runtime, specs).await;
         self.tell_dispatch(&report);
         self.keep_two_uploads(name, &report);
         Some(report)
@@ -258,7 +270,8 @@ impl Node {
     /// some source still runs them. An hour of `sink dev` edits would keep
     /// every build otherwise.
     fn keep_two_uploads(&self, sink: &str, report: &ReloadReport) {
-        let Some(new) = report.swapped.iter().find(|s| s.sink == sink).map(|s| s.to.clone()) else { return };
+        let named = |s: &&crate::source::Swapped| s.transform.as_deref().unwrap_or(&s.sink) == sink;
+        let Some(new) = report.swapped.iter().find(named).map(|s| s.to.clone()) else { return };
         let evicted: Vec<String> = {
             let mut uploads = self.uploads.lock().unwrap_or_else(|e| e.into_inner());
             let kept = uploads.entry(sink.to_string()).or_default();
@@ -271,7 +284,13 @@ impl Node {
             .sources
             .all()
             .iter()
-            .flat_map(|(source, _)| source.sinks.iter().map(|b| b.sink.sha256().to_string()).collect::<Vec<_>>())
+            .flat_map(|(source, _)| {
+                let bindings = source.sinks.iter();
+                bindings
+                    .flat_map(|b| b.transforms.iter().map(|t| t.sha256()).chain([b.sink.sha256()]))
+                    .map(str::to_string)
+                    .collect::<Vec<_>>()
+            })
             .collect();
         for sha in evicted.iter().filter(|sha| !running.contains(*sha)) {
             self.runtime.forget(sha);

@@ -31,7 +31,7 @@
 //! reports, per attempt, success or a [`Failure`] with its [`ErrorClass`].
 
 pub mod bindings {
-    //! Raw bindings generated from `wit/` (the `ankusa:sink@0.1.2`
+    //! Raw bindings generated from `wit/` (the `ankusa:sink@0.1.3`
     //! `sink-world` and the WASI interfaces it imports). Most sinks never
     //! need them directly.
     wit_bindgen::generate!({
@@ -52,10 +52,31 @@ pub mod batch {
     wit_bindgen::generate!({
         path: "../wit",
         world: "ankusa:sink/batch-export",
-        with: { "ankusa:sink/delivery@0.1.2": crate::bindings::ankusa::sink::delivery },
+        with: { "ankusa:sink/delivery@0.1.3": crate::bindings::ankusa::sink::delivery },
         pub_export_macro: true,
         export_macro_name: "export_batch",
         default_bindings_module: "ankusa_sdk::batch",
+    });
+}
+
+#[doc(hidden)]
+pub mod transform_bindings {
+    //! `transform-world`, sharing the delivery types, the log and the
+    //! clocks with [`bindings`](crate::bindings). Its export section rides
+    //! in the export macro, so a sink has no trace of it.
+    wit_bindgen::generate!({
+        path: "../wit",
+        world: "ankusa:sink/transform-world",
+        with: {
+            "ankusa:sink/delivery@0.1.3": crate::bindings::ankusa::sink::delivery,
+            "ankusa:sink/log@0.1.3": crate::bindings::ankusa::sink::log,
+            "wasi:io/poll@0.2.12": crate::bindings::wasi::io::poll,
+            "wasi:clocks/wall-clock@0.2.12": crate::bindings::wasi::clocks::wall_clock,
+            "wasi:clocks/monotonic-clock@0.2.12": crate::bindings::wasi::clocks::monotonic_clock,
+        },
+        pub_export_macro: true,
+        export_macro_name: "export_transform_world",
+        default_bindings_module: "ankusa_sdk::transform_bindings",
     });
 }
 
@@ -68,13 +89,17 @@ pub mod protocol;
 pub mod signing;
 mod sink;
 pub mod tcp;
+mod transform;
 
 pub use bindings::ankusa::sink::delivery::{ConfigError, ErrorClass, Failure, Hook};
 pub use sink::Sink;
+pub use transform::Transform;
+pub use transform_bindings::exports::ankusa::sink::transform::{Outgoing, Verdict};
 
 #[doc(hidden)]
 pub mod __private {
     pub use crate::sink::{configure, deliver, deliver_batch, durable};
+    pub use crate::transform::{configure as configure_transform, transform};
 }
 
 /// Export a [`Sink`] implementation as the component's `ankusa:sink/sink`.
@@ -105,6 +130,33 @@ macro_rules! export_sink {
 
         #[cfg(target_family = "wasm")]
         $crate::bindings::export_sink_world!(__AnkusaSinkExport with_types_in $crate::bindings);
+    };
+}
+
+/// Export a [`Transform`] implementation as the component's
+/// `ankusa:sink/transform` (the `transform-world`). Use it once, at the
+/// root of a `cdylib` crate.
+#[macro_export]
+macro_rules! export_transform {
+    ($ty:ty) => {
+        #[doc(hidden)]
+        #[cfg(target_family = "wasm")]
+        struct __AnkusaTransformExport;
+
+        #[cfg(target_family = "wasm")]
+        impl $crate::transform_bindings::exports::ankusa::sink::transform::Guest for __AnkusaTransformExport {
+            fn configure(options: String) -> Result<(), $crate::ConfigError> {
+                $crate::__private::configure_transform::<$ty>(&options)
+            }
+            fn transform(hook: $crate::Hook) -> Result<$crate::Verdict, $crate::Failure> {
+                $crate::__private::transform::<$ty>(hook)
+            }
+        }
+
+        #[cfg(target_family = "wasm")]
+        $crate::transform_bindings::export_transform_world!(
+            __AnkusaTransformExport with_types_in $crate::transform_bindings
+        );
     };
 }
 

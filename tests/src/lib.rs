@@ -127,7 +127,12 @@ pub fn plain_source(name: &str, sinks: Vec<std::sync::Arc<ankusa::runtime::Sink>
         sinks: sinks
             .into_iter()
             .enumerate()
-            .map(|(i, sink)| ankusa::source::SinkBinding { index: i as u16, sink, ordering: None })
+            .map(|(i, sink)| ankusa::source::SinkBinding {
+                index: i as u16,
+                sink,
+                ordering: None,
+                transforms: Vec::new().into(),
+            })
             .collect(),
         forward_headers: Default::default(),
     }

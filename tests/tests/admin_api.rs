@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 /// Every admin route: (method, path). The document must list exactly
 /// these, and each must be served.
-const ROUTES: [(&str, &str); 32] = [
+const ROUTES: [(&str, &str); 34] = [
     ("get", "/health"),
     ("get", "/ready"),
     ("get", "/metrics"),
@@ -46,6 +46,8 @@ const ROUTES: [(&str, &str); 32] = [
     ("get", "/v1/sinks"),
     ("post", "/v1/sinks/reload"),
     ("put", "/v1/sinks/{name}/component"),
+    ("get", "/v1/transforms"),
+    ("post", "/v1/transforms/{name}/try"),
 ];
 
 fn config(receiver: &Receiver, failing: &Receiver) -> String {

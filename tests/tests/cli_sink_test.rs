@@ -90,10 +90,10 @@ fn inspect_shows_world_imports_and_durability() {
     assert_eq!(code, Some(0), "{stderr}");
     let report: serde_json::Value = serde_json::from_str(&stdout).expect("JSON report");
     assert_eq!(report["durable"], true);
-    assert_eq!(report["world"], "ankusa:sink/sink-world@0.1.2");
+    assert_eq!(report["world"], "ankusa:sink/sink-world@0.1.3");
     let imports = report["imports"].as_array().expect("imports");
-    assert!(imports.iter().any(|i| i == "ankusa:sink/http-client@0.1.2"), "one-call HTTP: {imports:?}");
-    assert_eq!(report["exports"], serde_json::json!(["ankusa:sink/sink@0.1.2"]));
+    assert!(imports.iter().any(|i| i == "ankusa:sink/http-client@0.1.3"), "one-call HTTP: {imports:?}");
+    assert_eq!(report["exports"], serde_json::json!(["ankusa:sink/sink@0.1.3"]));
 
     let (code, stdout, stderr) = run(&[
         "sink",
@@ -105,11 +105,11 @@ fn inspect_shows_world_imports_and_durability() {
     ]);
     assert_eq!(code, Some(0), "{stderr}");
     let report: serde_json::Value = serde_json::from_str(&stdout).expect("JSON report");
-    assert_eq!(report["world"], "ankusa:sink/batch-sink-world@0.1.2");
+    assert_eq!(report["world"], "ankusa:sink/batch-sink-world@0.1.3");
     let mut exports: Vec<&str> =
         report["exports"].as_array().expect("exports").iter().filter_map(|e| e.as_str()).collect();
     exports.sort_unstable();
-    assert_eq!(exports, ["ankusa:sink/batch@0.1.2", "ankusa:sink/sink@0.1.2"]);
+    assert_eq!(exports, ["ankusa:sink/batch@0.1.3", "ankusa:sink/sink@0.1.3"]);
 
     let (code, stdout, _) = run(&["sink", "inspect", "log"]);
     assert_eq!(code, Some(0));

@@ -38,13 +38,13 @@ async fn a_core_module_is_refused_with_a_hint() {
 #[tokio::test]
 async fn a_component_of_another_world_is_refused() {
     let message = load_error("empty.wat", b"(component)").await;
-    assert!(message.contains("empty.wat") && message.contains("does not export `ankusa:sink/sink@0.1.2`"), "{message}");
+    assert!(message.contains("empty.wat") && message.contains("does not export `ankusa:sink/sink@0.1.3`"), "{message}");
 }
 
 #[tokio::test]
 async fn a_component_for_another_major_version_is_refused() {
     let message = load_error("next.wat", NEXT_MAJOR.as_bytes()).await;
-    assert!(message.contains("ankusa:sink@1.0.0") && message.contains("0.1.2"), "{message}");
+    assert!(message.contains("ankusa:sink@1.0.0") && message.contains("0.1.3"), "{message}");
 }
 
 #[tokio::test]

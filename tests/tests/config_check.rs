@@ -91,6 +91,33 @@ fn bad_configs_exit_78_naming_the_key() {
             "unknown field `ordring`",
         ),
         (
+            "a transform no section declares",
+            format!(
+                "{HTTP_SINK}transforms:\n  slim: {{component: reshape}}\nsources:\n  gh:\n    sinks: [{{sink: hook, transforms: [slim, sllm]}}]\n"
+            ),
+            vec![],
+            "sources.gh.sinks[0].transforms[1]",
+            "no transform named `sllm` (transforms: slim)",
+        ),
+        (
+            "a transform with options it refuses",
+            format!(
+                "{HTTP_SINK}transforms:\n  f: {{component: jsonfilter, options: {{keep: {{pointer: /a, gte: x}}}}}}\nsources:\n  gh:\n    sinks: [{{sink: hook, transforms: [f]}}]\n"
+            ),
+            vec![],
+            "transforms.f.options",
+            "keep.gte",
+        ),
+        (
+            "a sink used as a transform",
+            format!(
+                "{HTTP_SINK}transforms:\n  f: {{component: http}}\nsources:\n  gh:\n    sinks: [{{sink: hook, transforms: [f]}}]\n"
+            ),
+            vec![],
+            "transforms.f.component",
+            "unknown built-in",
+        ),
+        (
             "ordering without a queue",
             "wal:\n  mode: none\nsinks:\n  log: {component: log}\nsources:\n  demo:\n    sinks: [{sink: log, ordering: {key: source}}]\n".into(),
             vec![],

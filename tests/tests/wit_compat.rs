@@ -1,6 +1,6 @@
 //! Components built against an earlier `ankusa:sink` 0.1 release still load
-//! and deliver in this host (`tests/fixtures/wit-0.1.0/`), and `wit/`
-//! changes only with a version bump.
+//! and deliver in this host (`tests/fixtures/wit-0.1.0/`, `wit-0.1.2/`),
+//! and `wit/` changes only with a version bump.
 
 use std::path::PathBuf;
 
@@ -20,6 +20,15 @@ async fn a_0_1_0_component_loads_and_delivers() {
     let sink = Harness::shared().wasm(fixture("0.1.0", "noop")).load().await.expect("a 0.1.0 component loads");
     sink.deliver(TestHook::new(), 1).await.assert_delivered();
     assert!(!sink.batches(), "0.1.0 had no deliver-batch");
+}
+
+#[tokio::test]
+async fn a_0_1_2_component_loads_and_delivers_in_a_host_with_transforms() {
+    let sink = Harness::shared().wasm(fixture("0.1.2", "noop")).load().await.expect("a 0.1.2 component loads");
+    sink.deliver(TestHook::new(), 1).await.assert_delivered();
+    let bytes = std::fs::read(fixture("0.1.2", "noop")).expect("the fixture");
+    let info = Harness::shared().runtime().inspect(&bytes).expect("inspect");
+    assert_eq!(info.exports, ["ankusa:sink/sink@0.1.2"], "what the component itself exports");
 }
 
 #[tokio::test]

@@ -7,6 +7,9 @@
 //!   unordered drain), and 5 000 hooks of one key (one at a time, against
 //!   a direct call of the sink);
 //! - the same backlog through the http sink to a local keep-alive receiver;
+//! - the cost of a transform: the backlog through the no-op and the http
+//!   sink with no transform, a `jsonfilter` that keeps every hook, and a
+//!   `reshape`, in the same run; and a direct call of each transform;
 //! - durable ingest alone (the baseline: CPU per ack), then ingest and
 //!   dispatch at once, through the no-op and the http sink: deliveries/s
 //!   while ingest runs, against the ingest rate of the same run.
@@ -26,7 +29,7 @@ use ankusa::dispatch::{DispatchConfig, Dispatcher};
 use ankusa::edge::{Edge, EdgeConfig};
 use ankusa::queue::{Entry, Envelope, Line, Queue, QueueConfig, now_ms};
 use ankusa::runtime::builtin::artifact_dir;
-use ankusa::runtime::{ComponentSource, EngineConfig, Runtime, Sink, SinkLabel, SinkSpec};
+use ankusa::runtime::{ComponentSource, EngineConfig, Runtime, Sink, SinkLabel, SinkSpec, Transform, TransformSpec};
 use ankusa::sinktest::TestHook;
 use ankusa::source::{SinkBinding, Source, StaticDirectory};
 use ankusa_bench::load::{LoadConfig, LoadReport, run};
@@ -42,6 +45,11 @@ const INGEST_SECONDS: u64 = 8;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn directory(name: &str, sink: Arc<Sink>) -> Arc<StaticDirectory> {
+    transformed(name, sink, &[])
+}
+
+/// A source `name` bound to `sink` through `transforms`.
+fn transformed(name: &str, sink: Arc<Sink>, transforms: &[Arc<Transform>]) -> Arc<StaticDirectory> {
     let mut directory = StaticDirectory::default();
     directory.add(Source {
         name: name.into(),
@@ -49,10 +57,18 @@ fn directory(name: &str, sink: Arc<Sink>) -> Arc<StaticDirectory> {
         verifier: None,
         on_verify_failure: Default::default(),
         dedupe: None,
-        sinks: vec![SinkBinding { index: 0, sink, ordering: None }],
+        sinks: vec![SinkBinding { index: 0, sink, ordering: None, transforms: transforms.to_vec().into() }],
         forward_headers: Default::default(),
     });
     Arc::new(directory)
+}
+
+/// A 1 KiB JSON body, an invoice event (what the transforms read).
+fn body() -> Vec<u8> {
+    let mut body = br#"{"type":"invoice.paid","data":{"amount":1200,"pad":""}}"#.to_vec();
+    let pad = 1024 - body.len();
+    body.splice(body.len() - 3..body.len() - 3, std::iter::repeat_n(b'x', pad));
+    body
 }
 
 /// How a backlog's hooks are keyed: not at all, or over this many keys
@@ -83,7 +99,7 @@ async fn fill_keyed(
                     source.into(),
                     "default".into(),
                     now_ms(),
-                    vec![b'x'; 1024],
+                    body(),
                 );
                 let mut entry = Entry::new(envelope, vec![(0, sink_name.to_string())]);
                 if let Keys::Ordered(keys) = keys {
@@ -117,10 +133,22 @@ struct Drain {
 
 /// Fill a backlog on `queue` and drain it through `sink`.
 async fn drain(queue: &Arc<Queue>, name: &str, sink: &Arc<Sink>, round: usize) -> anyhow::Result<Drain> {
+    drain_through(queue, name, sink, &[], round).await
+}
+
+/// Fill a backlog on `queue` and drain it through `transforms` and `sink`.
+async fn drain_through(
+    queue: &Arc<Queue>,
+    name: &str,
+    sink: &Arc<Sink>,
+    transforms: &[Arc<Transform>],
+    round: usize,
+) -> anyhow::Result<Drain> {
     fill(queue, name, &sink.label().sink, round).await?;
     let cpu_before = cpu();
     let started = Instant::now();
-    let dispatcher = Dispatcher::start(queue.deliveries(), directory(name, sink.clone()), DispatchConfig::default())?;
+    let directory = transformed(name, sink.clone(), transforms);
+    let dispatcher = Dispatcher::start(queue.deliveries(), directory, DispatchConfig::default())?;
     drained(queue).await?;
     let elapsed = started.elapsed();
     let cpu_per = (cpu() - cpu_before) / BACKLOG as u32;
@@ -190,6 +218,71 @@ async fn drains_on_one_store(noop: &Arc<Sink>) -> anyhow::Result<Drain> {
     ratio("dispatch.noop.after_restart_vs_first_drain", restarted.rate, first.rate);
     close(queue).await?;
     Ok(first)
+}
+
+/// The shipped transforms as a benchmark runs them: a `jsonfilter` that
+/// keeps every invoice (so every hook still reaches the sink) and a
+/// `reshape` that picks, sets and writes the body again.
+async fn transforms(runtime: &Runtime) -> anyhow::Result<Vec<(&'static str, Arc<Transform>)>> {
+    let mut loaded = Vec::new();
+    for (name, options) in [
+        ("jsonfilter", serde_json::json!({"keep": {"pointer": "/type", "prefix": "invoice."}})),
+        (
+            "reshape",
+            serde_json::json!({"pick": ["/type", "/data/amount"], "set": [{"pointer": "/via", "value": "ankusa"}]}),
+        ),
+    ] {
+        let mut spec = TransformSpec::new(name, ComponentSource::Builtin(name.into()));
+        spec.options = options;
+        spec.limits.max_uses = u64::MAX;
+        loaded.push((name, Arc::new(runtime.load_transform(spec).await?)));
+    }
+    Ok(loaded)
+}
+
+/// CPU of one warm call of `transform` on the benchmark's hook.
+async fn direct_transform_cpu(transform: &Transform) -> anyhow::Result<Duration> {
+    let hook = TestHook::new().body(body()).build();
+    for _ in 0..2_000 {
+        transform.apply(&mut hook.clone()).await.map_err(|f| anyhow::anyhow!("{f}"))?;
+    }
+    let calls = 20_000;
+    let before = cpu();
+    for _ in 0..calls {
+        transform.apply(&mut hook.clone()).await.map_err(|f| anyhow::anyhow!("{f}"))?;
+    }
+    Ok((cpu() - before) / calls)
+}
+
+/// The backlog through each sink with no transform and with each one, on
+/// fresh stores, in this run; and each transform called directly.
+async fn transform_costs(runtime: &Runtime, sinks: &[(&str, &Arc<Sink>)]) -> anyhow::Result<()> {
+    let transforms = transforms(runtime).await?;
+    for (name, transform) in &transforms {
+        let direct = direct_transform_cpu(transform).await?;
+        report(&format!("transform.{name}.call_cpu"), direct.as_secs_f64() * 1e6, "us");
+    }
+    for (sink_name, sink) in sinks {
+        let mut runs = vec![("none", Vec::new())];
+        runs.extend(transforms.iter().map(|(name, t)| (*name, vec![t.clone()])));
+        let mut baseline = None;
+        for (transform, chain) in runs {
+            let dir = tempfile::tempdir()?;
+            let queue = open(dir.path())?;
+            let drained = drain_through(&queue, sink_name, sink, &chain, 0).await?;
+            close(queue).await?;
+            print_drain(&format!("dispatch.{sink_name}.transform_{transform}.drain_100k"), &drained);
+            match &baseline {
+                None => baseline = Some(drained),
+                Some(none) => {
+                    ratio(&format!("dispatch.{sink_name}.transform_{transform}_vs_none"), drained.rate, none.rate);
+                    let added = drained.cpu_per.as_secs_f64() - none.cpu_per.as_secs_f64();
+                    report(&format!("dispatch.{sink_name}.transform_{transform}.added_cpu"), added * 1e6, "us");
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// CPU of a warm no-op delivery called directly (guest + the call).
@@ -278,6 +371,14 @@ async fn ingest(name: &str, sink: &Arc<Sink>, dispatching: bool) -> anyhow::Resu
     })
 }
 
+/// The http sink, posting to `receiver`.
+fn http_spec(receiver: &Receiver) -> SinkSpec {
+    let mut spec = SinkSpec::new(SinkLabel::new("http", "http"), ComponentSource::Builtin("http".into()));
+    spec.options = serde_json::json!({ "url": format!("http://{}/in", receiver.addr) });
+    spec.egress.allow = vec![format!("http://{}", receiver.addr)];
+    spec
+}
+
 fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async {
@@ -295,6 +396,12 @@ fn main() -> anyhow::Result<()> {
             );
             print_drain("dispatch.noop.ordered_1_key_drain_5k", &ordered_drain("noop", &noop, ONE_KEY_HOOKS, 1).await?);
             return Ok(());
+        }
+        // The transforms' costs alone: ANKUSA_BENCH_ONLY=transforms.
+        if std::env::var("ANKUSA_BENCH_ONLY").is_ok_and(|only| only == "transforms") {
+            let receiver = Receiver::start()?;
+            let http = Arc::new(runtime.load(http_spec(&receiver)).await?);
+            return transform_costs(&runtime, &[("noop", &noop), ("http", &http)]).await;
         }
         let first = drains_on_one_store(&noop).await?;
         let wasm_cpu = direct_noop_cpu(&noop).await?;
@@ -317,10 +424,7 @@ fn main() -> anyhow::Result<()> {
         );
 
         let receiver = Receiver::start()?;
-        let mut http_spec = SinkSpec::new(SinkLabel::new("http", "http"), ComponentSource::Builtin("http".into()));
-        http_spec.options = serde_json::json!({ "url": format!("http://{}/in", receiver.addr) });
-        http_spec.egress.allow = vec![format!("http://{}", receiver.addr)];
-        let http = Arc::new(runtime.load(http_spec).await?);
+        let http = Arc::new(runtime.load(http_spec(&receiver)).await?);
         let http_drain = {
             let dir = tempfile::tempdir()?;
             let queue = open(dir.path())?;
@@ -330,6 +434,7 @@ fn main() -> anyhow::Result<()> {
         };
         print_drain("dispatch.http.drain_100k", &http_drain);
         ratio("dispatch.http_vs_noop.deliveries_per_sec", http_drain.rate, first.rate);
+        transform_costs(&runtime, &[("noop", &noop), ("http", &http)]).await?;
 
         // The baseline: durable ingest alone, then ingest with dispatch.
         let alone = ingest("noop", &noop, false).await?;

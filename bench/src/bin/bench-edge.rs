@@ -155,8 +155,8 @@ fn main() -> anyhow::Result<()> {
             on_verify_failure: Default::default(),
             dedupe: None,
             sinks: vec![
-                SinkBinding { index: 0, sink: sink.clone(), ordering: None },
-                SinkBinding { index: 1, sink, ordering: None },
+                SinkBinding { index: 0, sink: sink.clone(), ordering: None, transforms: Vec::new().into() },
+                SinkBinding { index: 1, sink, ordering: None, transforms: Vec::new().into() },
             ],
             forward_headers: Default::default(),
         });

@@ -70,6 +70,8 @@ pub struct Metrics {
     pub queue_rows: Family<StateLabels, Gauge>,
     pub oldest_due_age_seconds: Gauge<f64, AtomicU64>,
     pub deliveries: Family<DeliveryLabels, Counter>,
+    /// Hooks a binding's transforms dropped (the `filtered` outcome).
+    pub filtered: Family<SinkLabels, Counter>,
     pub settle_batch: Histogram,
     /// Hooks per `deliver-batch` call.
     pub batch_hooks: Histogram,
@@ -174,6 +176,12 @@ impl Metrics {
         );
         let deliveries = Family::<DeliveryLabels, Counter>::default();
         registry.register("deliveries", "Delivery attempts by sink and outcome class", deliveries.clone());
+        let filtered = Family::<SinkLabels, Counter>::default();
+        registry.register(
+            "filtered",
+            "Hooks a binding's transforms dropped: not delivered to its sink, not dead",
+            filtered.clone(),
+        );
         let settle_batch = Histogram::new(exponential_buckets(1.0, 2.0, 11));
         registry.register("settle_batch_rows", "Delivery outcomes recorded per store write", settle_batch.clone());
         let batch_hooks = Histogram::new(exponential_buckets(2.0, 2.0, 13));
@@ -245,6 +253,7 @@ impl Metrics {
             queue_rows,
             oldest_due_age_seconds,
             deliveries,
+            filtered,
             settle_batch,
             batch_hooks,
             breaker_transitions,

@@ -1,4 +1,4 @@
-//! Sinks shipped inside the binary.
+//! Sinks and transforms shipped inside the binary.
 //!
 //! `host/build.rs` builds the guest workspace (`sinks/`) for wasm32-wasip2 and
 //! leaves every component in one directory; the shipped ones are embedded
@@ -18,6 +18,8 @@ pub const KAFKA: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/kafk
 pub const SQS: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/sqs.wasm"));
 pub const S3: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/s3.wasm"));
 pub const FILE: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/file.wasm"));
+pub const JSONFILTER: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/jsonfilter.wasm"));
+pub const RESHAPE: &[u8] = include_bytes!(concat!(env!("ANKUSA_SINKS_DIR"), "/reshape.wasm"));
 
 /// A sink shipped inside the binary.
 pub struct Shipped {
@@ -66,6 +68,20 @@ pub fn builtin(name: &str) -> Option<&'static [u8]> {
 /// Names of every built-in sink.
 pub fn names() -> impl Iterator<Item = &'static str> {
     SHIPPED.iter().map(|s| s.name)
+}
+
+/// Every shipped transform, by name: keep or drop on JSON conditions
+/// (`jsonfilter`), change the body and headers (`reshape`).
+pub const TRANSFORMS: &[(&str, &[u8])] = &[("jsonfilter", JSONFILTER), ("reshape", RESHAPE)];
+
+/// The bytes of the shipped transform called `name`.
+pub fn transform(name: &str) -> Option<&'static [u8]> {
+    TRANSFORMS.iter().find(|(n, _)| *n == name).map(|(_, bytes)| *bytes)
+}
+
+/// Names of every shipped transform.
+pub fn transform_names() -> impl Iterator<Item = &'static str> {
+    TRANSFORMS.iter().map(|(name, _)| *name)
 }
 
 /// Where this build left every compiled guest, test sinks included

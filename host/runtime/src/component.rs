@@ -4,7 +4,8 @@
 use wasmtime::Engine;
 use wasmtime::component::{Component, InstancePre, Linker};
 
-use super::bindings::{BatchIndices, SINK_INTERFACE, SinkIndices, WIT_VERSION};
+use super::bindings::transform_world::TransformIndices;
+use super::bindings::{BatchIndices, SINK_INTERFACE, SinkIndices, TRANSFORM_INTERFACE, WIT_VERSION};
 use super::cache::Compiled;
 use super::error::ComponentError;
 use super::state::InstanceState;
@@ -34,11 +35,23 @@ fn interface_names<'a, T>(items: impl Iterator<Item = (&'a str, T)>) -> Vec<Stri
     items.filter(|(name, _)| name.contains(':')).map(|(name, _)| name.to_string()).collect()
 }
 
+/// A compiled component checked against the transform world.
+#[derive(Clone)]
+pub struct TransformComponent {
+    pub pre: InstancePre<InstanceState>,
+    pub transform: TransformIndices,
+}
+
 pub fn describe(engine: &Engine, compiled: &Compiled) -> ComponentInfo {
     let ty = compiled.component.component_type();
     let exports = interface_names(ty.exports(engine));
     let batches = exports.iter().any(|name| name.starts_with(BATCH_INTERFACE));
-    let world = if batches { "batch-sink-world" } else { "sink-world" };
+    let transforms = exports.iter().any(|name| name.starts_with(&format!("{TRANSFORM_INTERFACE}@")));
+    let world = match (transforms, batches) {
+        (true, _) => "transform-world",
+        (false, true) => "batch-sink-world",
+        (false, false) => "sink-world",
+    };
     ComponentInfo {
         sha256: compiled.sha256.clone(),
         world: format!("ankusa:sink/{world}@{WIT_VERSION}"),
@@ -62,6 +75,28 @@ fn compatible(found: &str) -> bool {
     }
 }
 
+/// Check the component exports `interface` at a compatible version;
+/// `missing` is the error when it does not.
+fn check_export(
+    engine: &Engine,
+    component: &Component,
+    interface: &str,
+    missing: impl FnOnce(String) -> ComponentError,
+) -> Result<(), ComponentError> {
+    let exports = interface_names(component.component_type().exports(engine));
+    let prefix = format!("{interface}@");
+    match exports.iter().find_map(|name| name.strip_prefix(&prefix)) {
+        None => {
+            let exports = if exports.is_empty() { "nothing".to_string() } else { exports.join(", ") };
+            Err(missing(exports))
+        }
+        Some(found) if !compatible(found) => {
+            Err(ComponentError::WrongVersion { found: found.to_string(), speaks: WIT_VERSION })
+        }
+        Some(_) => Ok(()),
+    }
+}
+
 /// Check the component exports our sink interface at a compatible version,
 /// that the host can satisfy its imports, and build its `InstancePre`.
 pub fn prepare(
@@ -70,23 +105,42 @@ pub fn prepare(
     compiled: &Compiled,
 ) -> Result<SinkComponent, ComponentError> {
     let component: &Component = &compiled.component;
-    let exports = interface_names(component.component_type().exports(engine));
-    let prefix = format!("{SINK_INTERFACE}@");
-    match exports.iter().find_map(|name| name.strip_prefix(&prefix)) {
-        None => {
-            let exports = if exports.is_empty() { "nothing".to_string() } else { exports.join(", ") };
-            return Err(ComponentError::NotASink { exports, speaks: WIT_VERSION });
-        }
-        Some(found) if !compatible(found) => {
-            return Err(ComponentError::WrongVersion { found: found.to_string(), speaks: WIT_VERSION });
-        }
-        Some(_) => {}
-    }
+    check_export(engine, component, SINK_INTERFACE, |exports| ComponentError::NotASink {
+        exports,
+        speaks: WIT_VERSION,
+    })?;
     let pre = linker.instantiate_pre(component).map_err(|e| ComponentError::WrongWorld(format!("{e:#}")))?;
     let sink = SinkIndices::new(&pre).map_err(|e| ComponentError::WrongWorld(format!("{e:#}")))?;
     // Optional: a component without it delivers one hook per call.
     let batch = BatchIndices::new(&pre).ok();
     Ok(SinkComponent { pre, sink, batch })
+}
+
+/// The imports of the sink world that reach the network: a transform
+/// has none of them. (A component's toolchain may import `wasi:sockets`
+/// or `wasi:filesystem` for its libc; a transform's instances get no
+/// address they may reach and no directory, so those only fail.)
+const NETWORK_IMPORTS: &[&str] = &["ankusa:sink/http-client@", "ankusa:sink/tcp-client@", "wasi:http/"];
+
+/// Check the component is a transform: it exports our transform
+/// interface at a compatible version and imports nothing of the network.
+pub fn prepare_transform(
+    engine: &Engine,
+    linker: &Linker<InstanceState>,
+    compiled: &Compiled,
+) -> Result<TransformComponent, ComponentError> {
+    let component: &Component = &compiled.component;
+    check_export(engine, component, TRANSFORM_INTERFACE, |exports| ComponentError::NotATransform {
+        exports,
+        speaks: WIT_VERSION,
+    })?;
+    let imports = interface_names(component.component_type().imports(engine));
+    if let Some(network) = imports.iter().find(|name| NETWORK_IMPORTS.iter().any(|n| name.starts_with(n))) {
+        return Err(ComponentError::TransformNetwork(network.clone()));
+    }
+    let pre = linker.instantiate_pre(component).map_err(|e| ComponentError::WrongWorld(format!("{e:#}")))?;
+    let transform = TransformIndices::new(&pre).map_err(|e| ComponentError::WrongWorld(format!("{e:#}")))?;
+    Ok(TransformComponent { pre, transform })
 }
 
 #[cfg(test)]

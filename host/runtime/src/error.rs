@@ -33,6 +33,10 @@ pub enum ComponentError {
     WrongVersion { found: String, speaks: &'static str },
     #[error("does not export `ankusa:sink/sink@{speaks}`, so it is not a sink (it exports: {exports})")]
     NotASink { exports: String, speaks: &'static str },
+    #[error("does not export `ankusa:sink/transform@{speaks}`, so it is not a transform (it exports: {exports})")]
+    NotATransform { exports: String, speaks: &'static str },
+    #[error("imports `{0}`: a transform may not reach the network (transform-world imports only log and clocks)")]
+    TransformNetwork(String),
     #[error("does not fit the ankusa:sink world: {0}")]
     WrongWorld(String),
 }
@@ -44,7 +48,7 @@ pub enum LoadError {
     Read { label: SinkLabel, path: PathBuf, source: std::io::Error },
     #[error("{label}: component {origin} {source}")]
     Component { label: SinkLabel, origin: String, source: ComponentError },
-    #[error("{label}: unknown built-in sink `{name}` (built in: {available})")]
+    #[error("{label}: unknown built-in `{name}` (built in: {available})")]
     UnknownBuiltin { label: SinkLabel, name: String, available: String },
     #[error("{label}: {source}")]
     Policy { label: SinkLabel, source: PolicyError },
@@ -60,4 +64,22 @@ pub enum LoadError {
     Limits { label: SinkLabel, reason: String },
     #[error("{label}: directory {}: {reason}", path.display())]
     Directory { label: SinkLabel, path: PathBuf, reason: String },
+}
+
+impl LoadError {
+    /// The sink (or transform) that failed to load.
+    pub fn label(&self) -> &SinkLabel {
+        match self {
+            LoadError::Read { label, .. }
+            | LoadError::Component { label, .. }
+            | LoadError::UnknownBuiltin { label, .. }
+            | LoadError::Policy { label, .. }
+            | LoadError::Tls { label, .. }
+            | LoadError::Options { label, .. }
+            | LoadError::OptionsJson { label, .. }
+            | LoadError::Init { label, .. }
+            | LoadError::Limits { label, .. }
+            | LoadError::Directory { label, .. } => label,
+        }
+    }
 }

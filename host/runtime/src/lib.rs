@@ -1,5 +1,6 @@
 //! The sink runtime: loads WebAssembly sink components and runs deliveries
-//! through them, sandboxed.
+//! through them, sandboxed; and the transforms a binding passes its hooks
+//! through first.
 //!
 //! Shape (one module per job):
 //! - `engine`: the node's one wasmtime engine (pooling allocator, epoch
@@ -13,7 +14,9 @@
 //!   sandbox, `log`, `clocks`, `filesystem`, `http` egress, `sockets`;
 //! - `egress`: the allow-list and address policy the network capabilities
 //!   consume;
-//! - `outcome`: what an attempt came to, in the host's error classes.
+//! - `outcome`: what an attempt came to, in the host's error classes;
+//! - `transform`: a transform component (`transform-world`) and what its
+//!   verdict makes of a hook.
 //!
 //! Invariant: a guest can never take the node down. Traps, deadlines, memory
 //! caps and bad returns end that attempt with `fault` or `timeout`, and the
@@ -45,6 +48,7 @@ pub mod sinktest;
 mod state;
 pub mod tls;
 pub mod traceparent;
+mod transform;
 
 pub use ankusa_common::{digest, error_class, problem, rate, settings};
 
@@ -63,33 +67,47 @@ pub use error::{ComponentError, LoadError, RuntimeError};
 pub use labels::SinkLabel;
 pub use outcome::{Failure, Outcome};
 pub use pool::PoolSnapshot;
-pub use section::{SinkDefaults, SinkSettings};
+pub use section::{SinkDefaults, SinkSettings, TransformSettings};
 pub use sink::{BatchLimits, ComponentSource, Sink, SinkLimits, SinkSpec};
+pub use transform::{Applied, Transform, TransformSpec};
 
 use self::cache::{Compiled, ComponentCache};
 use self::capability::SinkContext;
-use self::component::SinkComponent;
+use self::component::{SinkComponent, TransformComponent};
 use self::egress::EgressCounter;
 use self::instance::StoreFactory;
 use self::log::LogChannel;
-use self::pool::{InstancePool, StartError};
+use self::pool::{Exports, InstancePool};
 use self::state::InstanceState;
 
-/// A component compiled and checked against the sink world, with the
-/// `InstancePre` its instances start from.
-struct CheckedComponent {
+/// A component compiled and checked against one world (`C`: the sink's
+/// or the transform's), with the `InstancePre` its instances start from.
+struct Checked<C> {
     compiled: Compiled,
-    component: SinkComponent,
+    component: C,
 }
+
+/// Components checked, by sha256: each gets its `InstancePre` once,
+/// however many sinks (or bindings) use it.
+type CheckedMap<C> = Mutex<HashMap<String, Arc<Checked<C>>>>;
+
+/// A component's bytes, and where they came from (for its errors).
+struct ComponentBytes<'a> {
+    origin: String,
+    bytes: std::borrow::Cow<'a, [u8]>,
+}
+
+/// A component checked, its pool made (no instance started yet), and the
+/// count of its connections.
+type Pooled<E> = (Arc<Checked<<E as Exports>::Component>>, InstancePool<E>, Arc<EgressCounter>);
 
 /// The node's sink runtime. Cheap to share behind an `Arc`.
 pub struct Runtime {
     engine: Engine,
     linker: Linker<InstanceState>,
     cache: ComponentCache,
-    /// Components compiled and checked, by sha256: each gets its
-    /// `InstancePre` once, however many sinks use it.
-    checked: Mutex<HashMap<String, Arc<CheckedComponent>>>,
+    checked: CheckedMap<SinkComponent>,
+    checked_transforms: CheckedMap<TransformComponent>,
     tls: Arc<rustls::ClientConfig>,
     config: EngineConfig,
 }
@@ -105,6 +123,7 @@ impl Runtime {
             linker,
             cache,
             checked: Mutex::new(HashMap::new()),
+            checked_transforms: Mutex::new(HashMap::new()),
             tls: http::default_tls_config()?,
             config,
         })
@@ -114,45 +133,67 @@ impl Runtime {
         &self.config
     }
 
-    fn prepare(&self, bytes: &[u8]) -> Result<Arc<CheckedComponent>, ComponentError> {
+    fn check<C>(
+        &self,
+        checked: &CheckedMap<C>,
+        bytes: &[u8],
+        check: impl FnOnce(&Engine, &Linker<InstanceState>, &Compiled) -> Result<C, ComponentError>,
+    ) -> Result<Arc<Checked<C>>, ComponentError> {
         let sha256 = ComponentCache::digest(bytes);
-        if let Some(hit) = self.checked.lock().unwrap_or_else(|e| e.into_inner()).get(&sha256) {
+        if let Some(hit) = checked.lock().unwrap_or_else(|e| e.into_inner()).get(&sha256) {
             return Ok(hit.clone());
         }
         let compiled = self.cache.load_or_compile(&self.engine, bytes, sha256.clone())?;
-        let component = component::prepare(&self.engine, &self.linker, &compiled)?;
-        let prepared = Arc::new(CheckedComponent { compiled, component });
-        self.checked.lock().unwrap_or_else(|e| e.into_inner()).insert(sha256, prepared.clone());
+        let component = check(&self.engine, &self.linker, &compiled)?;
+        let prepared = Arc::new(Checked { compiled, component });
+        checked.lock().unwrap_or_else(|e| e.into_inner()).insert(sha256, prepared.clone());
         Ok(prepared)
     }
 
+    fn prepare(&self, bytes: &[u8]) -> Result<Arc<Checked<SinkComponent>>, ComponentError> {
+        self.check(&self.checked, bytes, component::prepare)
+    }
+
+    fn prepare_transform(&self, bytes: &[u8]) -> Result<Arc<Checked<TransformComponent>>, ComponentError> {
+        self.check(&self.checked_transforms, bytes, component::prepare_transform)
+    }
+
     /// Drop what is kept of the component `sha256` (checked, and compiled on
-    /// disk): no sink runs it any more. Sinks still running it keep their
+    /// disk): nothing runs it any more. Sinks still running it keep their
     /// instances; a later load compiles it again.
     pub fn forget(&self, sha256: &str) {
         self.checked.lock().unwrap_or_else(|e| e.into_inner()).remove(sha256);
+        self.checked_transforms.lock().unwrap_or_else(|e| e.into_inner()).remove(sha256);
         self.cache.forget(sha256);
     }
 
-    /// What a component imports and exports, and whether it is a sink this
-    /// host can run (`Ok` only if it passes the same checks as a load).
+    /// What a component imports and exports, and whether it is a sink (or
+    /// a transform) this host can run (`Ok` only if it passes the same
+    /// checks as a load).
     pub fn inspect(&self, bytes: &[u8]) -> Result<ComponentInfo, ComponentError> {
-        let prepared = self.prepare(bytes)?;
-        Ok(component::describe(&self.engine, &prepared.compiled))
+        match self.prepare(bytes) {
+            Ok(prepared) => Ok(component::describe(&self.engine, &prepared.compiled)),
+            Err(ComponentError::NotASink { exports, speaks }) => match self.prepare_transform(bytes) {
+                Ok(prepared) => Ok(component::describe(&self.engine, &prepared.compiled)),
+                Err(ComponentError::NotATransform { .. }) => Err(ComponentError::NotASink { exports, speaks }),
+                Err(other) => Err(other),
+            },
+            Err(other) => Err(other),
+        }
     }
 
-    /// Load a configured sink: compile (or fetch from cache), check it
-    /// against the world, start one instance with the options (validating
-    /// them) and ask it for durability. Every error names the sink.
-    pub async fn load(&self, spec: SinkSpec) -> Result<Sink, LoadError> {
+    /// The bytes of `spec`'s component; `shipped` finds a built-in one.
+    fn read<'a>(
+        &self,
+        spec: &'a SinkSpec,
+        shipped: impl Fn(&str) -> Option<&'static [u8]>,
+        available: impl Fn() -> String,
+    ) -> Result<ComponentBytes<'a>, LoadError> {
         let label = spec.label.clone();
         let (origin, bytes): (String, std::borrow::Cow<'_, [u8]>) = match &spec.component {
-            ComponentSource::Builtin(name) => match builtin::builtin(name) {
+            ComponentSource::Builtin(name) => match shipped(name) {
                 Some(bytes) => (format!("built-in `{name}`"), bytes.into()),
-                None => {
-                    let available = builtin::names().collect::<Vec<_>>().join(", ");
-                    return Err(LoadError::UnknownBuiltin { label, name: name.clone(), available });
-                }
+                None => return Err(LoadError::UnknownBuiltin { label, name: name.clone(), available: available() }),
             },
             ComponentSource::Path(path) => match std::fs::read(path) {
                 Ok(bytes) => (path.display().to_string(), bytes.into()),
@@ -160,9 +201,13 @@ impl Runtime {
             },
             ComponentSource::Bytes { origin, bytes } => (origin.clone(), bytes.as_slice().into()),
         };
-        let component_error = |source| LoadError::Component { label: label.clone(), origin: origin.clone(), source };
-        let prepared = self.prepare(&bytes).map_err(component_error)?;
+        Ok(ComponentBytes { origin, bytes })
+    }
 
+    /// The instance factory of `spec`: its limits checked against the
+    /// runtime's, each capability's state for it built.
+    fn factory(&self, spec: &SinkSpec) -> Result<(StoreFactory, Arc<EgressCounter>), LoadError> {
+        let label = spec.label.clone();
         let limits = &spec.limits;
         if limits.memory_bytes > self.config.max_memory_bytes {
             return Err(LoadError::Limits {
@@ -175,8 +220,6 @@ impl Runtime {
         }
         let policy =
             spec.egress.policy().map(Arc::new).map_err(|source| LoadError::Policy { label: label.clone(), source })?;
-        let options = serde_json::to_string(&spec.options)
-            .map_err(|source| LoadError::OptionsJson { label: label.clone(), source })?;
         let tls = tls::TlsSettings::build(spec.tls.as_ref(), self.tls.clone())
             .map(Arc::new)
             .map_err(|source| LoadError::Tls { label: label.clone(), source })?;
@@ -193,30 +236,62 @@ impl Runtime {
             tls,
         };
         let capabilities = capability::ALL.iter().map(|c| c.for_sink(&context)).collect::<Result<Vec<_>, _>>()?;
-        let factory = StoreFactory {
-            engine: self.engine.clone(),
-            capabilities,
-            log: log.clone(),
-            memory_bytes: limits.memory_bytes,
-        };
-        let pool = InstancePool::new(prepared.component.clone(), factory, options, limits.concurrency, limits.max_uses);
-        let durable = match pool.start_first(limits.attempt_timeout).await {
-            Ok(durable) => durable,
-            Err(StartError::Options(e)) => {
-                return Err(LoadError::Options { label, field: e.field, message: e.message });
-            }
-            Err(StartError::Runtime(failure)) => return Err(LoadError::Init { label, reason: failure.to_string() }),
-        };
+        let factory =
+            StoreFactory { engine: self.engine.clone(), capabilities, log, memory_bytes: limits.memory_bytes };
+        Ok((factory, egress))
+    }
+
+    /// What every load does before its first instance starts: read the
+    /// component (`shipped` finds a built-in one, `available` lists them),
+    /// `check` it against its world, and make its pool with the options.
+    fn pool_of<E: Exports>(
+        &self,
+        spec: &SinkSpec,
+        shipped: impl Fn(&str) -> Option<&'static [u8]>,
+        available: impl Fn() -> String,
+        check: impl FnOnce(&[u8]) -> Result<Arc<Checked<E::Component>>, ComponentError>,
+    ) -> Result<Pooled<E>, LoadError> {
+        let label = spec.label.clone();
+        let ComponentBytes { origin, bytes } = self.read(spec, shipped, available)?;
+        let checked = check(&bytes).map_err(|source| LoadError::Component { label: label.clone(), origin, source })?;
+        let options =
+            serde_json::to_string(&spec.options).map_err(|source| LoadError::OptionsJson { label, source })?;
+        let (factory, egress) = self.factory(spec)?;
+        let limits = &spec.limits;
+        let pool = InstancePool::new(checked.component.clone(), factory, options, limits.concurrency, limits.max_uses);
+        Ok((checked, pool, egress))
+    }
+
+    /// Load a configured sink: compile (or fetch from cache), check it
+    /// against the world, start one instance with the options (validating
+    /// them) and ask it for durability. Every error names the sink.
+    pub async fn load(&self, spec: SinkSpec) -> Result<Sink, LoadError> {
+        let available = || builtin::names().collect::<Vec<_>>().join(", ");
+        let (checked, pool, egress) = self.pool_of(&spec, builtin::builtin, available, |b| self.prepare(b))?;
+        let limits = &spec.limits;
+        let durable =
+            pool.start_sink(limits.attempt_timeout).await.map_err(|e| e.into_load_error(spec.label.clone()))?;
         Ok(Sink {
-            label,
-            sha256: prepared.compiled.sha256.clone(),
+            log: pool.log().clone(),
+            label: spec.label,
+            sha256: checked.compiled.sha256.clone(),
             durable,
-            batch: prepared.component.batch.is_some().then_some(limits.batch),
+            batch: checked.component.batch.is_some().then_some(limits.batch),
             attempt_timeout: limits.attempt_timeout,
             memory_bytes: limits.memory_bytes,
             pool,
-            log,
             egress,
         })
+    }
+
+    /// Load a transform: as a sink loads, against the transform world,
+    /// with no network and no directory whatever its spec says.
+    pub async fn load_transform(&self, spec: TransformSpec) -> Result<Transform, LoadError> {
+        let spec = spec.into_sink_spec();
+        let available = || builtin::transform_names().collect::<Vec<_>>().join(", ");
+        let (checked, pool, _) = self.pool_of(&spec, builtin::transform, available, |b| self.prepare_transform(b))?;
+        let timeout = spec.limits.attempt_timeout;
+        pool.start_first(timeout).await.map_err(|e| e.into_load_error(spec.label.clone()))?;
+        Ok(Transform::new(spec.label, checked.compiled.sha256.clone(), timeout, pool))
     }
 }

@@ -1,27 +1,88 @@
-//! Warm instances of one configured sink.
+//! Warm instances of one configured sink (or transform).
 //!
-//! Instances keep their state between deliveries (parsed options, open
-//! connections), up to the sink's concurrency. An instance is retired —
+//! Instances keep their state between calls (parsed options, open
+//! connections), up to the pool's concurrency. An instance is retired —
 //! dropped, never reused — after a trap, a timeout, or `max_uses`
-//! deliveries; the next delivery gets a fresh one from the `InstancePre`.
-//! Every attempt is bounded twice: an epoch deadline traps guest code that
+//! calls; the next call gets a fresh one from the `InstancePre`.
+//! Every call is bounded twice: an epoch deadline traps guest code that
 //! spins, and an async timeout abandons a guest blocked in a host call.
+//!
+//! The pool is generic over what the component exports ([`Exports`]):
+//! a sink's `deliver` calls live here, a transform's in `transform.rs`.
 
+use std::future::Future;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
 use wasmtime::Store;
+use wasmtime::component::{Instance, InstancePre};
 
 use super::bindings::{self, BatchExport, Hook, SinkExport};
 use super::capability::log::GuestError;
 use super::component::SinkComponent;
 use super::egress::Denied;
+use super::error::LoadError;
 use super::instance::StoreFactory;
+use super::labels::SinkLabel;
 use super::outcome::{Failure, Outcome};
 use super::state::InstanceState;
 use crate::error_class::ErrorClass;
+
+/// What one kind of component exports, as a warm instance holds it.
+pub trait Exports: Sized + Send + 'static {
+    /// The checked component instances are made from.
+    type Component: Clone + Send + Sync + 'static;
+
+    fn pre(component: &Self::Component) -> &InstancePre<InstanceState>;
+
+    /// Find the exports in a new instance.
+    fn load(
+        component: &Self::Component,
+        store: &mut Store<InstanceState>,
+        instance: &Instance,
+    ) -> wasmtime::Result<Self>;
+
+    /// Hand the instance its options.
+    fn configure(
+        &self,
+        store: &mut Store<InstanceState>,
+        options: &str,
+    ) -> impl Future<Output = wasmtime::Result<Result<(), bindings::ConfigError>>> + Send;
+}
+
+/// A sink's exports: `sink`, and `batch` if it takes batches.
+pub struct SinkExports {
+    sink: SinkExport,
+    batch: Option<BatchExport>,
+}
+
+impl Exports for SinkExports {
+    type Component = SinkComponent;
+
+    fn pre(component: &SinkComponent) -> &InstancePre<InstanceState> {
+        &component.pre
+    }
+
+    fn load(
+        component: &SinkComponent,
+        store: &mut Store<InstanceState>,
+        instance: &Instance,
+    ) -> wasmtime::Result<Self> {
+        let sink = component.sink.load(&mut *store, instance)?;
+        let batch = component.batch.as_ref().map(|batch| batch.load(&mut *store, instance)).transpose()?;
+        Ok(SinkExports { sink, batch })
+    }
+
+    fn configure(
+        &self,
+        store: &mut Store<InstanceState>,
+        options: &str,
+    ) -> impl Future<Output = wasmtime::Result<Result<(), bindings::ConfigError>>> + Send {
+        self.sink.call_configure(store, options)
+    }
+}
 
 /// Counters of one pool, for metrics and tests.
 #[derive(Debug, Default)]
@@ -44,18 +105,17 @@ pub struct PoolSnapshot {
     pub memory_faults: u64,
 }
 
-struct Warm {
-    store: Store<InstanceState>,
-    sink: SinkExport,
-    batch: Option<BatchExport>,
+pub(crate) struct Warm<E> {
+    pub store: Store<InstanceState>,
+    pub exports: E,
     uses: u64,
 }
 
-pub struct InstancePool {
-    component: SinkComponent,
+pub struct InstancePool<E: Exports> {
+    component: E::Component,
     factory: StoreFactory,
     options: String,
-    idle: Mutex<Vec<Warm>>,
+    idle: Mutex<Vec<Warm<E>>>,
     permits: Semaphore,
     max_uses: u64,
     stats: PoolStats,
@@ -69,9 +129,19 @@ pub enum StartError {
     Runtime(Failure),
 }
 
-impl InstancePool {
+impl StartError {
+    /// The load error of the component `label` names.
+    pub fn into_load_error(self, label: SinkLabel) -> LoadError {
+        match self {
+            StartError::Options(e) => LoadError::Options { label, field: e.field, message: e.message },
+            StartError::Runtime(failure) => LoadError::Init { label, reason: failure.to_string() },
+        }
+    }
+}
+
+impl<E: Exports> InstancePool<E> {
     pub fn new(
-        component: SinkComponent,
+        component: E::Component,
         factory: StoreFactory,
         options: String,
         concurrency: usize,
@@ -88,6 +158,11 @@ impl InstancePool {
         }
     }
 
+    /// The log channel its instances write to.
+    pub fn log(&self) -> &std::sync::Arc<super::log::LogChannel> {
+        &self.factory.log
+    }
+
     pub fn snapshot(&self) -> PoolSnapshot {
         let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
         PoolSnapshot {
@@ -102,7 +177,7 @@ impl InstancePool {
 
     /// Make a fresh instance and configure it. Used at load (to validate the
     /// options and ask for durability) and whenever no warm instance is idle.
-    async fn start(&self, timeout: Duration) -> Result<Warm, StartError> {
+    async fn start(&self, timeout: Duration) -> Result<Warm<E>, StartError> {
         let mut store = self.factory.new_store().map_err(|e| {
             // The directory was there at load; it may be back soon (a remount).
             StartError::Runtime(Failure::new(
@@ -114,17 +189,16 @@ impl InstancePool {
         store.set_epoch_deadline(1);
         let component = &self.component;
         let started = tokio::time::timeout(timeout, async {
-            let instance = component.pre.instantiate_async(&mut store).await?;
-            let sink = component.sink.load(&mut store, &instance)?;
-            let batch = component.batch.as_ref().map(|batch| batch.load(&mut store, &instance)).transpose()?;
-            let configured = sink.call_configure(&mut store, &self.options).await?;
-            wasmtime::Result::Ok((sink, batch, configured))
+            let instance = E::pre(component).instantiate_async(&mut store).await?;
+            let exports = E::load(component, &mut store, &instance)?;
+            let configured = exports.configure(&mut store, &self.options).await?;
+            wasmtime::Result::Ok((exports, configured))
         })
         .await;
         self.stats.created.fetch_add(1, Ordering::Relaxed);
         match started {
-            Ok(Ok((sink, batch, Ok(())))) => Ok(Warm { store, sink, batch, uses: 0 }),
-            Ok(Ok((_, _, Err(config)))) => {
+            Ok(Ok((exports, Ok(())))) => Ok(Warm { store, exports, uses: 0 }),
+            Ok(Ok((_, Err(config)))) => {
                 self.stats.retired.fetch_add(1, Ordering::Relaxed);
                 Err(StartError::Options(config))
             }
@@ -143,25 +217,17 @@ impl InstancePool {
         }
     }
 
-    /// Start one instance, ask it whether it is durable, and keep it warm.
-    pub async fn start_first(&self, timeout: Duration) -> Result<bool, StartError> {
-        let mut warm = self.start(timeout).await?;
-        warm.store.data_mut().deadline = Instant::now() + timeout;
-        warm.store.set_epoch_deadline(1);
-        let durable = tokio::time::timeout(timeout, warm.sink.call_durable(&mut warm.store)).await;
-        match durable {
-            Ok(Ok(durable)) => {
-                self.keep(warm);
-                Ok(durable)
-            }
-            Ok(Err(err)) => Err(StartError::Runtime(self.classify_error(&warm.store, &err))),
-            Err(_) => Err(StartError::Runtime(Failure::new(ErrorClass::Timeout, "durable() did not return"))),
-        }
+    /// Start one instance (so its options are checked at load) and keep
+    /// it warm.
+    pub async fn start_first(&self, timeout: Duration) -> Result<(), StartError> {
+        let warm = self.start(timeout).await?;
+        self.keep(warm);
+        Ok(())
     }
 
     /// A warm instance, or a fresh one; a failure to start is every
     /// waiting hook's outcome.
-    async fn checkout(&self, timeout: Duration) -> Result<Warm, Failure> {
+    pub(crate) async fn checkout(&self, timeout: Duration) -> Result<Warm<E>, Failure> {
         let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
         match idle {
             Some(warm) => Ok(warm),
@@ -176,78 +242,12 @@ impl InstancePool {
         }
     }
 
-    pub async fn deliver(&self, hook: &Hook, attempt: u32, timeout: Duration) -> Outcome {
-        let Ok(_permit) = self.permits.acquire().await else {
-            return Outcome::Failed(Failure::new(ErrorClass::Transient, "sink pool is shutting down"));
-        };
-        let mut warm = match self.checkout(timeout).await {
-            Ok(warm) => warm,
-            Err(failure) => return Outcome::Failed(failure),
-        };
-        arm(&mut warm, timeout);
-        let call = warm.sink.call_deliver(&mut warm.store, hook, attempt);
-        let result = tokio::time::timeout(timeout, call).await;
-        let denied = warm.store.data().denials.take();
-        let outcome = match self.settle_call(warm, result, timeout) {
-            Ok(reported) => judge(reported, denied.as_ref()),
-            Err(failure) => Outcome::Failed(failure),
-        };
-        self.report_suppressed();
-        outcome
-    }
-
-    /// Deliver `hooks` in one `deliver-batch` call, one outcome per hook.
-    /// A sink that does not export `batch` gets one `deliver` call each.
-    /// A trap, a timeout or a list of the wrong length fails every hook of
-    /// the batch alike.
-    pub async fn deliver_batch(&self, hooks: &[Hook], attempts: &[u32], timeout: Duration) -> Vec<Outcome> {
-        let Ok(_permit) = self.permits.acquire().await else {
-            let failure = Failure::new(ErrorClass::Transient, "sink pool is shutting down");
-            return vec![Outcome::Failed(failure); hooks.len()];
-        };
-        let mut warm = match self.checkout(timeout).await {
-            Ok(warm) => warm,
-            Err(failure) => return vec![Outcome::Failed(failure); hooks.len()],
-        };
-        arm(&mut warm, timeout);
-        let Warm { store, sink, batch, .. } = &mut warm;
-        let result = match batch {
-            Some(batch) => tokio::time::timeout(timeout, batch.call_deliver_batch(&mut *store, hooks, attempts)).await,
-            None => {
-                tokio::time::timeout(timeout, async {
-                    let mut reported = Vec::with_capacity(hooks.len());
-                    for (hook, attempt) in hooks.iter().zip(attempts) {
-                        reported.push(sink.call_deliver(&mut *store, hook, *attempt).await?);
-                    }
-                    wasmtime::Result::Ok(reported)
-                })
-                .await
-            }
-        };
-        let denied = warm.store.data().denials.take();
-        let outcomes = match self.settle_call(warm, result, timeout) {
-            Ok(reported) if reported.len() == hooks.len() => {
-                reported.into_iter().map(|one| judge(one, denied.as_ref())).collect()
-            }
-            Ok(reported) => {
-                let failure = Failure::new(
-                    ErrorClass::Fault,
-                    format!("deliver-batch returned {} results for {} hooks", reported.len(), hooks.len()),
-                );
-                vec![Outcome::Failed(failure); hooks.len()]
-            }
-            Err(failure) => vec![Outcome::Failed(failure); hooks.len()],
-        };
-        self.report_suppressed();
-        outcomes
-    }
-
     /// After a call: keep the instance (or retire it once used up) if the
     /// call returned; retire it and name the failure if it trapped or ran
     /// out of time.
-    fn settle_call<R>(
+    pub(crate) fn settle_call<R>(
         &self,
-        warm: Warm,
+        warm: Warm<E>,
         result: Result<wasmtime::Result<R>, tokio::time::error::Elapsed>,
         timeout: Duration,
     ) -> Result<R, Failure> {
@@ -273,18 +273,18 @@ impl InstancePool {
         }
     }
 
-    fn report_suppressed(&self) {
+    pub(crate) fn report_suppressed(&self) {
         // Nearly every delivery has nothing suppressed: skip the lock then.
         if self.factory.log.suppressed_total() > 0 {
             self.factory.log.report_suppressed();
         }
     }
 
-    fn keep(&self, warm: Warm) {
+    fn keep(&self, warm: Warm<E>) {
         self.idle.lock().unwrap_or_else(|e| e.into_inner()).push(warm);
     }
 
-    fn retire(&self, warm: Warm) {
+    fn retire(&self, warm: Warm<E>) {
         self.stats.retired.fetch_add(1, Ordering::Relaxed);
         drop(warm);
     }
@@ -320,9 +320,93 @@ impl InstancePool {
     }
 }
 
+impl InstancePool<SinkExports> {
+    /// Start one instance, ask it whether it is durable, and keep it warm.
+    pub async fn start_sink(&self, timeout: Duration) -> Result<bool, StartError> {
+        let mut warm = self.start(timeout).await?;
+        warm.store.data_mut().deadline = Instant::now() + timeout;
+        warm.store.set_epoch_deadline(1);
+        let durable = tokio::time::timeout(timeout, warm.exports.sink.call_durable(&mut warm.store)).await;
+        match durable {
+            Ok(Ok(durable)) => {
+                self.keep(warm);
+                Ok(durable)
+            }
+            Ok(Err(err)) => Err(StartError::Runtime(self.classify_error(&warm.store, &err))),
+            Err(_) => Err(StartError::Runtime(Failure::new(ErrorClass::Timeout, "durable() did not return"))),
+        }
+    }
+
+    pub async fn deliver(&self, hook: &Hook, attempt: u32, timeout: Duration) -> Outcome {
+        let Ok(_permit) = self.permits.acquire().await else {
+            return Outcome::Failed(Failure::new(ErrorClass::Transient, "sink pool is shutting down"));
+        };
+        let mut warm = match self.checkout(timeout).await {
+            Ok(warm) => warm,
+            Err(failure) => return Outcome::Failed(failure),
+        };
+        arm(&mut warm, timeout);
+        let call = warm.exports.sink.call_deliver(&mut warm.store, hook, attempt);
+        let result = tokio::time::timeout(timeout, call).await;
+        let denied = warm.store.data().denials.take();
+        let outcome = match self.settle_call(warm, result, timeout) {
+            Ok(reported) => judge(reported, denied.as_ref()),
+            Err(failure) => Outcome::Failed(failure),
+        };
+        self.report_suppressed();
+        outcome
+    }
+
+    /// Deliver `hooks` in one `deliver-batch` call, one outcome per hook.
+    /// A sink that does not export `batch` gets one `deliver` call each.
+    /// A trap, a timeout or a list of the wrong length fails every hook of
+    /// the batch alike.
+    pub async fn deliver_batch(&self, hooks: &[Hook], attempts: &[u32], timeout: Duration) -> Vec<Outcome> {
+        let Ok(_permit) = self.permits.acquire().await else {
+            let failure = Failure::new(ErrorClass::Transient, "sink pool is shutting down");
+            return vec![Outcome::Failed(failure); hooks.len()];
+        };
+        let mut warm = match self.checkout(timeout).await {
+            Ok(warm) => warm,
+            Err(failure) => return vec![Outcome::Failed(failure); hooks.len()],
+        };
+        arm(&mut warm, timeout);
+        let Warm { store, exports: SinkExports { sink, batch }, .. } = &mut warm;
+        let result = match batch {
+            Some(batch) => tokio::time::timeout(timeout, batch.call_deliver_batch(&mut *store, hooks, attempts)).await,
+            None => {
+                tokio::time::timeout(timeout, async {
+                    let mut reported = Vec::with_capacity(hooks.len());
+                    for (hook, attempt) in hooks.iter().zip(attempts) {
+                        reported.push(sink.call_deliver(&mut *store, hook, *attempt).await?);
+                    }
+                    wasmtime::Result::Ok(reported)
+                })
+                .await
+            }
+        };
+        let denied = warm.store.data().denials.take();
+        let outcomes = match self.settle_call(warm, result, timeout) {
+            Ok(reported) if reported.len() == hooks.len() => {
+                reported.into_iter().map(|one| judge(one, denied.as_ref())).collect()
+            }
+            Ok(reported) => {
+                let failure = Failure::new(
+                    ErrorClass::Fault,
+                    format!("deliver-batch returned {} results for {} hooks", reported.len(), hooks.len()),
+                );
+                vec![Outcome::Failed(failure); hooks.len()]
+            }
+            Err(failure) => vec![Outcome::Failed(failure); hooks.len()],
+        };
+        self.report_suppressed();
+        outcomes
+    }
+}
+
 /// Ready an instance for one call: its deadline, a clean memory-fault flag
 /// and denial record, one more use.
-fn arm(warm: &mut Warm, timeout: Duration) {
+pub(crate) fn arm<E>(warm: &mut Warm<E>, timeout: Duration) {
     let state = warm.store.data_mut();
     state.deadline = Instant::now() + timeout;
     state.memory.hit = false;
@@ -346,7 +430,7 @@ fn judge(reported: Result<(), bindings::Failure>, denied: Option<&Denied>) -> Ou
     }
 }
 
-fn from_guest(failure: bindings::Failure) -> Failure {
+pub(crate) fn from_guest(failure: bindings::Failure) -> Failure {
     match failure.class {
         bindings::ErrorClass::Transient => Failure::new(ErrorClass::Transient, failure.reason),
         bindings::ErrorClass::Permanent => Failure::new(ErrorClass::Permanent, failure.reason),

@@ -14,7 +14,7 @@ use super::http::{HttpLimits, Upstream};
 use super::labels::SinkLabel;
 use super::log::{LogChannel, LogLine, LogRate};
 use super::outcome::Outcome;
-use super::pool::{InstancePool, PoolSnapshot};
+use super::pool::{InstancePool, PoolSnapshot, SinkExports};
 use crate::problem::Checker;
 
 /// Where a sink's component comes from.
@@ -153,7 +153,7 @@ pub struct Sink {
     pub(crate) batch: Option<BatchLimits>,
     pub(crate) attempt_timeout: Duration,
     pub(crate) memory_bytes: usize,
-    pub(crate) pool: InstancePool,
+    pub(crate) pool: InstancePool<SinkExports>,
     pub(crate) log: Arc<LogChannel>,
     pub(crate) egress: Arc<EgressCounter>,
 }

@@ -47,13 +47,17 @@ pub struct DeliveryView {
     pub sink: Option<String>,
     pub sink_index: u16,
     /// `due`, `waiting` (behind an earlier hook of its ordering key),
-    /// `inflight`, `dead` or `delivered`.
+    /// `inflight`, `dead`, `filtered` (a transform of its binding dropped
+    /// it) or `delivered`.
     pub state: &'static str,
     pub attempts: u32,
     /// For a due row: when its next attempt may run (unix ms).
     pub due_at: Option<u64>,
     pub dead_at: Option<u64>,
-    /// Why it died; while it is retrying, why its last attempt failed.
+    /// When a transform dropped it (unix ms).
+    pub filtered_at: Option<u64>,
+    /// Why it died (or was filtered); while it is retrying, why its last
+    /// attempt failed.
     pub reason: Option<String>,
     /// The class of that failure (`transient`, `fault`, ...).
     pub error_class: Option<String>,
@@ -68,11 +72,17 @@ fn delivery(row: &DeliveryRow) -> DeliveryView {
         RowState::Inflight { .. } => ("inflight", None, None),
         RowState::Dead { dead_at, .. } => ("dead", None, Some(*dead_at)),
         RowState::Waiting => ("waiting", None, None),
+        RowState::Filtered { .. } => ("filtered", None, None),
+    };
+    let filtered_at = match &row.state {
+        RowState::Filtered { at, .. } => Some(*at),
+        _ => None,
     };
     let (reason, error_class, failed_at) = match (&row.state, &row.last_failure) {
         (RowState::Dead { reason, class, .. }, _) => {
             (Some(reason.clone()), class.map(|c| c.as_str().to_string()), None)
         }
+        (RowState::Filtered { reason, .. }, _) => (Some(reason.clone()), None, None),
         (_, Some(last)) => (Some(last.reason.clone()), Some(last.class.as_str().to_string()), Some(last.at)),
         (_, None) => (None, None, None),
     };
@@ -83,6 +93,7 @@ fn delivery(row: &DeliveryRow) -> DeliveryView {
         attempts: row.attempts,
         due_at,
         dead_at,
+        filtered_at,
         reason,
         error_class,
         failed_at,
@@ -143,6 +154,7 @@ pub async fn get(State(node): State<Arc<Node>>, Segments(seq): Segments<String>)
                     attempts: 0,
                     due_at: None,
                     dead_at: None,
+                    filtered_at: None,
                     reason: None,
                     error_class: None,
                     failed_at: None,

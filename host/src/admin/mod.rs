@@ -20,6 +20,7 @@ mod sinks;
 mod sources;
 mod status;
 mod tenants;
+mod transforms;
 
 use std::future::Future;
 use std::sync::{Arc, OnceLock};
@@ -93,6 +94,8 @@ fn declared() -> OpenApiRouter<Arc<Node>> {
         .routes(routes!(sinks::list))
         .routes(routes!(sinks::reload))
         .routes(routes!(sinks::upload))
+        .routes(routes!(transforms::list))
+        .routes(routes!(transforms::try_one))
 }
 
 /// The OpenAPI document of the admin API.

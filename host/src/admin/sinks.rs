@@ -34,6 +34,31 @@ pub struct LoadedSink {
     pub breaker: &'static str,
     /// While open: when the next probe may run (unix ms).
     pub breaker_until_ms: Option<u64>,
+    /// The binding's transforms, in the order a hook passes them.
+    pub transforms: Vec<LoadedTransform>,
+    /// Hooks those transforms dropped since the node started.
+    pub filtered: u64,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LoadedTransform {
+    pub name: String,
+    pub sha256: String,
+    pub instances: Instances,
+}
+
+impl Instances {
+    fn of(pool: crate::runtime::PoolSnapshot) -> Instances {
+        Instances {
+            live: pool.created.saturating_sub(pool.retired),
+            idle: pool.idle,
+            created: pool.created,
+            retired: pool.retired,
+            traps: pool.traps,
+            timeouts: pool.timeouts,
+            memory_faults: pool.memory_faults,
+        }
+    }
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -72,17 +97,26 @@ pub async fn list(State(node): State<Arc<Node>>) -> Json<Vec<LoadedSink>> {
                 sha256: sink.sha256().to_string(),
                 durable: sink.durable(),
                 memory_bytes: sink.memory_bytes(),
-                instances: Instances {
-                    live: pool.created.saturating_sub(pool.retired),
-                    idle: pool.idle,
-                    created: pool.created,
-                    retired: pool.retired,
-                    traps: pool.traps,
-                    timeouts: pool.timeouts,
-                    memory_faults: pool.memory_faults,
-                },
+                instances: Instances::of(pool),
                 breaker,
                 breaker_until_ms: until,
+                transforms: binding
+                    .transforms
+                    .iter()
+                    .map(|t| LoadedTransform {
+                        name: t.name().to_string(),
+                        sha256: t.sha256().to_string(),
+                        instances: Instances::of(t.instances()),
+                    })
+                    .collect(),
+                filtered: match binding.transforms.is_empty() {
+                    true => 0,
+                    false => {
+                        let labels =
+                            crate::metrics::SinkLabels { source: source.name.clone(), sink: sink.label().sink.clone() };
+                        crate::metrics::metrics().filtered.get_or_create(&labels).get()
+                    }
+                },
             });
         }
     }

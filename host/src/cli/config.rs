@@ -153,7 +153,18 @@ async fn unloadable_sinks(config: &Config, runtime: &Runtime, problems: &[Proble
         }
         let Some(spec) = config.sink_spec("check-config", name) else { continue };
         if let Err(e) = runtime.load(spec).await {
-            found.push(Problem::new(crate::source::load_error_key(name, &e), e.to_string()));
+            found.push(Problem::new(crate::source::load_error_key(&e), e.to_string()));
+        }
+    }
+    for name in config.transforms.keys() {
+        let section = format!("transforms.{name}");
+        let named = |p: &Problem| p.key == section || p.key.starts_with(&format!("{section}."));
+        if problems.iter().any(named) {
+            continue;
+        }
+        let Some(spec) = config.transform_spec(name) else { continue };
+        if let Err(e) = runtime.load_transform(spec).await {
+            found.push(Problem::new(crate::source::load_error_key(&e), e.to_string()));
         }
     }
     found

@@ -8,8 +8,8 @@ use crate::edge::EdgeConfig;
 use crate::fleet::FleetSettings;
 use crate::problem::Checker;
 use crate::queue::{QueueConfig, WalMode};
-use crate::runtime::{SinkDefaults, SinkLabel, SinkSpec};
-use crate::source::{BindingSpec, SourceSettings};
+use crate::runtime::{SinkDefaults, SinkLabel, SinkSpec, TransformSpec};
+use crate::source::{BindingSpec, Known, SourceSettings};
 
 impl Config {
     pub fn wal_mode(&self) -> WalMode {
@@ -84,17 +84,21 @@ impl Config {
         Some(sink.spec(SinkLabel::new(source, sink_name), self.sink_defaults()))
     }
 
+    /// What to load for the transform `name` (`None` when no such
+    /// transform is configured).
+    pub fn transform_spec(&self, name: &str) -> Option<TransformSpec> {
+        Some(self.transforms.get(name)?.spec(name, self.sink_defaults()))
+    }
+
     /// The problems of a source section named `name`, against this file's
-    /// sinks.
+    /// sinks and transforms.
     pub fn source_problems(&self, name: &str, section: &SourceSection) -> Vec<Problem> {
         let mut found = Vec::new();
-        let known = self.sinks.keys().map(String::as_str).collect::<Vec<_>>().join(", ");
-        section.check(
-            &mut Checker::new(&mut found, format!("sources.{name}")),
-            name,
-            |sink| self.sinks.contains_key(sink),
-            &known,
-        );
+        let known = Known {
+            sinks: self.sinks.keys().map(String::as_str).collect(),
+            transforms: self.transforms.keys().map(String::as_str).collect(),
+        };
+        section.check(&mut Checker::new(&mut found, format!("sources.{name}")), name, &known);
         if self.wal_mode() == WalMode::None {
             for (i, _) in section.sinks.iter().enumerate().filter(|(_, b)| b.ordering().is_some()) {
                 found.push(Problem::new(
@@ -135,7 +139,9 @@ impl Config {
             if !problems.is_empty() {
                 return Err(problems);
             }
-            sinks.push(BindingSpec { index: index as u16, spec, ordering });
+            // Checked above: every named transform is configured.
+            let transforms = binding.transforms().iter().filter_map(|t| self.transform_spec(t)).collect();
+            sinks.push(BindingSpec { index: index as u16, spec, ordering, transforms });
         }
         Ok(SourceSettings {
             name: name.to_string(),

@@ -29,7 +29,7 @@ use crate::edge::batcher::BatcherConfig;
 use crate::edge::{HttpSettings, QuarantineSettings, RateLimits};
 use crate::fleet::FleetSettings;
 use crate::queue::{ArchiveSettings, DedupeSettings, TenantsSettings, WalSettings};
-use crate::runtime::{EngineConfig, SinkSettings};
+use crate::runtime::{EngineConfig, SinkSettings, TransformSettings};
 use crate::source::{DedupeKeySection, SourceSection};
 use crate::telemetry::{LogSettings, ObservabilitySettings};
 
@@ -62,6 +62,8 @@ pub struct Config {
     pub runtime: EngineConfig,
     /// Sinks by name; sources bind them by that name.
     pub sinks: BTreeMap<String, SinkSettings>,
+    /// Transforms by name; a source's binding names a chain of them.
+    pub transforms: BTreeMap<String, TransformSettings>,
     /// Sources by name: `POST /webhooks/{name}`.
     pub sources: BTreeMap<String, SourceSection>,
 }

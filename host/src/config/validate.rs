@@ -50,6 +50,13 @@ pub fn check(config: &Config) -> Vec<Problem> {
         }
         sink.check(&mut at, config.runtime.max_memory_mib());
     }
+    for (name, transform) in &config.transforms {
+        let mut at = c.section(&format!("transforms.{name}"));
+        if !valid_name(name) {
+            at.add("", "a transform name is 1-64 of A-Z a-z 0-9 _ -");
+        }
+        transform.check(&mut at, config.runtime.max_memory_mib());
+    }
     for (name, source) in &config.sources {
         found.extend(config.source_problems(name, source));
     }

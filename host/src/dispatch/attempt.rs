@@ -1,16 +1,18 @@
-//! One attempt: read the hooks, call the sink (once, or once for a
-//! batch), trace it, and hand each row's outcome over.
+//! One attempt: read the hooks, pass each through its binding's
+//! transforms, call the sink (once, or once for a batch), trace it, and
+//! hand each row's outcome over.
 
-use std::time::SystemTime;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
 
 use opentelemetry::trace::SpanId;
 
 use super::DispatchConfig;
 use super::lane::{Claimed, SinkKey, Target};
-use super::outcome::{Done, Report, RowDone, bury_unreadable, settle_one, withdraw};
+use super::outcome::{Done, Report, RowDone, bury_unreadable, settle_filtered, settle_one, withdraw};
 use crate::error_class::ErrorClass;
 use crate::queue::Deliveries;
-use crate::runtime::{Failure, Outcome};
+use crate::runtime::{Applied, Failure, Hook, Outcome, Transform};
 use crate::telemetry::traces::{self, HookTrace};
 
 /// The header a delivery of an ordered binding carries after a skipped
@@ -28,7 +30,11 @@ pub(super) async fn deliver(
     config: DispatchConfig,
     report: Report,
 ) {
-    let Some(Target { sink, forward }) = claimed.first().map(|first| first.target.clone()) else { return };
+    let Some(Target { sink, transforms, forward }) = claimed.first().map(|first| first.target.clone()) else {
+        return;
+    };
+    // The binding's transforms share one attempt's deadline for the call.
+    let transforms_until = Instant::now() + config.attempt_timeout;
     let sink_name = sink.label().sink.clone();
     let mut rows_done = Vec::with_capacity(claimed.len());
     // Rows whose hook was read, and those hooks, ready for the sink.
@@ -43,8 +49,20 @@ pub(super) async fn deliver(
         };
         let failure = match read {
             Ok(Some(envelope)) => {
-                traced.push(traces::enabled().then(|| HookTrace::of(&envelope.id, &envelope.headers)));
                 let mut hook = forward.hook(&envelope, row.sink, row.replay_id.clone());
+                match transformed(&transforms, &mut hook, transforms_until).await {
+                    Ok(None) => {}
+                    Ok(Some(reason)) => {
+                        rows_done.push(settle_filtered(&row, &envelope.id, reason, &sink_name, &report));
+                        continue;
+                    }
+                    Err(failure) => {
+                        let outcome = Outcome::Failed(failure);
+                        rows_done.push(settle_one(&row, Some(&envelope.id), outcome, &sink_name, &config, &report));
+                        continue;
+                    }
+                }
+                traced.push(traces::enabled().then(|| HookTrace::of(&envelope.id, &envelope.headers)));
                 if let Some(dead) = &row.previous_dead {
                     // The gap marker: a hook of this key died, skipped, just before.
                     hook.headers.push((PREVIOUS_DEAD.to_string(), dead.clone().into_bytes()));
@@ -140,4 +158,27 @@ pub(super) async fn deliver(
         rows_done.push(settle_one(row, Some(&hook.id), outcome, &sink_name, &config, &report));
     }
     let _ = report.done.send(Done { key, rows: rows_done });
+}
+
+/// Pass `hook` through a binding's transforms in order, before `until`:
+/// `Ok(None)` to deliver it (changed as they said), `Ok(Some(reason))`
+/// when one dropped it. A failure names the transform.
+async fn transformed(
+    transforms: &[Arc<Transform>],
+    hook: &mut Hook,
+    until: Instant,
+) -> Result<Option<String>, Failure> {
+    for transform in transforms {
+        let left = until.saturating_duration_since(Instant::now());
+        let named = |reason: &str| format!("transform `{}`: {reason}", transform.name());
+        if left == Duration::ZERO {
+            return Err(Failure::new(ErrorClass::Timeout, named("the attempt's deadline passed before it ran")));
+        }
+        match transform.apply_within(hook, left).await {
+            Ok(Applied::Deliver) => {}
+            Ok(Applied::Drop(reason)) => return Ok(Some(named(&reason))),
+            Err(failure) => return Err(Failure { reason: named(&failure.reason), ..failure }),
+        }
+    }
+    Ok(None)
 }

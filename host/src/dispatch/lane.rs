@@ -10,7 +10,7 @@ use super::BreakerPolicy;
 use super::breaker::{Breaker, State as BreakerState, Transition};
 use crate::error_class::ErrorClass;
 use crate::queue::{DeliveryRow, Envelope};
-use crate::runtime::Sink;
+use crate::runtime::{Sink, Transform};
 use crate::source::ForwardHeaders;
 
 /// A sink key: deliveries to one sink of one source of one tenant.
@@ -40,6 +40,8 @@ pub(super) type RowId = (u64, u16);
 #[derive(Clone)]
 pub(super) struct Target {
     pub sink: Arc<Sink>,
+    /// The binding's transforms, in the order each hook passes them.
+    pub transforms: Arc<[Arc<Transform>]>,
     pub forward: Arc<ForwardHeaders>,
 }
 
@@ -64,6 +66,8 @@ pub(super) enum Verdict {
     /// Withdrawn because this fleet node's lease lapsed: not the sink's
     /// doing, so its breaker hears nothing.
     Withdrawn,
+    /// A transform dropped the hook: the sink was never called.
+    Filtered,
 }
 
 /// What a lane says of a due row a claim meets.
@@ -205,7 +209,7 @@ impl Lane {
                 self.breaker.succeeded()
             }
             Verdict::Failed(_) => self.breaker.failed(policy, now, probe),
-            Verdict::Unreadable | Verdict::Withdrawn => {
+            Verdict::Unreadable | Verdict::Withdrawn | Verdict::Filtered => {
                 if probe {
                     self.breaker.probe_lost(now);
                 }

@@ -128,6 +128,24 @@ pub(super) fn settle_one(
     RowDone { row: (row.seq, row.sink), bytes: row.bytes, verdict, due_again }
 }
 
+/// A hook a transform of the row's binding dropped: counted, and filed
+/// as `filtered` (never delivered, never dead).
+pub(super) fn settle_filtered(
+    row: &DeliveryRow,
+    hook_id: &str,
+    reason: String,
+    sink_name: &str,
+    report: &Report,
+) -> RowDone {
+    let labels = crate::metrics::SinkLabels { source: row.source.clone(), sink: sink_name.to_string() };
+    crate::metrics::metrics().filtered.get_or_create(&labels).inc();
+    tracing::debug!(id = hook_id, seq = row.seq, source = %row.source, sink = %sink_name, %reason, "hook filtered");
+    if report.settler.send((row.seq, row.sink, Settlement::Filter { at: now_ms(), reason })).is_err() {
+        tracing::error!(seq = row.seq, sink = row.sink, "cannot record the outcome: the settler has stopped");
+    }
+    RowDone { row: (row.seq, row.sink), bytes: row.bytes, verdict: Verdict::Filtered, due_again: None }
+}
+
 /// A hook the store holds damaged will never be readable: no retry can
 /// deliver it. Its row is dead-lettered at once as a `fault`, naming the
 /// damage. The store told the operator of the damaged block (ERROR with

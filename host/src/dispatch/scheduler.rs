@@ -319,8 +319,11 @@ impl Scheduler {
     fn bound_sink(&self, row: &DeliveryRow) -> Option<Target> {
         let source = self.directory.resolve(Some(&row.tenant), &row.source)?;
         let binding = source.sinks.iter().find(|b| b.index == row.sink)?;
-        (binding.sink.label().sink == row.sink_name)
-            .then(|| Target { sink: binding.sink.clone(), forward: source.forward_headers.clone() })
+        (binding.sink.label().sink == row.sink_name).then(|| Target {
+            sink: binding.sink.clone(),
+            transforms: binding.transforms.clone(),
+            forward: source.forward_headers.clone(),
+        })
     }
 
     /// Hand free slots round-robin to lanes with waiting rows.

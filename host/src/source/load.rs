@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::{DedupeRule, ForwardHeaders, OnVerifyFailure, OrderingRule, SinkBinding, Source, Verifier};
 use crate::problem::Problem;
 use crate::queue::{SinkDurability, SourceDurability, WalMode, check_durable};
-use crate::runtime::{LoadError, Runtime, SinkSpec};
+use crate::runtime::{LoadError, Runtime, SinkSpec, TransformSpec};
 
 /// What a source loads from.
 pub struct SourceSettings {
@@ -27,17 +27,30 @@ pub struct BindingSpec {
     pub index: u16,
     pub spec: SinkSpec,
     pub ordering: Option<OrderingRule>,
+    /// Its chain of transforms, in order.
+    pub transforms: Vec<TransformSpec>,
 }
 
 /// Load one source's sinks and check that it can run under `wal`.
 pub async fn load(settings: SourceSettings, runtime: &Runtime, wal: WalMode) -> Result<Source, Vec<Problem>> {
     let mut problems = Vec::new();
     let mut sinks = Vec::with_capacity(settings.sinks.len());
-    for BindingSpec { index, spec, ordering } in settings.sinks {
-        let name = spec.label.sink.clone();
+    for BindingSpec { index, spec, ordering, transforms } in settings.sinks {
+        let mut chain = Vec::with_capacity(transforms.len());
+        for transform in transforms {
+            match runtime.load_transform(transform).await {
+                Ok(loaded) => chain.push(Arc::new(loaded)),
+                Err(e) => problems.push(Problem::new(load_error_key(&e), e.to_string())),
+            }
+        }
         match runtime.load(spec).await {
-            Ok(sink) => sinks.push(SinkBinding { index, sink: Arc::new(sink), ordering: ordering.map(Arc::new) }),
-            Err(e) => problems.push(Problem::new(load_error_key(&name, &e), e.to_string())),
+            Ok(sink) => sinks.push(SinkBinding {
+                index,
+                sink: Arc::new(sink),
+                ordering: ordering.map(Arc::new),
+                transforms: chain.into(),
+            }),
+            Err(e) => problems.push(Problem::new(load_error_key(&e), e.to_string())),
         }
     }
     if problems.is_empty() {
@@ -83,18 +96,23 @@ pub async fn load_all(
     if problems.is_empty() { Ok(sources) } else { Err(problems) }
 }
 
-/// The key a sink's load failure is about.
-pub fn load_error_key(sink: &str, error: &LoadError) -> String {
+/// The key a sink's (or a transform's) load failure is about.
+pub fn load_error_key(error: &LoadError) -> String {
+    let label = error.label();
+    let section = match label.is_transform() {
+        true => format!("transforms.{}", label.sink),
+        false => format!("sinks.{}", label.sink),
+    };
     match error {
         LoadError::Options { .. } | LoadError::OptionsJson { .. } | LoadError::Init { .. } => {
-            format!("sinks.{sink}.options")
+            format!("{section}.options")
         }
-        LoadError::Policy { .. } => format!("sinks.{sink}.allow"),
-        LoadError::Tls { source, .. } => format!("sinks.{sink}.tls.{}", source.field()),
-        LoadError::Limits { .. } => format!("sinks.{sink}.memory_mib"),
-        LoadError::Directory { .. } => format!("sinks.{sink}.directory"),
+        LoadError::Policy { .. } => format!("{section}.allow"),
+        LoadError::Tls { source, .. } => format!("{section}.tls.{}", source.field()),
+        LoadError::Limits { .. } => format!("{section}.memory_mib"),
+        LoadError::Directory { .. } => format!("{section}.directory"),
         LoadError::Read { .. } | LoadError::Component { .. } | LoadError::UnknownBuiltin { .. } => {
-            format!("sinks.{sink}.component")
+            format!("{section}.component")
         }
     }
 }

@@ -33,8 +33,10 @@ pub use directory::{Directory, LiveDirectory, Origin, StaticDirectory};
 pub use forward::ForwardHeaders;
 pub use load::{BindingSpec, SourceSettings, load, load_all, load_error_key};
 pub use ordering::{OnDead, OrderingRule, OrderingSection};
-pub use reload::{ReloadFailure, ReloadReport, Swapped, reload_sinks};
-pub use section::{BindingSection, BoundSink, DedupeKeySection, SourceSection, VerifySection, valid_name};
+pub use reload::{ReloadFailure, ReloadReport, Specs, Swapped, reload_sinks};
+pub use section::{
+    BindingSection, BoundSink, DedupeKeySection, Known, MAX_TRANSFORMS, SourceSection, VerifySection, valid_name,
+};
 pub use verify::Verifier;
 
 /// The most sinks one source may be bound to.
@@ -44,7 +46,7 @@ pub const MAX_SINKS: usize = 256;
 pub const MAX_FORWARD_HEADERS: usize = 128;
 
 use crate::queue::{Entry, Envelope};
-use crate::runtime::Sink;
+use crate::runtime::{Sink, Transform};
 
 /// What to do with a request whose signature fails (`on_verify_failure`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize, utoipa::ToSchema)]
@@ -69,6 +71,8 @@ pub struct SinkBinding {
     pub sink: Arc<Sink>,
     /// Deliver the hooks of one key in order (`ordering:`).
     pub ordering: Option<Arc<OrderingRule>>,
+    /// The transforms each hook passes through before the sink, in order.
+    pub transforms: Arc<[Arc<Transform>]>,
 }
 
 #[derive(Clone)]

@@ -19,7 +19,7 @@ pub struct SourceSection {
     pub on_verify_failure: OnVerifyFailure,
     pub dedupe: Option<DedupeKeySection>,
     /// Entries under `sinks`, in this order of index: a name, or
-    /// `{sink: NAME, ordering: {key, on_dead}}` to deliver in order.
+    /// `{sink: NAME, transforms: [...], ordering: {key, on_dead}}`.
     pub sinks: Vec<BindingSection>,
     /// Only these request headers reach the sinks (default: all but
     /// credentials, hop-by-hop headers and `x-ankusa-*`, which never do).
@@ -49,12 +49,17 @@ pub enum BindingSection {
     Bound(BoundSink),
 }
 
-/// `{sink: NAME, ordering: {...}}`.
+/// `{sink: NAME, transforms: [...], ordering: {...}}`.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BoundSink {
     /// The name of an entry under `sinks`.
     pub sink: String,
+    /// Entries under `transforms`, applied to each hook in this order at
+    /// delivery time: the sink gets what the last one returns, and a
+    /// hook one drops is `filtered` for this sink.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub transforms: Vec<String>,
     /// Deliver the hooks of one key one at a time, in the order they were
     /// acked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -73,6 +78,14 @@ impl BindingSection {
         match self {
             BindingSection::Name(_) => None,
             BindingSection::Bound(bound) => bound.ordering.as_ref(),
+        }
+    }
+
+    /// The names of its transforms, in the order they run.
+    pub fn transforms(&self) -> &[String] {
+        match self {
+            BindingSection::Name(_) => &[],
+            BindingSection::Bound(bound) => &bound.transforms,
         }
     }
 }
@@ -98,7 +111,7 @@ impl<'de> Deserialize<'de> for BindingSection {
         impl<'de> serde::de::Visitor<'de> for Visitor {
             type Value = BindingSection;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a sink's name, or a map with `sink` and `ordering`")
+                f.write_str("a sink's name, or a map with `sink`, `transforms` and `ordering`")
             }
             fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<BindingSection, E> {
                 Ok(BindingSection::Name(name.to_string()))
@@ -134,16 +147,26 @@ pub struct DedupeKeySection {
     pub json_path: Option<String>,
 }
 
+/// The most transforms one binding may chain.
+pub const MAX_TRANSFORMS: usize = 16;
+
+/// The names a source's bindings may use: the configured sinks and
+/// transforms.
+pub struct Known<'a> {
+    pub sinks: Vec<&'a str>,
+    pub transforms: Vec<&'a str>,
+}
+
 /// Sink and source names: what tenant ids may be.
 pub fn valid_name(name: &str) -> bool {
     valid_tenant(name)
 }
 
 impl SourceSection {
-    /// The problems of source `name`; `is_sink` says whether a sink of
-    /// that name is configured (`known_sinks` lists them for the message).
-    /// The admin API checks sources created at runtime with this too.
-    pub fn check(&self, c: &mut Checker, name: &str, is_sink: impl Fn(&str) -> bool, known_sinks: &str) {
+    /// The problems of source `name`; `known` says which sinks and
+    /// transforms are configured. The admin API checks sources created at
+    /// runtime with this too.
+    pub fn check(&self, c: &mut Checker, name: &str, known: &Known<'_>) {
         if !valid_name(name) {
             c.add("", "a source name is 1-64 of A-Z a-z 0-9 _ -");
         }
@@ -161,8 +184,21 @@ impl SourceSection {
         }
         for (i, binding) in self.sinks.iter().enumerate() {
             let sink = binding.sink();
-            if !is_sink(sink) {
-                c.add(&format!("sinks[{i}]"), format!("no sink named `{sink}` (sinks: {known_sinks})"));
+            if !known.sinks.contains(&sink) {
+                let names = known.sinks.join(", ");
+                c.add(&format!("sinks[{i}]"), format!("no sink named `{sink}` (sinks: {names})"));
+            }
+            if binding.transforms().len() > MAX_TRANSFORMS {
+                c.add(&format!("sinks[{i}].transforms"), format!("at most {MAX_TRANSFORMS} transforms"));
+            }
+            for (j, transform) in binding.transforms().iter().enumerate() {
+                if !known.transforms.contains(&transform.as_str()) {
+                    let names = if known.transforms.is_empty() { "none".into() } else { known.transforms.join(", ") };
+                    c.add(
+                        &format!("sinks[{i}].transforms[{j}]"),
+                        format!("no transform named `{transform}` (transforms: {names})"),
+                    );
+                }
             }
             if let Some(ordering) = binding.ordering() {
                 ordering.rule(&mut c.section(&format!("sinks[{i}].ordering")));

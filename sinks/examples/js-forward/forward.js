@@ -4,7 +4,7 @@
 // Build:   npm install && npm run build      (→ forward.wasm)
 // Options: {"url": "https://api.example.com/events", "types": ["invoice.paid"]}
 
-import { log } from 'ankusa:sink/log@0.1.2';
+import { log } from 'ankusa:sink/log@0.1.3';
 import { handle } from 'wasi:http/outgoing-handler@0.2.12';
 import { Fields, OutgoingBody, OutgoingRequest } from 'wasi:http/types@0.2.12';
 

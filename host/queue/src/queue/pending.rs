@@ -52,7 +52,7 @@ impl Queue {
                 match row.state {
                     RowState::Due { .. } | RowState::Waiting => counts.pending += 1,
                     RowState::Inflight { .. } => counts.inflight += 1,
-                    RowState::Dead { .. } => {}
+                    RowState::Dead { .. } | RowState::Filtered { .. } => {}
                 }
             }
         };

@@ -6,12 +6,12 @@
 //! consistent store, and calling it again finishes the job: rows already
 //! removed are simply not found.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use super::lines::{Leaving, Promoted};
 use super::rows::{DeliveryRow, RowState};
 use super::{Core, Handover, QueueError, Tenants};
-use crate::store::keys::{self, deliveries, hooks, index, prefix_end};
+use crate::store::keys::{self, deliveries, index, prefix_end};
 use crate::store::{Batch, Cf, Durability, Scan};
 
 /// Rows examined (and at most removed) per synced batch.
@@ -37,6 +37,9 @@ impl PurgeKinds {
             RowState::Due { .. } | RowState::Waiting => self.pending,
             RowState::Inflight { .. } => self.inflight,
             RowState::Dead { .. } => self.dead,
+            // Filtered rows go with their hook's last live row; only an
+            // erase of everything takes them on their own.
+            RowState::Filtered { .. } => self.pending && self.inflight && self.dead,
         }
     }
 }
@@ -168,6 +171,7 @@ impl Core {
                 RowState::Due { .. } | RowState::Waiting => removed.pending += 1,
                 RowState::Inflight { .. } => removed.inflight = removed.inflight.map(|n| n + 1),
                 RowState::Dead { .. } => removed.dead += 1,
+                RowState::Filtered { .. } => {}
             }
             if let Some(line) = row.line_id() {
                 leaving.push(Leaving { line, seq, skipped: None });
@@ -175,14 +179,10 @@ impl Core {
             Self::move_row(&mut batch, &row, None);
             gone.insert((seq, sink));
         }
-        // A hook goes with its last row.
+        // A hook goes with its last row (and its filtered rows with it).
         let seqs: HashSet<u64> = gone.iter().map(|(seq, _)| *seq).collect();
         for seq in seqs {
-            let rows = self.store.scan(&Scan::prefix(Cf::Deliveries, &deliveries::of_hook(seq), usize::MAX))?;
-            let remaining = rows.iter().filter_map(|(k, _)| deliveries::parse(k)).filter(|p| !gone.contains(p)).count();
-            if remaining == 0 {
-                batch.delete(Cf::Hooks, hooks::hook(seq));
-            }
+            self.last_row_takes_its_hook(&mut batch, seq, &gone, &HashMap::new())?;
         }
         // Rows of an ordered line beyond the purge (`through`) move up.
         let promoted = match leaving.is_empty() {

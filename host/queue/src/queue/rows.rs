@@ -9,7 +9,7 @@ use crate::store::keys::{deliveries, index};
 /// Version 2 adds `rows_of_hook`, version 3 `last_failure`, version 4
 /// `line`, `previous_dead` and the waiting state; rows of every earlier
 /// version are still read.
-const VERSION: u8 = 4;
+const VERSION: u8 = 5;
 
 /// A reason is kept on a retrying row up to this many bytes.
 pub const MAX_FAILURE_REASON: usize = 1024;
@@ -25,6 +25,10 @@ pub enum RowState {
     /// Behind an earlier row of its ordering key: it becomes due when
     /// every row before it in its line is done (or skipped).
     Waiting,
+    /// A transform of its binding dropped the hook at `at`, for `reason`:
+    /// not delivered, not dead. Kept while its hook has other rows, so the
+    /// hook shows it; it goes with the hook's last row.
+    Filtered { at: u64, reason: String },
 }
 
 /// The ordering key a row of an ordered binding is delivered in line with,
@@ -153,6 +157,7 @@ impl DeliveryRow {
         match (&self.line, &self.state) {
             (None, _) => false,
             (Some(line), RowState::Dead { .. }) => line.hold,
+            (Some(_), RowState::Filtered { .. }) => false,
             (Some(_), _) => true,
         }
     }
@@ -166,7 +171,7 @@ impl DeliveryRow {
         let mut entries = match &self.state {
             RowState::Due { due_at } => vec![(index::due(*due_at, self.seq, self.sink), Vec::new())],
             RowState::Inflight { .. } => vec![(index::inflight(self.seq, self.sink), Vec::new())],
-            RowState::Waiting => Vec::new(),
+            RowState::Waiting | RowState::Filtered { .. } => Vec::new(),
             RowState::Dead { dead_at, class, .. } => {
                 let summary =
                     DeadSummary { source: self.source.clone(), class: *class, sink: Some(self.sink_name.clone()) }
@@ -195,6 +200,7 @@ impl DeliveryRow {
             RowState::Inflight { .. } => &["inflight"],
             RowState::Dead { .. } if self.in_line() => &["dead", "held"],
             RowState::Dead { .. } => &["dead"],
+            RowState::Filtered { .. } => &[],
         }
     }
 
@@ -219,6 +225,7 @@ impl DeliveryRow {
                 w.u8(2).u64(*dead_at).str(reason).opt_str(class.map(ErrorClass::as_str))
             }
             RowState::Waiting => w.u8(3),
+            RowState::Filtered { at, reason } => w.u8(4).u64(*at).str(reason),
         };
         w.u16(self.rows_of_hook);
         match &self.last_failure {
@@ -235,7 +242,7 @@ impl DeliveryRow {
 
     pub fn decode(seq: u64, sink: u16, bytes: &[u8]) -> Result<DeliveryRow, CodecError> {
         let mut r = Reader::new(bytes, "delivery row");
-        let version = r.one_of(&[1, 2, 3, VERSION])?;
+        let version = r.one_of(&[1, 2, 3, 4, VERSION])?;
         let tenant = r.string("tenant")?;
         let source = r.string("source")?;
         let sink_name = r.string("sink name")?;
@@ -256,6 +263,7 @@ impl DeliveryRow {
                 RowState::Dead { dead_at, reason, class }
             }
             3 if version >= 4 => RowState::Waiting,
+            4 if version >= 5 => RowState::Filtered { at: r.u64()?, reason: r.string("filtered reason")? },
             _ => return Err(CodecError::Invalid { what: "delivery row", field: "state" }),
         };
         let rows_of_hook = if version >= 2 { r.u16()? } else { 0 };
@@ -345,6 +353,12 @@ mod tests {
     #[test]
     fn rows_of_earlier_versions_are_read_without_what_they_lacked() {
         let current = DeliveryRow { last_failure: None, ..row(RowState::Due { due_at: 10 }) };
+        let mut fourth = current.encode();
+        fourth[0] = 4;
+        assert_eq!(DeliveryRow::decode(7, 2, &fourth), Ok(current.clone()), "the fifth version only added a state");
+        let mut filtered = row(RowState::Filtered { at: 1, reason: "r".into() }).encode();
+        filtered[0] = 4;
+        assert!(DeliveryRow::decode(7, 2, &filtered).is_err(), "no fourth-version row was filtered");
         let mut second = current.encode();
         // The fourth version's line (none) and previous dead (none).
         second.truncate(second.len() - 2);
@@ -380,6 +394,7 @@ mod tests {
             },
             RowState::Dead { dead_at: 13, reason: "legacy".into(), class: None },
             RowState::Waiting,
+            RowState::Filtered { at: 14, reason: "keep: /type equals \"paid\" does not hold".into() },
         ] {
             let r = DeliveryRow { line: Some(Line { key: "customer-9".into(), hold: true }), ..row(state) };
             assert_eq!(DeliveryRow::decode(7, 2, &r.encode()), Ok(r.clone()));

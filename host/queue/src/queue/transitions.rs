@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! due ──claim──▶ inflight ──complete──▶ (gone; the hook too, with its last row)
+//!                   │  ├──filter─▶ filtered (gone with the hook's last other row)
 //!                   │  ├──retry──▶ due (at a later time)
 //!                   │  └──bury───▶ dead
 //!                   └──(boot) recover──▶ due (now)
@@ -17,7 +18,7 @@
 //! They are written without fsync: losing one to power loss only makes a
 //! row be delivered again, which at-least-once delivery allows.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use super::lines::{Leaving, Promoted};
 use super::rows::{DeliveryRow, LastFailure, RowState};
@@ -48,6 +49,10 @@ pub enum Settlement {
     Park { due_at: u64 },
     /// Given up on.
     Bury { dead_at: u64, reason: String, class: ErrorClass },
+    /// A transform dropped the hook for this sink at `at`: nothing more
+    /// is tried (a fleet hears of it as delivered: there is nothing for a
+    /// taker to do).
+    Filter { at: u64, reason: String },
 }
 
 /// A row's outcome once nothing more will be tried on its own.
@@ -85,6 +90,41 @@ impl Core {
 
     /// Move `row` from its current state to `next` in `batch`, with the
     /// counters of both states.
+    /// A hook goes with its last row: if every row hook `seq` still has is
+    /// one `batch` deletes (`gone`) or a filtered one (stored so, or
+    /// filed so by `batch`: `filtered_now`), the filtered rows and the
+    /// hook are deleted too.
+    pub(super) fn last_row_takes_its_hook(
+        &self,
+        batch: &mut Batch,
+        seq: u64,
+        gone: &HashSet<(u64, u16)>,
+        filtered_now: &HashMap<(u64, u16), DeliveryRow>,
+    ) -> Result<(), QueueError> {
+        let rows = self.store.scan(&Scan::prefix(Cf::Deliveries, &deliveries::of_hook(seq), usize::MAX))?;
+        let mut filtered = Vec::new();
+        for (key, value) in &rows {
+            let Some(id) = deliveries::parse(key) else { continue };
+            if gone.contains(&id) {
+                continue;
+            }
+            if let Some(row) = filtered_now.get(&id) {
+                filtered.push(row.clone());
+                continue;
+            }
+            match DeliveryRow::decode(id.0, id.1, value) {
+                Ok(row) if matches!(row.state, RowState::Filtered { .. }) => filtered.push(row),
+                // A live row (or one unreadable: kept, for the repair).
+                _ => return Ok(()),
+            }
+        }
+        for row in &filtered {
+            Core::move_row(batch, row, None);
+        }
+        batch.delete(Cf::Hooks, hooks::hook(seq));
+        Ok(())
+    }
+
     pub(super) fn move_row(batch: &mut Batch, row: &DeliveryRow, next: Option<&DeliveryRow>) {
         for key in row.index_keys() {
             batch.delete(Cf::Index, key);
@@ -280,8 +320,10 @@ impl Deliveries {
         let values = self.store.multi_get(Cf::Deliveries, &keys)?;
         let mut batch = Batch::new();
         let mut seen = HashSet::with_capacity(outcomes.len());
-        // Rows this batch deletes, and the hooks they belong to.
+        // Rows this batch deletes, rows it files as filtered, and the
+        // hooks they belong to.
         let mut gone = HashSet::new();
+        let mut filtered = HashMap::new();
         let mut emptied = Vec::new();
         let mut finals = Vec::new();
         // Rows leaving their ordered lines: the rows behind them move up.
@@ -303,6 +345,23 @@ impl Deliveries {
                         batch.delete(Cf::Hooks, hooks::hook(seq));
                     } else {
                         gone.insert((seq, sink));
+                        emptied.push(seq);
+                    }
+                    continue;
+                }
+                Settlement::Filter { at, reason } => {
+                    finals.push((seq, sink, FinalOutcome::Delivered));
+                    if let Some(line) = row.line_id() {
+                        leaving.push(Leaving { line, seq, skipped: None });
+                    }
+                    if row.rows_of_hook == 1 {
+                        Core::move_row(&mut batch, &row, None);
+                        batch.delete(Cf::Hooks, hooks::hook(seq));
+                    } else {
+                        let state = RowState::Filtered { at: *at, reason: reason.clone() };
+                        let next = DeliveryRow { attempts: row.attempts + 1, state, ..row.clone() };
+                        Core::move_row(&mut batch, &row, Some(&next));
+                        filtered.insert((seq, sink), next);
                         emptied.push(seq);
                     }
                     continue;
@@ -349,12 +408,7 @@ impl Deliveries {
         emptied.sort_unstable();
         emptied.dedup();
         for seq in emptied {
-            // The hook goes with its last row: every row it still has is
-            // one this batch deletes.
-            let rows = self.store.scan(&Scan::prefix(Cf::Deliveries, &deliveries::of_hook(seq), usize::MAX))?;
-            if rows.iter().all(|(key, _)| deliveries::parse(key).is_some_and(|row| gone.contains(&row))) {
-                batch.delete(Cf::Hooks, hooks::hook(seq));
-            }
+            self.last_row_takes_its_hook(&mut batch, seq, &gone, &filtered)?;
         }
         if batch.is_empty() {
             return Ok(());

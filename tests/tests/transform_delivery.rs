@@ -1,0 +1,262 @@
+//! Transforms through the real binary: a filter that drops half of a
+//! source's hooks for one sink while another sink gets them all, a
+//! reshape whose output the receiver checks byte for byte, a chain of
+//! two, `filtered` counted and shown on the hook's rows, the try-it route
+//! and its console panel (Chromium); a transform that traps or loops is a
+//! dead letter of its binding with the node alive; and a replay after the
+//! transform changed delivers the new shape.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use ankusa_tests::binary::{RunningNode, eventually, request, write_config};
+use ankusa_tests::browser::Browser;
+use ankusa_tests::guest_wasm;
+use ankusa_tests::receiver::{Receiver, Reply};
+use serde_json::{Value, json};
+
+/// The bodies the receiver accepted at `path`, in the order received.
+fn bodies(receiver: &Receiver, path: &str) -> Vec<String> {
+    receiver
+        .received()
+        .into_iter()
+        .filter(|r| r.path == path && (200..300).contains(&r.status))
+        .map(|r| String::from_utf8_lossy(&r.body).into_owned())
+        .collect()
+}
+
+async fn metrics(node: &RunningNode) -> String {
+    let (status, text) = request(node.admin, "GET", "/metrics", &[], None).await;
+    assert_eq!(status, 200);
+    String::from_utf8_lossy(&text).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_filter_and_a_chain_shape_what_each_sink_gets_and_filtered_hooks_are_counted() {
+    // `/stuck` never accepts: a hook of `held` stays stored, so its
+    // filtered row can be seen.
+    let receiver = Receiver::judging(|_, r| Reply::status(if r.path == "/stuck" { 503 } else { 200 })).await;
+    let dir = tempfile::tempdir().expect("dir");
+    let config = write_config(
+        dir.path(),
+        &format!(
+            "sinks:\n{all}{paid}{slim}{stuck}\
+             transforms:\n  paid-only:\n    component: jsonfilter\n    options: {{keep: {{pointer: /paid, equals: true}}}}\n  \
+             slim:\n    component: reshape\n    options: {{pick: [/n, /paid], set: [{{pointer: /via, value: ankusa}}], \
+             set_headers: {{x-shape: slim}}}}\n\
+             sources:\n  shop:\n    sinks:\n      - all\n      - {{sink: paid, transforms: [paid-only]}}\n      \
+             - {{sink: slim, transforms: [paid-only, slim]}}\n  \
+             held:\n    sinks: [stuck, {{sink: paid, transforms: [paid-only]}}]\n\
+             dispatch:\n  retry: {{initial_ms: 60000, max_attempts: 100}}\n",
+            all = receiver.http_sink("all", "/all"),
+            paid = receiver.http_sink("paid", "/paid"),
+            slim = receiver.http_sink("slim", "/slim"),
+            stuck = receiver.http_sink("stuck", "/stuck"),
+        ),
+    );
+    let node = RunningNode::start(&config, &dir.path().join("data"), &[]).await;
+
+    const HOOKS: usize = 100;
+    for n in 0..HOOKS {
+        let body = json!({"n": n, "paid": n % 2 == 0, "extra": "x".repeat(n)}).to_string();
+        let (status, answer) = node.post_hook("shop", &[("content-type", "application/json")], &body).await;
+        assert_eq!(status, 201, "{answer}");
+    }
+    eventually("every sink to be done", Duration::from_secs(20), async || {
+        bodies(&receiver, "/all").len() == HOOKS
+            && bodies(&receiver, "/paid").len() == HOOKS / 2
+            && bodies(&receiver, "/slim").len() == HOOKS / 2
+    })
+    .await;
+
+    // `all` got every hook as sent; `paid` exactly the paid ones, as sent.
+    let mut all: Vec<Value> =
+        bodies(&receiver, "/all").iter().map(|b| serde_json::from_str(b).expect("json")).collect();
+    all.sort_by_key(|v| v["n"].as_u64());
+    assert_eq!(
+        all.iter().map(|v| v["n"].as_u64().expect("n")).collect::<Vec<_>>(),
+        (0..HOOKS as u64).collect::<Vec<_>>()
+    );
+    let mut paid: Vec<u64> = bodies(&receiver, "/paid")
+        .iter()
+        .map(|b| serde_json::from_str::<Value>(b).expect("json")["n"].as_u64().expect("n"))
+        .collect();
+    paid.sort_unstable();
+    assert_eq!(paid, (0..HOOKS as u64).step_by(2).collect::<Vec<_>>());
+    // `slim` went through both: only paid hooks, reshaped byte for byte.
+    let mut slim = bodies(&receiver, "/slim");
+    slim.sort_by_key(|b| serde_json::from_str::<Value>(b).expect("json")["n"].as_u64());
+    let expected: Vec<String> =
+        (0..HOOKS).step_by(2).map(|n| format!(r#"{{"n":{n},"paid":true,"via":"ankusa"}}"#)).collect();
+    assert_eq!(slim, expected);
+    let shaped = receiver.received().into_iter().filter(|r| r.path == "/slim").collect::<Vec<_>>();
+    assert!(shaped.iter().all(|r| r.header("x-shape") == Some("slim")), "the chain's header reached the sink");
+
+    // Counted per binding, in the metrics and the sinks view.
+    let text = metrics(&node).await;
+    for sink in ["paid", "slim"] {
+        let line = format!("ankusa_filtered_total{{source=\"shop\",sink=\"{sink}\"}} {}", HOOKS / 2);
+        assert!(text.contains(&line), "{line} in:\n{text}");
+    }
+    assert!(!text.contains("ankusa_filtered_total{source=\"shop\",sink=\"all\"}"), "a binding without transforms");
+    let (_, sinks) = node.admin("GET", "/v1/sinks", None, None).await;
+    let view = |name: &str| {
+        sinks
+            .as_array()
+            .expect("list")
+            .iter()
+            .find(|s| s["source"] == "shop" && s["name"] == name)
+            .cloned()
+            .expect(name)
+    };
+    assert_eq!(view("slim")["filtered"], HOOKS / 2);
+    assert_eq!(view("slim")["transforms"].as_array().map(|t| t.len()), Some(2));
+    assert_eq!(view("all")["filtered"], 0);
+
+    // A filtered row is shown as such while its hook is stored.
+    let (status, held) = node.post_hook("held", &[], r#"{"paid": false}"#).await;
+    assert_eq!(status, 201, "{held}");
+    let seq = held["seq"].as_u64().expect("seq");
+    eventually("the held hook's filtered row", Duration::from_secs(10), async || {
+        let (_, hook) = node.admin("GET", &format!("/v1/hooks/{seq}"), None, None).await;
+        hook["deliveries"][1]["state"] == "filtered"
+    })
+    .await;
+    let (_, hook) = node.admin("GET", &format!("/v1/hooks/{seq}"), None, None).await;
+    let filtered = &hook["deliveries"][1];
+    assert_eq!(filtered["sink"], "paid", "{hook}");
+    let reason = filtered["reason"].as_str().unwrap_or_default();
+    assert!(reason.starts_with("transform `paid-only`: keep: /paid equals true"), "{hook}");
+    assert!(filtered["filtered_at"].as_u64().is_some(), "{hook}");
+    assert_ne!(hook["deliveries"][0]["state"], "filtered", "the other sink's row is its own");
+
+    // The try-it route: a hook in, the verdict and the output out.
+    let (status, tried) = node
+        .admin("POST", "/v1/transforms/slim/try", Some(json!({"body": r#"{"n": 3, "paid": true, "x": 1}"#})), None)
+        .await;
+    assert_eq!(status, 200, "{tried}");
+    assert_eq!(tried["verdict"], "deliver");
+    assert_eq!(tried["hook"]["body"], r#"{"n":3,"paid":true,"via":"ankusa"}"#);
+    assert!(tried["hook"]["headers"].as_array().expect("headers").contains(&json!(["x-shape", "slim"])), "{tried}");
+    let (_, dropped) =
+        node.admin("POST", "/v1/transforms/paid-only/try", Some(json!({"body": r#"{"paid": false}"#})), None).await;
+    assert_eq!(dropped["verdict"], "drop", "{dropped}");
+    assert_eq!(dropped["reason"], "keep: /paid equals true does not hold");
+    let (status, _) = node.admin("POST", "/v1/transforms/nope/try", Some(json!({"body": "{}"})), None).await;
+    assert_eq!(status, 404);
+    let (_, listed) = node.admin("GET", "/v1/transforms", None, None).await;
+    let paid_only =
+        listed.as_array().expect("list").iter().find(|t| t["name"] == "paid-only").cloned().expect("listed");
+    assert_eq!(paid_only["bindings"], json!(["held/paid", "shop/paid", "shop/slim"]));
+    let after_try = metrics(&node).await;
+    assert!(
+        after_try.contains(&format!("ankusa_filtered_total{{source=\"shop\",sink=\"paid\"}} {}", HOOKS / 2)),
+        "trying stores and counts nothing"
+    );
+
+    // The console: the overview counts filtered hooks, the panel tries one.
+    let browser = Browser::start(1280, 900).await;
+    browser.goto(&format!("http://{}/console/#/overview", node.admin)).await;
+    browser.until("the overview", "document.querySelector('[data-stat=filtered] .value')").await;
+    let shown = browser.text("[data-stat=filtered] .value").await;
+    assert_eq!(shown.trim(), (HOOKS + 1).to_string(), "50 + 50 + the held hook's");
+    browser.goto(&format!("http://{}/console/#/transforms", node.admin)).await;
+    browser.until("the transforms page", "document.querySelector('#try-form select')").await;
+    browser.choose("#try-form select", "slim").await;
+    browser.type_into("#try-form textarea[name=body]", r#"{"n": 8, "paid": true, "secret": "s"}"#).await;
+    browser.click("#try-form button[type=submit]").await;
+    browser.until("the verdict", "document.querySelector('#try-body')").await;
+    assert_eq!(browser.text("#try-verdict").await.trim(), "deliver");
+    assert_eq!(browser.text("#try-body").await.trim(), r#"{"n":8,"paid":true,"via":"ankusa"}"#);
+    browser.choose("#try-form select", "paid-only").await;
+    browser.type_into("#try-form textarea[name=body]", r#"{"paid": false}"#).await;
+    browser.click("#try-form button[type=submit]").await;
+    browser.until("the drop", "document.querySelector('#try-reason')").await;
+    assert!(browser.text("#try-reason").await.contains("does not hold"));
+    browser.close().await;
+    drop(node);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transform_that_traps_or_loops_is_a_dead_letter_and_a_replay_runs_the_changed_transform() {
+    let accept = Arc::new(AtomicBool::new(true));
+    let accepting = accept.clone();
+    let receiver =
+        Receiver::judging(move |_, _| Reply::status(if accepting.load(Ordering::SeqCst) { 200 } else { 503 })).await;
+    let dir = tempfile::tempdir().expect("dir");
+    let config = |via: &str| {
+        write_config(
+            dir.path(),
+            &format!(
+                "sinks:\n{out}\
+                 transforms:\n  risky:\n    component: {risky}\n  \
+                 shape:\n    component: reshape\n    options: {{set: [{{pointer: /via, value: {via}}}]}}\n\
+                 sources:\n  shop:\n    sinks: [{{sink: out, transforms: [risky, shape]}}]\n\
+                 dispatch:\n  attempt_timeout_ms: 500\n  retry: {{initial_ms: 20, max_attempts: 2, jitter: 0}}\n  \
+                 breaker: {{failures: 1000}}\n",
+                out = receiver.http_sink("out", "/in"),
+                risky = guest_wasm("transform-misbehave").display(),
+            ),
+        )
+    };
+    let path = config("v1");
+    let node = RunningNode::start(&path, &dir.path().join("data"), &[]).await;
+
+    let (_, trap) = node.post_hook("shop", &[("x-misbehave", "trap")], r#"{"k":"trap"}"#).await;
+    let (_, spin) = node.post_hook("shop", &[("x-misbehave", "loop")], r#"{"k":"loop"}"#).await;
+    let (_, good) = node.post_hook("shop", &[], r#"{"k":"good"}"#).await;
+    eventually("two dead letters", Duration::from_secs(20), async || {
+        node.admin("GET", "/v1/dlq", None, None).await.1["entries"].as_array().is_some_and(|e| e.len() == 2)
+    })
+    .await;
+    let (_, dlq) = node.admin("GET", "/v1/dlq", None, None).await;
+    for (posted, class, says) in [(&trap, "fault", "transform `risky`: trap"), (&spin, "timeout", "transform `risky`")]
+    {
+        let entry = dlq["entries"].as_array().expect("entries").iter().find(|e| e["seq"] == posted["seq"]).cloned();
+        let entry = entry.unwrap_or_else(|| panic!("{posted} in {dlq}"));
+        assert_eq!(entry["error_class"], class, "{entry}");
+        assert!(entry["reason"].as_str().is_some_and(|r| r.starts_with(says)), "{entry}");
+    }
+    let (status, health) = node.admin("GET", "/health", None, None).await;
+    assert_eq!(status, 200, "the node is alive: {health}");
+    eventually("the good hook", Duration::from_secs(10), async || bodies(&receiver, "/in").len() == 1).await;
+    assert_eq!(bodies(&receiver, "/in"), [r#"{"k":"good","via":"v1"}"#]);
+    assert!(good["seq"].as_u64().is_some());
+
+    // A hook dead while the receiver refuses, then the transform changes.
+    accept.store(false, Ordering::SeqCst);
+    let (_, late) = node.post_hook("shop", &[], r#"{"k":"late"}"#).await;
+    eventually("the late hook dead", Duration::from_secs(20), async || {
+        let (_, dlq) = node.admin("GET", "/v1/dlq", None, None).await;
+        dlq["entries"].as_array().is_some_and(|e| e.iter().any(|e| e["seq"] == late["seq"]))
+    })
+    .await;
+    let refused = bodies_refused(&receiver);
+    assert!(refused.iter().all(|b| b == r#"{"k":"late","via":"v1"}"#), "{refused:?}");
+    let (status, _) = node.stop();
+    assert!(status.success());
+    config("v2");
+    let node = RunningNode::start(&path, &dir.path().join("data"), &[]).await;
+    accept.store(true, Ordering::SeqCst);
+    let (status, job) = node
+        .admin(
+            "POST",
+            "/v1/replays",
+            Some(json!({"kind": "dlq", "rows": [{"seq": late["seq"], "sink_index": 0}]})),
+            None,
+        )
+        .await;
+    assert!(status == 201 || status == 200, "{job}");
+    eventually("the replay delivered", Duration::from_secs(20), async || bodies(&receiver, "/in").len() == 2).await;
+    assert_eq!(bodies(&receiver, "/in")[1], r#"{"k":"late","via":"v2"}"#, "the replay ran the transform as it is now");
+}
+
+fn bodies_refused(receiver: &Receiver) -> Vec<String> {
+    receiver
+        .received()
+        .into_iter()
+        .filter(|r| r.status == 503)
+        .map(|r| String::from_utf8_lossy(&r.body).into_owned())
+        .collect()
+}
