@@ -65,7 +65,7 @@ fn build_once(
 pub fn python_notify(scratch: &Path) -> PathBuf {
     let app = repo_root().join("sinks/examples/python-notify");
     build_once(scratch, "python-notify", &[app.join("app.py")], |tools, wit, out| {
-        python::componentize(tools, wit, &app, "app", out, &|line| eprintln!("{line}"))
+        python::componentize(tools, wit, "sink-world", &app, "app", out, &|line| eprintln!("{line}"))
     })
 }
 
@@ -73,6 +73,6 @@ pub fn python_notify(scratch: &Path) -> PathBuf {
 pub fn js_forward(scratch: &Path) -> PathBuf {
     let app = repo_root().join("sinks/examples/js-forward");
     build_once(scratch, "js-forward", &[app.join("forward.js")], |tools, wit, out| {
-        js::componentize(tools, wit, &app.join("forward.js"), out, &|line| eprintln!("{line}"))
+        js::componentize(tools, wit, "sink-world", &app.join("forward.js"), out, &|line| eprintln!("{line}"))
     })
 }

@@ -234,6 +234,21 @@ async fn a_transform_that_traps_or_loops_is_a_dead_letter_and_a_replay_runs_the_
     .await;
     let refused = bodies_refused(&receiver);
     assert!(refused.iter().all(|b| b == r#"{"k":"late","via":"v1"}"#), "{refused:?}");
+
+    // An upload swaps a transform in place (`sink dev`'s route): `risky`
+    // runs the reshape component now, which traps on nothing.
+    let reshape = std::fs::read(guest_wasm("reshape")).expect("reshape");
+    let (status, report) = node.upload_component("risky", reshape).await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["swapped"][0]["transform"], "risky", "{report}");
+    assert_eq!(report["swapped"][0]["sink"], "out", "{report}");
+    accept.store(true, Ordering::SeqCst);
+    node.post_hook("shop", &[("x-misbehave", "trap")], r#"{"k":"swapped"}"#).await;
+    eventually("the swapped transform's delivery", Duration::from_secs(10), async || {
+        bodies(&receiver, "/in").contains(&r#"{"k":"swapped","via":"v1"}"#.to_string())
+    })
+    .await;
+    accept.store(false, Ordering::SeqCst);
     let (status, _) = node.stop();
     assert!(status.success());
     config("v2");
@@ -248,8 +263,8 @@ async fn a_transform_that_traps_or_loops_is_a_dead_letter_and_a_replay_runs_the_
         )
         .await;
     assert!(status == 201 || status == 200, "{job}");
-    eventually("the replay delivered", Duration::from_secs(20), async || bodies(&receiver, "/in").len() == 2).await;
-    assert_eq!(bodies(&receiver, "/in")[1], r#"{"k":"late","via":"v2"}"#, "the replay ran the transform as it is now");
+    eventually("the replay delivered", Duration::from_secs(20), async || bodies(&receiver, "/in").len() == 3).await;
+    assert_eq!(bodies(&receiver, "/in")[2], r#"{"k":"late","via":"v2"}"#, "the replay ran the transform as it is now");
 }
 
 fn bodies_refused(receiver: &Receiver) -> Vec<String> {
@@ -259,4 +274,54 @@ fn bodies_refused(receiver: &Receiver) -> Vec<String> {
         .filter(|r| r.status == 503)
         .map(|r| String::from_utf8_lossy(&r.body).into_owned())
         .collect()
+}
+
+/// A batching sink (the postgres sink into the machine's PostgreSQL) gets
+/// each batch's hooks after the chain ran on each: the filtered ones are
+/// not in the batch, the others are reshaped, and batches still form.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batching_sink_gets_each_hook_of_a_batch_through_the_chain() {
+    let table = ankusa_tests::postgres::Table::new("transformbatch");
+    let dir = tempfile::tempdir().expect("dir");
+    let config = write_config(
+        dir.path(),
+        &format!(
+            "sinks:\n  archive:\n    component: postgres\n    options: {{url: \"postgres://postgres@127.0.0.1:5432/test\", \
+             table: \"{table}\"}}\n    allow: [\"tcp://127.0.0.1:5432\"]\n    batch: {{max_hooks: 16, max_wait_ms: 50}}\n\
+             transforms:\n  odd-only:\n    component: jsonfilter\n    options: {{drop: {{pointer: /even, equals: true}}}}\n  \
+             slim:\n    component: reshape\n    options: {{pick: [/n]}}\n\
+             sources:\n  shop:\n    sinks: [{{sink: archive, transforms: [odd-only, slim]}}]\n",
+            table = table.name,
+        ),
+    );
+    let node = RunningNode::start(&config, &dir.path().join("data"), &[]).await;
+    const HOOKS: usize = 200;
+    let node = &node;
+    let posts = (0..HOOKS).map(|n| {
+        let body = json!({"n": n, "even": n % 2 == 0, "pad": "x"}).to_string();
+        async move { node.post_hook("shop", &[], &body).await.0 }
+    });
+    for status in futures_util::future::join_all(posts).await {
+        assert_eq!(status, 201);
+    }
+    let stored = || {
+        let sql = format!("SELECT convert_from(body, 'UTF8') FROM {} ORDER BY seq", table.name);
+        if ankusa_tests::postgres::psql(&format!("SELECT to_regclass('{}') IS NOT NULL", table.name)).trim() != "t" {
+            return Vec::new();
+        }
+        ankusa_tests::postgres::psql(&sql).lines().filter(|l| !l.is_empty()).map(str::to_string).collect::<Vec<_>>()
+    };
+    eventually("the odd hooks stored", Duration::from_secs(30), async || stored().len() == HOOKS / 2).await;
+    let mut bodies: Vec<String> = stored();
+    bodies.sort_by_key(|b| serde_json::from_str::<Value>(b).ok().and_then(|v| v["n"].as_u64()));
+    let expected: Vec<String> = (1..HOOKS).step_by(2).map(|n| format!(r#"{{"n":{n}}}"#)).collect();
+    assert_eq!(bodies, expected, "only the odd hooks, each reshaped");
+    let text = metrics(node).await;
+    assert!(text.contains(&format!("ankusa_filtered_total{{source=\"shop\",sink=\"archive\"}} {}", HOOKS / 2)));
+    let calls = text
+        .lines()
+        .find_map(|l| l.strip_prefix("ankusa_delivery_batch_hooks_count "))
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    assert!(calls >= 1.0 && calls < (HOOKS / 2) as f64, "the kept hooks went in batches: {calls} calls");
 }

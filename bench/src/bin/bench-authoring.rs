@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use ankusa::authoring::build;
-use ankusa::authoring::project::{Language, Project};
+use ankusa::authoring::project::{Kind, Language, Project};
 use ankusa::authoring::template;
 use ankusa::authoring::tools::ToolCache;
 use ankusa::runtime::builtin::artifact_dir;
@@ -71,7 +71,7 @@ fn main() -> anyhow::Result<()> {
 
         for language in languages {
             let dir = work.path().join(language.as_str());
-            template::create(&dir, "bench", language)?;
+            template::create(&dir, "bench", language, Kind::Sink)?;
             let project = Project::open(&dir)?;
             let name = format!("authoring.{language}");
             // The first build (tools from the cache, dependencies compiled),

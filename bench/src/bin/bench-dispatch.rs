@@ -8,8 +8,9 @@
 //!   a direct call of the sink);
 //! - the same backlog through the http sink to a local keep-alive receiver;
 //! - the cost of a transform: the backlog through the no-op and the http
-//!   sink with no transform, a `jsonfilter` that keeps every hook, and a
-//!   `reshape`, in the same run; and a direct call of each transform;
+//!   sink with no transform, a `jsonfilter` that keeps every hook, a
+//!   `reshape`, and the Python transform of `sink new --kind transform`,
+//!   in the same run; and a direct call of each transform;
 //! - durable ingest alone (the baseline: CPU per ack), then ingest and
 //!   dispatch at once, through the no-op and the http sink: deliveries/s
 //!   while ingest runs, against the ingest rate of the same run.
@@ -25,6 +26,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ankusa::authoring::build;
+use ankusa::authoring::project::{Kind, Language, Project};
+use ankusa::authoring::template;
+use ankusa::authoring::tools::ToolCache;
 use ankusa::dispatch::{DispatchConfig, Dispatcher};
 use ankusa::edge::{Edge, EdgeConfig};
 use ankusa::queue::{Entry, Envelope, Line, Queue, QueueConfig, now_ms};
@@ -220,24 +225,42 @@ async fn drains_on_one_store(noop: &Arc<Sink>) -> anyhow::Result<Drain> {
     Ok(first)
 }
 
-/// The shipped transforms as a benchmark runs them: a `jsonfilter` that
-/// keeps every invoice (so every hook still reaches the sink) and a
-/// `reshape` that picks, sets and writes the body again.
-async fn transforms(runtime: &Runtime) -> anyhow::Result<Vec<(&'static str, Arc<Transform>)>> {
+/// The transforms a benchmark runs: the shipped `jsonfilter`, keeping
+/// every invoice (so every hook still reaches the sink), and `reshape`,
+/// picking, setting and writing the body again; and the Python transform
+/// `ankusa sink new --kind transform --lang python` writes (it reads the
+/// body and sets a header), built with componentize-py.
+async fn transforms(runtime: &Runtime, work: &Path) -> anyhow::Result<Vec<(&'static str, Arc<Transform>)>> {
+    let python = python_transform(work)?;
     let mut loaded = Vec::new();
-    for (name, options) in [
-        ("jsonfilter", serde_json::json!({"keep": {"pointer": "/type", "prefix": "invoice."}})),
+    for (name, component, options) in [
+        (
+            "jsonfilter",
+            ComponentSource::Builtin("jsonfilter".into()),
+            serde_json::json!({"keep": {"pointer": "/type", "prefix": "invoice."}}),
+        ),
         (
             "reshape",
+            ComponentSource::Builtin("reshape".into()),
             serde_json::json!({"pick": ["/type", "/data/amount"], "set": [{"pointer": "/via", "value": "ankusa"}]}),
         ),
+        ("python", ComponentSource::Path(python), serde_json::json!({"drop_when": "no such text"})),
     ] {
-        let mut spec = TransformSpec::new(name, ComponentSource::Builtin(name.into()));
+        let mut spec = TransformSpec::new(name, component);
         spec.options = options;
         spec.limits.max_uses = u64::MAX;
         loaded.push((name, Arc::new(runtime.load_transform(spec).await?)));
     }
     Ok(loaded)
+}
+
+/// The Python transform of the authoring kit's template, built in `work`.
+fn python_transform(work: &Path) -> anyhow::Result<std::path::PathBuf> {
+    let dir = work.join("python-transform");
+    template::create(&dir, "tagger", Language::Python, Kind::Transform)?;
+    let project = Project::open(&dir)?;
+    let built = build::build(&project, &ToolCache::new(None), &|line| eprintln!("{line}"))?;
+    Ok(built.wasm)
 }
 
 /// CPU of one warm call of `transform` on the benchmark's hook.
@@ -257,7 +280,8 @@ async fn direct_transform_cpu(transform: &Transform) -> anyhow::Result<Duration>
 /// The backlog through each sink with no transform and with each one, on
 /// fresh stores, in this run; and each transform called directly.
 async fn transform_costs(runtime: &Runtime, sinks: &[(&str, &Arc<Sink>)]) -> anyhow::Result<()> {
-    let transforms = transforms(runtime).await?;
+    let work = tempfile::tempdir()?;
+    let transforms = transforms(runtime, work.path()).await?;
     for (name, transform) in &transforms {
         let direct = direct_transform_cpu(transform).await?;
         report(&format!("transform.{name}.call_cpu"), direct.as_secs_f64() * 1e6, "us");

@@ -117,10 +117,12 @@ pub fn prepare(
 }
 
 /// The imports of the sink world that reach the network: a transform
-/// has none of them. (A component's toolchain may import `wasi:sockets`
-/// or `wasi:filesystem` for its libc; a transform's instances get no
-/// address they may reach and no directory, so those only fail.)
-const NETWORK_IMPORTS: &[&str] = &["ankusa:sink/http-client@", "ankusa:sink/tcp-client@", "wasi:http/"];
+/// has none of them. (A component's toolchain may import `wasi:sockets`,
+/// `wasi:filesystem` or `wasi:http/types` for its runtime; a transform's
+/// instances get no address they may reach and no directory, so those
+/// only fail, and types send nothing.)
+const NETWORK_IMPORTS: &[&str] =
+    &["ankusa:sink/http-client@", "ankusa:sink/tcp-client@", "wasi:http/outgoing-handler@"];
 
 /// Check the component is a transform: it exports our transform
 /// interface at a compatible version and imports nothing of the network.

@@ -51,10 +51,57 @@ impl FromStr for Language {
     }
 }
 
+/// What a project builds: a sink (`sink-world`) or a transform
+/// (`transform-world`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    #[default]
+    Sink,
+    Transform,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Sink => "sink",
+            Kind::Transform => "transform",
+        }
+    }
+
+    /// The WIT world its component targets.
+    pub fn world(self) -> &'static str {
+        match self {
+            Kind::Sink => "sink-world",
+            Kind::Transform => "transform-world",
+        }
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Kind {
+    type Err = ProjectError;
+
+    fn from_str(given: &str) -> Result<Kind, ProjectError> {
+        match given.to_ascii_lowercase().as_str() {
+            "sink" => Ok(Kind::Sink),
+            "transform" => Ok(Kind::Transform),
+            _ => Err(ProjectError::UnknownKind(given.to_string())),
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ProjectError {
     #[error("unknown language `{0}` (choose one of: rust, python, js, c)")]
     UnknownLanguage(String),
+    #[error("unknown kind `{0}` (choose sink or transform)")]
+    UnknownKind(String),
     #[error("`{name}` is not a valid sink name: {why}")]
     BadName { name: String, why: &'static str },
     #[error("{} already exists and is not empty; choose a new folder", .0.display())]
@@ -80,6 +127,9 @@ impl ProjectError {
 pub struct Manifest {
     pub name: String,
     pub language: Language,
+    /// `sink` (the default) or `transform`.
+    #[serde(default)]
+    pub kind: Kind,
 }
 
 #[derive(Clone, Debug)]
@@ -109,6 +159,10 @@ impl Project {
 
     pub fn language(&self) -> Language {
         self.manifest.language
+    }
+
+    pub fn kind(&self) -> Kind {
+        self.manifest.kind
     }
 
     /// The component a build writes.

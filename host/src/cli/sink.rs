@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::Subcommand;
 
 use crate::authoring::build::{self, Built};
-use crate::authoring::project::{Language, Project};
+use crate::authoring::project::{Kind, Language, Project};
 use crate::authoring::tools::ToolCache;
 use crate::authoring::{template, wit};
 
@@ -70,13 +70,17 @@ pub enum SinkCommand {
         cache: ComponentCacheArgs,
     },
     /// Start a sink project: a working sink that logs each hook and can
-    /// POST it, its test cases, the WIT, a README.
+    /// POST it (or, with `--kind transform`, a transform that drops or
+    /// tags each hook), its test cases, the WIT, a README.
     New {
         /// The sink's name (lower-case letters, digits, `-`, `_`).
         name: String,
         /// rust, python, js or c.
         #[arg(long)]
         lang: String,
+        /// sink (the default) or transform.
+        #[arg(long, default_value = "sink")]
+        kind: String,
         /// The folder to create (default: ./NAME). It must not exist or be empty.
         #[arg(long)]
         dir: Option<PathBuf>,
@@ -146,7 +150,7 @@ pub async fn execute(args: SinkArgs) -> anyhow::Result<ExitCode> {
             test(&cache.runtime()?, &project.output().to_string_lossy(), &project.cases(), json).await
         }
         SinkCommand::Wit { dir, force } => write_wit(&dir, force),
-        SinkCommand::New { name, lang, dir } => new_project(&name, &lang, dir),
+        SinkCommand::New { name, lang, kind, dir } => new_project(&name, &lang, &kind, dir),
         SinkCommand::Build { dir, tools_dir, cache } => {
             build_project(&cache.runtime()?, &project_dir(dir), tools_dir).await
         }
@@ -166,11 +170,16 @@ fn project_dir(dir: Option<PathBuf>) -> PathBuf {
     dir.unwrap_or_else(|| PathBuf::from("."))
 }
 
-fn new_project(name: &str, lang: &str, dir: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+fn new_project(name: &str, lang: &str, kind: &str, dir: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     let language: Language = lang.parse()?;
+    let kind: Kind = kind.parse()?;
     let dir = dir.unwrap_or_else(|| PathBuf::from(name));
-    let written = template::create(&dir, name, language)?;
-    println!("created {} ({language}, {} files, ankusa:sink@{})", dir.display(), written.len(), wit::version());
+    let written = template::create(&dir, name, language, kind)?;
+    let what = match kind {
+        Kind::Sink => language.to_string(),
+        Kind::Transform => format!("{language} transform"),
+    };
+    println!("created {} ({what}, {} files, ankusa:sink@{})", dir.display(), written.len(), wit::version());
     println!("next:   cd {} && ankusa sink build && ankusa sink test", dir.display());
     Ok(ExitCode::SUCCESS)
 }
@@ -265,10 +274,10 @@ async fn test(
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     let bytes = component_bytes(reference)?;
-    runtime.inspect(&bytes).with_context(|| reference.to_string())?;
+    let info = runtime.inspect(&bytes).with_context(|| reference.to_string())?;
     let file = cases::read_case_file(cases_path)?;
     let component = ComponentSource::Bytes { origin: reference.to_string(), bytes: bytes.into() };
-    let reports = cases::run_cases(runtime, &component, &file).await;
+    let reports = run_cases(runtime, &info, &component, &file).await;
     let failed = reports.iter().filter(|r| !r.passed()).count();
     let passed = reports.len() - failed;
     if json {
@@ -287,6 +296,19 @@ async fn test(
         println!("{passed} passed, {failed} failed");
     }
     Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// A sink's cases, or a transform's (by the world the component targets).
+pub(super) async fn run_cases(
+    runtime: &Runtime,
+    info: &ComponentInfo,
+    component: &ComponentSource,
+    file: &cases::CaseFile,
+) -> Vec<cases::CaseReport> {
+    match info.world.contains(&format!("/{}@", Kind::Transform.world())) {
+        true => crate::sinktest::transform_cases::run_transform_cases(runtime, component, file).await,
+        false => cases::run_cases(runtime, component, file).await,
+    }
 }
 
 fn write_wit(dir: &std::path::Path, force: bool) -> anyhow::Result<ExitCode> {

@@ -33,7 +33,8 @@ pub use ankusa_runtime::sinktest::cases;
 pub use ankusa_runtime::sinktest::{PeerReply, SinkUnderTest, TestHook, TestSinkBuilder};
 pub use ankusa_runtime::tls::TlsSettings;
 pub use ankusa_runtime::{
-    ComponentSource, Failure, Hook, LoadError, LogLevel, Outcome, PoolSnapshot, Runtime, SinkLimits,
+    Applied, ComponentSource, Failure, Hook, LoadError, LogLevel, Outcome, PoolSnapshot, Runtime, SinkLimits,
+    Transform, TransformSpec,
 };
 
 use ankusa_runtime::EngineConfig;

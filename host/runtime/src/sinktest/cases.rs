@@ -25,6 +25,10 @@
 //! `class`, `retry_after_ms`, `reason_contains`, `durable`, `requests`
 //! (each a subset of method, url, headers, body), `request_count`,
 //! `logs_contain`, or `config_error` (`{"field": ...}`: loading must fail).
+//! A transform's cases (`transform_cases`) check instead its `verdict`
+//! (`deliver` / `drop`), and what its sink would get: `body`, `headers`
+//! (a subset), `content_type`; `class` and `reason_contains` are its
+//! failure's, or a drop's reason.
 //! The authors' reference of the format: `docs/src/sinks/testing.md`.
 
 use std::collections::BTreeMap;
@@ -133,6 +137,15 @@ pub struct Expect {
     #[serde(default)]
     pub logs_contain: Vec<String>,
     pub config_error: Option<ExpectConfigError>,
+    /// A transform's verdict: `deliver` or `drop`.
+    pub verdict: Option<String>,
+    /// A transform's output body, exactly.
+    pub body: Option<String>,
+    /// A transform's output headers (these, among others).
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// A transform's output content type.
+    pub content_type: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -185,10 +198,33 @@ pub async fn run_cases(runtime: &Runtime, component: &ComponentSource, file: &Ca
     reports
 }
 
+/// The options a case runs with: its own, else the file's, else none.
+pub(super) fn case_options(file: &CaseFile, case: &Case) -> Value {
+    case.options.clone().or_else(|| file.options.clone()).unwrap_or(Value::Object(Default::default()))
+}
+
+/// What a load's result says against an expected `config_error`: `Err`
+/// with the mismatches when the case ends here, `Ok` with what loaded.
+pub(super) fn judge_load<T>(
+    loaded: Result<T, LoadError>,
+    wanted: Option<&ExpectConfigError>,
+) -> Result<T, Vec<String>> {
+    match (loaded, wanted) {
+        (Err(LoadError::Options { field, .. }), Some(wanted)) => Err(match (&wanted.field, field) {
+            (Some(w), Some(f)) if *w != f => vec![format!("config error field: expected `{w}`, got `{f}`")],
+            (Some(w), None) => vec![format!("config error field: expected `{w}`, got none")],
+            _ => Vec::new(),
+        }),
+        (Err(e), _) => Err(vec![format!("failed to load: {e}")]),
+        (Ok(_), Some(_)) => Err(vec!["expected the options to be rejected, but it loaded".into()]),
+        (Ok(loaded), None) => Ok(loaded),
+    }
+}
+
 async fn run_case(runtime: &Runtime, component: &ComponentSource, file: &CaseFile, case: &Case) -> Vec<String> {
     let mut builder = TestSinkBuilder::new(runtime, component.clone())
         .clock_at(case.clock.or(file.clock).unwrap_or(DEFAULT_TEST_TIME))
-        .options(case.options.clone().or_else(|| file.options.clone()).unwrap_or(Value::Object(Default::default())))
+        .options(case_options(file, case))
         .allow(case.allow.clone().unwrap_or_else(|| file.allow.clone()));
     let mut by_origin: BTreeMap<String, Vec<PeerReply>> = BTreeMap::new();
     for reply in &case.http {
@@ -198,17 +234,9 @@ async fn run_case(runtime: &Runtime, component: &ComponentSource, file: &CaseFil
         builder = builder.peer(&origin, replies);
     }
     let expect = &case.expect;
-    let sink = match (builder.load().await, &expect.config_error) {
-        (Err(LoadError::Options { field, .. }), Some(wanted)) => {
-            return match (&wanted.field, field) {
-                (Some(w), Some(f)) if *w != f => vec![format!("config error field: expected `{w}`, got `{f}`")],
-                (Some(w), None) => vec![format!("config error field: expected `{w}`, got none")],
-                _ => Vec::new(),
-            };
-        }
-        (Err(e), _) => return vec![format!("sink failed to load: {e}")],
-        (Ok(_), Some(_)) => return vec!["expected the options to be rejected, but the sink loaded".into()],
-        (Ok(sink), None) => sink,
+    let sink = match judge_load(builder.load().await, expect.config_error.as_ref()) {
+        Ok(sink) => sink,
+        Err(mismatches) => return mismatches,
     };
 
     let outcome = sink.deliver(case_hook(&case.hook), case.attempt).await;
@@ -222,12 +250,10 @@ async fn run_case(runtime: &Runtime, component: &ComponentSource, file: &CaseFil
     {
         mismatches.push(format!("outcome: expected {wanted}, got {got_outcome}{}", describe(&outcome)));
     }
-    if let Some(wanted) = &expect.class {
-        let wanted = wanted.parse::<ErrorClass>().map(|c| c.to_string()).unwrap_or_else(|e| e.to_string());
-        let got = got_class.map_or("none (delivered)".into(), |c| c.to_string());
-        if wanted != got {
-            mismatches.push(format!("class: expected {wanted}, got {got}{}", describe(&outcome)));
-        }
+    if let Some(wanted) = &expect.class
+        && let Some(mismatch) = class_mismatch(wanted, got_class, &describe(&outcome))
+    {
+        mismatches.push(mismatch);
     }
     if let Some(wanted) = expect.retry_after_ms
         && Some(wanted) != got_retry
@@ -291,6 +317,13 @@ async fn run_case(runtime: &Runtime, component: &ComponentSource, file: &CaseFil
     mismatches
 }
 
+/// The class a case wants against the one it got (`None`: no failure).
+pub(super) fn class_mismatch(wanted: &str, got: Option<ErrorClass>, detail: &str) -> Option<String> {
+    let wanted = wanted.parse::<ErrorClass>().map(|c| c.to_string()).unwrap_or_else(|e| e.to_string());
+    let got = got.map_or("none (no failure)".into(), |c| c.to_string());
+    (wanted != got).then(|| format!("class: expected {wanted}, got {got}{detail}"))
+}
+
 fn describe(outcome: &Outcome) -> String {
     match outcome {
         Outcome::Delivered => String::new(),
@@ -311,7 +344,7 @@ fn peer_reply(reply: &CaseReply) -> PeerReply {
     peer
 }
 
-fn case_hook(spec: &CaseHook) -> TestHook {
+pub(super) fn case_hook(spec: &CaseHook) -> TestHook {
     let mut hook = TestHook::new();
     if let Some(id) = &spec.id {
         hook = hook.id(id.clone());

@@ -17,14 +17,13 @@ use crate::authoring::tools;
 
 const NO_CLANG: &str =
     "install clang, lld and wasi-libc (Debian: `apt install clang lld wasi-libc libclang-rt-dev-wasm32`)";
-const WORLD: &str = "sink-world";
-
 pub(super) fn build(job: &Job) -> Result<(), BuildError> {
     let bindings = job.scratch.join("bindings");
-    generate_bindings(&job.project.wit_dir(), &bindings)?;
+    let world = job.project.kind().world();
+    generate_bindings(&job.project.wit_dir(), world, &bindings)?;
     let sources = c_sources(&job.project.dir)?;
     let core = job.scratch.join(format!("{}.core.wasm", job.project.name()));
-    let world = WORLD.replace('-', "_");
+    let world = world.replace('-', "_");
     let compiled = tools::run(
         Command::new("clang")
             .args(["--target=wasm32-wasi", "-mexec-model=reactor", "-O2", "-Wall"])
@@ -48,13 +47,13 @@ pub(super) fn build(job: &Job) -> Result<(), BuildError> {
     std::fs::write(&job.out, component).map_err(BuildError::io("write", &job.out))
 }
 
-/// `sink_world.h`, `sink_world.c` and the object carrying the world's type,
-/// written into `dir`.
-fn generate_bindings(wit: &Path, dir: &Path) -> Result<(), BuildError> {
+/// `sink_world.h` (or `transform_world.h`), its `.c` and the object
+/// carrying the world's type, written into `dir`.
+fn generate_bindings(wit: &Path, world: &str, dir: &Path) -> Result<(), BuildError> {
     let bad_wit = |e: anyhow::Error| BuildError::Component(format!("{}: {e:#}", wit.display()));
     let mut resolve = Resolve::default();
     let (package, _) = resolve.push_dir(wit).map_err(bad_wit)?;
-    let world = resolve.select_world(&[package], Some(WORLD)).map_err(bad_wit)?;
+    let world = resolve.select_world(&[package], Some(world)).map_err(bad_wit)?;
     let mut files = wit_bindgen_core::Files::default();
     wit_bindgen_c::Opts::default().build().generate(&mut resolve, world, &mut files).map_err(bad_wit)?;
     std::fs::create_dir_all(dir).map_err(BuildError::io("create", dir))?;

@@ -9,26 +9,37 @@ use crate::authoring::files::TEMPLATES;
 use crate::authoring::tools::{self, COMPONENTIZE_JS, ToolCache};
 
 const NO_NODE: &str = "install Node.js 18 or newer with npm (Debian: `apt install nodejs npm`)";
-/// The module exporting `sink`.
-const ENTRY: &str = "sink.js";
 const TOOL_FILES: &str = "tools/componentize-js/";
 
 pub(super) fn build(job: &Job) -> Result<(), BuildError> {
-    let entry = job.project.dir.join(ENTRY);
+    // The module exporting `sink` (or `transform`), named for it.
+    let kind = job.project.kind();
+    let entry = job.project.dir.join(format!("{kind}.js"));
     if !entry.is_file() {
         return Err(BuildError::Component(format!(
-            "{} has no {ENTRY} (the module exporting `sink`)",
+            "{} has no {kind}.js (the module exporting `{kind}`)",
             job.project.dir.display()
         )));
     }
-    componentize(job.tools, &job.project.wit_dir(), &entry, &job.out, job.progress)
+    componentize(job.tools, &job.project.wit_dir(), kind.world(), &entry, &job.out, job.progress)
 }
 
-/// The component of the module `entry` (exporting `sink`) built against
-/// the WIT in `wit`, written to `out`.
+/// The componentize-js features a world's component goes without: a
+/// handler of incoming requests never, and a transform `fetch` too (it
+/// may not reach the network).
+fn disabled(world: &str) -> &'static [&'static str] {
+    match world {
+        "transform-world" => &["fetch-event", "http"],
+        _ => &["fetch-event"],
+    }
+}
+
+/// The component of the module `entry` (exporting what `world` exports)
+/// built against `world` of the WIT in `wit`, written to `out`.
 pub fn componentize(
     tools: &ToolCache,
     wit: &Path,
+    world: &str,
     entry: &Path,
     out: &Path,
     progress: &dyn Fn(&str),
@@ -54,7 +65,9 @@ pub fn componentize(
         Command::new(bin(&tool))
             .arg("--wit")
             .arg(wit)
-            .args(["--world-name", "sink-world", "-d", "fetch-event", "-o"])
+            .args(["--world-name", world])
+            .args(disabled(world).iter().flat_map(|feature| ["-d", feature]))
+            .arg("-o")
             .arg(out)
             .arg(entry),
         "componentize-js",

@@ -7,18 +7,20 @@ use super::{BuildError, Job};
 use crate::authoring::tools::{self, COMPONENTIZE_PY, ToolCache};
 
 const NO_PYTHON: &str = "install Python 3.9 or newer with pip (Debian: `apt install python3 python3-pip`)";
-/// The module holding the `Sink` class.
+/// The module holding the `Sink` (or `Transform`) class.
 const MODULE: &str = "app";
 
 pub(super) fn build(job: &Job) -> Result<(), BuildError> {
-    componentize(job.tools, &job.project.wit_dir(), &job.project.dir, MODULE, &job.out, job.progress)
+    let world = job.project.kind().world();
+    componentize(job.tools, &job.project.wit_dir(), world, &job.project.dir, MODULE, &job.out, job.progress)
 }
 
-/// The component of `module` (a `.py` file in `dir` with the `Sink` class)
-/// built against the WIT in `wit`, written to `out`.
+/// The component of `module` (a `.py` file in `dir` with the class `world`
+/// exports) built against `world` of the WIT in `wit`, written to `out`.
 pub fn componentize(
     tools: &ToolCache,
     wit: &Path,
+    world: &str,
     dir: &Path,
     module: &str,
     out: &Path,
@@ -31,7 +33,7 @@ pub fn componentize(
     let tool = tools.ensure(COMPONENTIZE_PY, ready, install, progress)?;
     if !dir.join(format!("{module}.py")).is_file() {
         return Err(BuildError::Component(format!(
-            "{} has no {module}.py (the module with the `Sink` class)",
+            "{} has no {module}.py (the module with the `Sink` or `Transform` class)",
             dir.display()
         )));
     }
@@ -41,7 +43,9 @@ pub fn componentize(
             .args(["-c", "import sys, componentize_py; sys.argv[0] = 'componentize-py'; componentize_py.script()"])
             .arg("-d")
             .arg(wit)
-            .args(["-w", "ankusa:sink/sink-world", "componentize", "-p"])
+            .arg("-w")
+            .arg(format!("ankusa:sink/{world}"))
+            .args(["componentize", "-p"])
             .arg(dir)
             .args([module, "-o"])
             .arg(out),
