@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 /// Every admin route: (method, path). The document must list exactly
 /// these, and each must be served.
-const ROUTES: [(&str, &str); 34] = [
+const ROUTES: [(&str, &str); 35] = [
     ("get", "/health"),
     ("get", "/ready"),
     ("get", "/metrics"),
@@ -46,6 +46,7 @@ const ROUTES: [(&str, &str); 34] = [
     ("get", "/v1/sinks"),
     ("post", "/v1/sinks/reload"),
     ("put", "/v1/sinks/{name}/component"),
+    ("get", "/v1/stats"),
     ("get", "/v1/transforms"),
     ("post", "/v1/transforms/{name}/try"),
 ];

@@ -113,6 +113,14 @@ async fn a_filter_and_a_chain_shape_what_each_sink_gets_and_filtered_hooks_are_c
     assert_eq!(view("slim")["filtered"], HOOKS / 2);
     assert_eq!(view("slim")["transforms"].as_array().map(|t| t.len()), Some(2));
     assert_eq!(view("all")["filtered"], 0);
+    let (_, stats) = node.admin("GET", "/v1/stats", None, None).await;
+    let binding = |name: &str| {
+        let all = stats["bindings"].as_array().expect("bindings");
+        all.iter().find(|b| b["source"] == "shop" && b["sink"] == name).cloned().expect(name)
+    };
+    assert_eq!((binding("all")["delivered"].as_u64(), binding("all")["filtered"].as_u64()), (Some(100), Some(0)));
+    assert_eq!((binding("paid")["delivered"].as_u64(), binding("paid")["filtered"].as_u64()), (Some(50), Some(50)));
+    assert_eq!(binding("slim")["failed"], json!({}), "{stats}");
 
     // A filtered row is shown as such while its hook is stored.
     let (status, held) = node.post_hook("held", &[], r#"{"paid": false}"#).await;
@@ -324,4 +332,49 @@ async fn a_batching_sink_gets_each_hook_of_a_batch_through_the_chain() {
         .and_then(|v| v.parse::<f64>().ok())
         .unwrap_or(0.0);
     assert!(calls >= 1.0 && calls < (HOOKS / 2) as f64, "the kept hooks went in batches: {calls} calls");
+}
+
+/// A transform's component file that changes is loaded again on reload
+/// (`POST /v1/sinks/reload`, or SIGHUP), as a sink's is; one that does
+/// not load leaves the running one in place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_transform_file_is_reloaded_and_a_broken_one_is_not() {
+    let receiver = Receiver::start(Reply::status(200)).await;
+    let dir = tempfile::tempdir().expect("dir");
+    let wasm = dir.path().join("t.wasm");
+    std::fs::copy(guest_wasm("transform-misbehave"), &wasm).expect("copy");
+    let config = write_config(
+        dir.path(),
+        &format!(
+            "sinks:\n{out}transforms:\n  t:\n    component: \"{wasm}\"\n\
+             sources:\n  shop:\n    sinks: [{{sink: out, transforms: [t]}}]\n",
+            out = receiver.http_sink("out", "/in"),
+            wasm = wasm.display(),
+        ),
+    );
+    let node = RunningNode::start(&config, &dir.path().join("data"), &[]).await;
+    let (_, unchanged) = node.admin("POST", "/v1/sinks/reload", Some(json!({})), None).await;
+    assert_eq!(unchanged["swapped"], json!([]), "{unchanged}");
+
+    // Not a transform: refused, the running one stays (it drops hooks
+    // that ask it to).
+    std::fs::copy(guest_wasm("noop"), &wasm).expect("overwrite");
+    let (_, refused) = node.admin("POST", "/v1/sinks/reload", Some(json!({})), None).await;
+    assert_eq!(refused["failed"][0]["transform"], "t", "{refused}");
+    assert!(refused["failed"][0]["reason"].as_str().is_some_and(|r| r.contains("not a transform")), "{refused}");
+    node.post_hook("shop", &[("x-misbehave", "drop")], r#"{"n":1}"#).await;
+    eventually("the first hook filtered", Duration::from_secs(10), async || {
+        metrics(&node).await.contains("ankusa_filtered_total{source=\"shop\",sink=\"out\"} 1")
+    })
+    .await;
+
+    // Another transform (reshape, which drops nothing): swapped in.
+    std::fs::copy(guest_wasm("reshape"), &wasm).expect("overwrite");
+    let (_, swapped) = node.admin("POST", "/v1/sinks/reload", Some(json!({})), None).await;
+    assert_eq!(swapped["swapped"][0]["transform"], "t", "{swapped}");
+    assert_eq!(swapped["swapped"][0]["sink"], "out", "{swapped}");
+    node.post_hook("shop", &[("x-misbehave", "drop")], r#"{"n":2}"#).await;
+    eventually("the second hook delivered", Duration::from_secs(10), async || bodies(&receiver, "/in").len() == 1)
+        .await;
+    assert_eq!(bodies(&receiver, "/in"), [r#"{"n":2}"#]);
 }

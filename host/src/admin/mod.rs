@@ -18,6 +18,7 @@ mod quarantine;
 mod replays;
 mod sinks;
 mod sources;
+mod stats;
 mod status;
 mod tenants;
 mod transforms;
@@ -94,6 +95,7 @@ fn declared() -> OpenApiRouter<Arc<Node>> {
         .routes(routes!(sinks::list))
         .routes(routes!(sinks::reload))
         .routes(routes!(sinks::upload))
+        .routes(routes!(stats::get))
         .routes(routes!(transforms::list))
         .routes(routes!(transforms::try_one))
 }

@@ -109,13 +109,10 @@ pub async fn list(State(node): State<Arc<Node>>) -> Json<Vec<LoadedSink>> {
                         instances: Instances::of(t.instances()),
                     })
                     .collect(),
-                filtered: match binding.transforms.is_empty() {
-                    true => 0,
-                    false => {
-                        let labels =
-                            crate::metrics::SinkLabels { source: source.name.clone(), sink: sink.label().sink.clone() };
-                        crate::metrics::metrics().filtered.get_or_create(&labels).get()
-                    }
+                filtered: {
+                    let labels =
+                        crate::metrics::SinkLabels { source: source.name.clone(), sink: sink.label().sink.clone() };
+                    crate::metrics::metrics().filtered.get(&labels).map_or(0, |counter| counter.get())
                 },
             });
         }
