@@ -378,3 +378,38 @@ async fn a_changed_transform_file_is_reloaded_and_a_broken_one_is_not() {
         .await;
     assert_eq!(bodies(&receiver, "/in"), [r#"{"n":2}"#]);
 }
+
+/// Without a queue (`wal.mode: none`) a binding's transforms run before
+/// the direct publish: the sink gets the output, a dropped hook is
+/// answered `201` and counted filtered, a transform that traps is a `503`
+/// (the provider retries).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn direct_mode_runs_each_bindings_transforms_before_its_sink() {
+    let receiver = Receiver::start(Reply::status(200)).await;
+    let dir = tempfile::tempdir().expect("dir");
+    let config = write_config(
+        dir.path(),
+        &format!(
+            "wal: {{mode: none}}\nsinks:\n{out}transforms:\n  risky:\n    component: \"{risky}\"\n  \
+             slim:\n    component: reshape\n    options: {{pick: [/n]}}\n\
+             sources:\n  shop:\n    sinks: [{{sink: out, transforms: [risky, slim]}}]\n",
+            out = receiver.http_sink("out", "/in"),
+            risky = guest_wasm("transform-misbehave").display(),
+        ),
+    );
+    let node = RunningNode::start(&config, &dir.path().join("data"), &[]).await;
+    let (status, answer) = node.post_hook("shop", &[], r#"{"n":1,"x":true}"#).await;
+    assert_eq!(status, 201, "{answer}");
+    assert_eq!(bodies(&receiver, "/in"), [r#"{"n":1}"#], "delivered while the request waited, reshaped");
+
+    let (status, answer) = node.post_hook("shop", &[("x-misbehave", "drop")], r#"{"n":2}"#).await;
+    assert_eq!(status, 201, "a dropped hook is confirmed: {answer}");
+    assert_eq!(bodies(&receiver, "/in").len(), 1, "and not delivered");
+    assert!(metrics(&node).await.contains("ankusa_filtered_total{source=\"shop\",sink=\"out\"} 1"));
+
+    let (status, answer) = node.post_hook("shop", &[("x-misbehave", "trap")], r#"{"n":3}"#).await;
+    assert_eq!(status, 503, "a trapping transform confirms nothing: {answer}");
+    assert_eq!(bodies(&receiver, "/in").len(), 1);
+    let (status, _) = node.admin("GET", "/health", None, None).await;
+    assert_eq!(status, 200, "the node is alive");
+}

@@ -2,8 +2,7 @@
 //! transforms, call the sink (once, or once for a batch), trace it, and
 //! hand each row's outcome over.
 
-use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Instant, SystemTime};
 
 use opentelemetry::trace::SpanId;
 
@@ -12,7 +11,8 @@ use super::lane::{Claimed, SinkKey, Target};
 use super::outcome::{Done, Report, RowDone, bury_unreadable, settle_filtered, settle_one, withdraw};
 use crate::error_class::ErrorClass;
 use crate::queue::Deliveries;
-use crate::runtime::{Applied, Failure, Hook, Outcome, Transform};
+use crate::runtime::{Failure, Outcome};
+use crate::source::run_chain;
 use crate::telemetry::traces::{self, HookTrace};
 
 /// The header a delivery of an ordered binding carries after a skipped
@@ -50,7 +50,7 @@ pub(super) async fn deliver(
         let failure = match read {
             Ok(Some(envelope)) => {
                 let mut hook = forward.hook(&envelope, row.sink, row.replay_id.clone());
-                match transformed(&transforms, &mut hook, transforms_until).await {
+                match run_chain(&transforms, &mut hook, transforms_until).await {
                     Ok(None) => {}
                     Ok(Some(reason)) => {
                         rows_done.push(settle_filtered(&row, &envelope.id, reason, &sink_name, &report));
@@ -158,27 +158,4 @@ pub(super) async fn deliver(
         rows_done.push(settle_one(row, Some(&hook.id), outcome, &sink_name, &config, &report));
     }
     let _ = report.done.send(Done { key, rows: rows_done });
-}
-
-/// Pass `hook` through a binding's transforms in order, before `until`:
-/// `Ok(None)` to deliver it (changed as they said), `Ok(Some(reason))`
-/// when one dropped it. A failure names the transform.
-async fn transformed(
-    transforms: &[Arc<Transform>],
-    hook: &mut Hook,
-    until: Instant,
-) -> Result<Option<String>, Failure> {
-    for transform in transforms {
-        let left = until.saturating_duration_since(Instant::now());
-        let named = |reason: &str| format!("transform `{}`: {reason}", transform.name());
-        if left == Duration::ZERO {
-            return Err(Failure::new(ErrorClass::Timeout, named("the attempt's deadline passed before it ran")));
-        }
-        match transform.apply_within(hook, left).await {
-            Ok(Applied::Deliver) => {}
-            Ok(Applied::Drop(reason)) => return Ok(Some(named(&reason))),
-            Err(failure) => return Err(Failure { reason: named(&failure.reason), ..failure }),
-        }
-    }
-    Ok(None)
 }

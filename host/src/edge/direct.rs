@@ -1,14 +1,16 @@
 //! Direct mode (`wal.mode: none`): no queue. A request is published to
-//! every sink of its source at once, under one deadline, and answered
-//! `201` only if every sink confirmed; otherwise `503` and the provider
-//! retries. Only sources with a durable sink are allowed in this mode
-//! (`queue::check_durable`), so a `201` still means "durable somewhere".
+//! every sink of its source at once, under one deadline (each binding's
+//! transforms first), and answered `201` only if every sink confirmed (or
+//! its transforms dropped the hook: filtered, counted); otherwise `503`
+//! and the provider retries. Only sources with a durable sink are allowed
+//! in this mode (`queue::check_durable`), so a `201` still means "durable
+//! somewhere" for every hook no transform dropped.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::queue::Envelope;
 use crate::runtime::Outcome;
-use crate::source::Source;
+use crate::source::{Source, run_chain};
 
 /// Why a direct publish was not confirmed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -20,9 +22,23 @@ pub struct Unconfirmed {
 /// Deliver to every sink concurrently, each within what is left of
 /// `deadline`; `Ok` only when all delivered.
 pub async fn publish(source: &Source, envelope: &Envelope, deadline: Duration) -> Result<(), Unconfirmed> {
+    let until = Instant::now() + deadline;
     let attempts = source.sinks.iter().map(|binding| async move {
-        let hook = source.forward_headers.hook(envelope, binding.index, None);
-        (binding.index, binding.sink.deliver_within(&hook, 1, deadline).await)
+        let mut hook = source.forward_headers.hook(envelope, binding.index, None);
+        let outcome = match run_chain(&binding.transforms, &mut hook, until).await {
+            Ok(None) => {
+                let left = until.saturating_duration_since(Instant::now());
+                binding.sink.deliver_within(&hook, 1, left).await
+            }
+            Ok(Some(_)) => {
+                let labels =
+                    crate::metrics::SinkLabels { source: source.name.clone(), sink: binding.sink.label().sink.clone() };
+                crate::metrics::metrics().filtered.get_or_create(&labels).inc();
+                Outcome::Delivered
+            }
+            Err(failure) => Outcome::Failed(failure),
+        };
+        (binding.index, outcome)
     });
     let outcomes = futures_util::future::join_all(attempts).await;
     let failures: Vec<(u16, String)> = outcomes

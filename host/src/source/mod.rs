@@ -10,12 +10,14 @@
 //! - [`directory`]: finding a source by name, and the node's live set;
 //! - [`load`]: a source's settings into a running source, its sinks
 //!   loaded and checked; [`reload`]: swapping in changed components;
-//! - [`ordering`]: which line of its key an ordered binding's hook joins.
+//! - [`ordering`]: which line of its key an ordered binding's hook joins;
+//! - `chain`: a binding's transforms run on one hook.
 //!
 //! Callers: the edge, dispatch, replay jobs, the admin API and the node.
 //! Depends on the runtime (sinks) and the queue's stored forms.
 
 mod admit;
+mod chain;
 pub mod dedupe;
 mod directory;
 mod forward;
@@ -28,6 +30,7 @@ pub mod verify;
 use std::sync::Arc;
 
 pub use admit::Admission;
+pub use chain::run_chain;
 pub use dedupe::DedupeRule;
 pub use directory::{Directory, LiveDirectory, Origin, StaticDirectory};
 pub use forward::ForwardHeaders;
