@@ -135,3 +135,41 @@ async fn a_purge_of_a_hooks_last_live_row_takes_its_filtered_rows_and_survives_a
     assert_eq!(counts(&queue), (0, 0, 0, 0));
     no_drift(&queue);
 }
+
+/// The store refusing the write that files a hook's last row as filtered
+/// (the write that also deletes its other filtered row and the hook)
+/// leaves everything as it was; after a restart the row is due again and
+/// filing it then takes the hook.
+#[tokio::test]
+async fn a_refused_filter_write_leaves_the_hook_and_its_rows_as_they_were() {
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering;
+    let dir = tempfile::tempdir().expect("dir");
+    let faults = Arc::new(ankusa::store::Faults::default());
+    let seq = {
+        let config = QueueConfig { store_faults: Some(faults.clone()), ..QueueConfig::default() };
+        let queue = Queue::open(dir.path(), config).expect("open");
+        let [seq] = enqueue(&queue, &["h"], 2).await[..] else { panic!() };
+        queue.deliveries().claim_due(NOW, 10).expect("claim");
+        filter(&queue, seq, 0);
+
+        faults.fail_writes.store(true, Ordering::Relaxed);
+        let refused = queue.deliveries().settle(&[(seq, 1, Settlement::Filter { at: NOW, reason: "r".into() })]);
+        assert!(refused.is_err(), "the store refused the write");
+        faults.fail_writes.store(false, Ordering::Relaxed);
+        let kept = states(&queue, seq);
+        assert!(kept.len() == 2 && kept[0].starts_with("filtered") && kept[1] == "inflight", "{kept:?}");
+        assert!(stored(&queue, seq), "the hook is still stored");
+        no_drift(&queue);
+        queue.close().await;
+        seq
+    };
+    let queue = Queue::open(dir.path(), QueueConfig::default()).expect("open again");
+    queue.recover_inflight(NOW).expect("recover");
+    let due = queue.deliveries().claim_due(NOW, 10).expect("claim");
+    assert_eq!(due.iter().map(|r| (r.seq, r.sink)).collect::<Vec<_>>(), [(seq, 1)], "only the unfinished row again");
+    filter(&queue, seq, 1);
+    assert!(states(&queue, seq).is_empty() && !stored(&queue, seq));
+    assert_eq!(counts(&queue), (0, 0, 0, 0));
+    no_drift(&queue);
+}

@@ -92,6 +92,19 @@ pub struct Metrics {
     described: Vec<Metric>,
 }
 
+impl Metrics {
+    /// A hook the transforms of the binding `source` → `sink` dropped.
+    pub fn count_filtered(&self, source: &str, sink: &str) {
+        self.filtered.get_or_create(&SinkLabels { source: source.into(), sink: sink.into() }).inc();
+    }
+
+    /// The hooks the transforms of the binding `source` → `sink` dropped
+    /// since the node started.
+    pub fn filtered_of(&self, source: &str, sink: &str) -> u64 {
+        self.filtered.get(&SinkLabels { source: source.into(), sink: sink.into() }).map_or(0, |counter| counter.get())
+    }
+}
+
 /// One metric as registered: what the metrics reference lists, whether or
 /// not it has samples yet.
 #[derive(Clone, Debug)]

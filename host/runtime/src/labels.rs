@@ -4,8 +4,7 @@ use std::fmt;
 
 /// Which configured sink something is about: its source and its name there.
 /// A transform is named by its own name (in `sink`), its source empty (no
-/// source can be called that): one transform serves every binding that
-/// names it.
+/// source can be called that).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct SinkLabel {
     pub source: String,

@@ -109,11 +109,7 @@ pub async fn list(State(node): State<Arc<Node>>) -> Json<Vec<LoadedSink>> {
                         instances: Instances::of(t.instances()),
                     })
                     .collect(),
-                filtered: {
-                    let labels =
-                        crate::metrics::SinkLabels { source: source.name.clone(), sink: sink.label().sink.clone() };
-                    crate::metrics::metrics().filtered.get(&labels).map_or(0, |counter| counter.get())
-                },
+                filtered: crate::metrics::metrics().filtered_of(&source.name, &sink.label().sink),
             });
         }
     }

@@ -11,7 +11,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::error_class::ErrorClass;
-use crate::metrics::{DeliveryLabels, SinkLabels, metrics};
+use crate::metrics::{DeliveryLabels, metrics};
 use crate::node::Node;
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -51,13 +51,12 @@ pub async fn get(State(node): State<Arc<Node>>) -> Json<Stats> {
                 .map(|class| (class.as_str().to_string(), attempts(class.as_str())))
                 .filter(|(_, n)| *n > 0)
                 .collect();
-            let labels = SinkLabels { source: source.name.clone(), sink: sink.clone() };
             bindings.push(BindingStats {
                 source: source.name.clone(),
                 tenant: source.tenant.clone(),
                 delivered: attempts("ok"),
                 failed,
-                filtered: m.filtered.get(&labels).map_or(0, |counter| counter.get()),
+                filtered: m.filtered_of(&source.name, &sink),
                 sink,
             });
         }

@@ -141,27 +141,21 @@ pub async fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The problems of each configured sink that loads with its options
-/// (`problems` already names none of its keys).
+/// The problems of each configured sink and transform that loads with its
+/// options (`problems` already names none of its keys).
 async fn unloadable_sinks(config: &Config, runtime: &Runtime, problems: &[Problem]) -> Vec<Problem> {
+    // Whether `problems` already names a key of `section`.
+    let named = |section: &str| {
+        problems.iter().any(|p| p.key == section || p.key.strip_prefix(section).is_some_and(|k| k.starts_with('.')))
+    };
     let mut found = Vec::new();
-    for name in config.sinks.keys() {
-        let section = format!("sinks.{name}");
-        let named = |p: &Problem| p.key == section || p.key.starts_with(&format!("{section}."));
-        if problems.iter().any(named) {
-            continue;
-        }
+    for name in config.sinks.keys().filter(|name| !named(&format!("sinks.{name}"))) {
         let Some(spec) = config.sink_spec("check-config", name) else { continue };
         if let Err(e) = runtime.load(spec).await {
             found.push(Problem::new(crate::source::load_error_key(&e), e.to_string()));
         }
     }
-    for name in config.transforms.keys() {
-        let section = format!("transforms.{name}");
-        let named = |p: &Problem| p.key == section || p.key.starts_with(&format!("{section}."));
-        if problems.iter().any(named) {
-            continue;
-        }
+    for name in config.transforms.keys().filter(|name| !named(&format!("transforms.{name}"))) {
         let Some(spec) = config.transform_spec(name) else { continue };
         if let Err(e) = runtime.load_transform(spec).await {
             found.push(Problem::new(crate::source::load_error_key(&e), e.to_string()));

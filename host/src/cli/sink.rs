@@ -277,7 +277,11 @@ async fn test(
     let info = runtime.inspect(&bytes).with_context(|| reference.to_string())?;
     let file = cases::read_case_file(cases_path)?;
     let component = ComponentSource::Bytes { origin: reference.to_string(), bytes: bytes.into() };
-    let reports = run_cases(runtime, &info, &component, &file).await;
+    let kind = match info.world.contains(&format!("/{}@", Kind::Transform.world())) {
+        true => Kind::Transform,
+        false => Kind::Sink,
+    };
+    let reports = run_cases(runtime, kind, &component, &file).await;
     let failed = reports.iter().filter(|r| !r.passed()).count();
     let passed = reports.len() - failed;
     if json {
@@ -298,16 +302,16 @@ async fn test(
     Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
-/// A sink's cases, or a transform's (by the world the component targets).
+/// A sink's cases, or a transform's.
 pub(super) async fn run_cases(
     runtime: &Runtime,
-    info: &ComponentInfo,
+    kind: Kind,
     component: &ComponentSource,
     file: &cases::CaseFile,
 ) -> Vec<cases::CaseReport> {
-    match info.world.contains(&format!("/{}@", Kind::Transform.world())) {
-        true => crate::sinktest::transform_cases::run_transform_cases(runtime, component, file).await,
-        false => cases::run_cases(runtime, component, file).await,
+    match kind {
+        Kind::Sink => cases::run_cases(runtime, component, file).await,
+        Kind::Transform => crate::sinktest::transform_cases::run_transform_cases(runtime, component, file).await,
     }
 }
 

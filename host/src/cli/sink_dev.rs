@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::authoring::build;
-use crate::authoring::project::{Kind, Project};
+use crate::authoring::project::Project;
 use crate::authoring::tools::ToolCache;
 use crate::authoring::watch;
 use crate::runtime::{ComponentSource, Runtime};
@@ -101,10 +101,7 @@ async fn build_test_reload(
         Err(e) => return Err(format!("{stamp} ✗ built {size}; {e}; not reloaded")),
     };
     let component = ComponentSource::Bytes { origin: built.wasm.display().to_string(), bytes: bytes.clone().into() };
-    let reports = match project.kind() {
-        Kind::Sink => cases::run_cases(runtime, &component, &file).await,
-        Kind::Transform => crate::sinktest::transform_cases::run_transform_cases(runtime, &component, &file).await,
-    };
+    let reports = super::sink::run_cases(runtime, project.kind(), &component, &file).await;
     let failed: Vec<_> = reports.iter().filter(|r| !r.passed()).collect();
     if !failed.is_empty() {
         let details: Vec<String> =

@@ -137,8 +137,7 @@ pub(super) fn settle_filtered(
     sink_name: &str,
     report: &Report,
 ) -> RowDone {
-    let labels = crate::metrics::SinkLabels { source: row.source.clone(), sink: sink_name.to_string() };
-    crate::metrics::metrics().filtered.get_or_create(&labels).inc();
+    crate::metrics::metrics().count_filtered(&row.source, sink_name);
     tracing::debug!(id = hook_id, seq = row.seq, source = %row.source, sink = %sink_name, %reason, "hook filtered");
     if report.settler.send((row.seq, row.sink, Settlement::Filter { at: now_ms(), reason })).is_err() {
         tracing::error!(seq = row.seq, sink = row.sink, "cannot record the outcome: the settler has stopped");

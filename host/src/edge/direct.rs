@@ -31,9 +31,7 @@ pub async fn publish(source: &Source, envelope: &Envelope, deadline: Duration) -
                 binding.sink.deliver_within(&hook, 1, left).await
             }
             Ok(Some(_)) => {
-                let labels =
-                    crate::metrics::SinkLabels { source: source.name.clone(), sink: binding.sink.label().sink.clone() };
-                crate::metrics::metrics().filtered.get_or_create(&labels).inc();
+                crate::metrics::metrics().count_filtered(&source.name, &binding.sink.label().sink);
                 Outcome::Delivered
             }
             Err(failure) => Outcome::Failed(failure),

@@ -6,6 +6,7 @@ use std::process::Command;
 
 use super::{BuildError, Job};
 use crate::authoring::files::TEMPLATES;
+use crate::authoring::project::Kind;
 use crate::authoring::tools::{self, COMPONENTIZE_JS, ToolCache};
 
 const NO_NODE: &str = "install Node.js 18 or newer with npm (Debian: `apt install nodejs npm`)";
@@ -28,9 +29,9 @@ pub(super) fn build(job: &Job) -> Result<(), BuildError> {
 /// handler of incoming requests never, and a transform `fetch` too (it
 /// may not reach the network).
 fn disabled(world: &str) -> &'static [&'static str] {
-    match world {
-        "transform-world" => &["fetch-event", "http"],
-        _ => &["fetch-event"],
+    match world == Kind::Transform.world() {
+        true => &["fetch-event", "http"],
+        false => &["fetch-event"],
     }
 }
 
