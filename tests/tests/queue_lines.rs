@@ -233,3 +233,46 @@ async fn a_failed_settle_write_leaves_its_line_as_it_was() {
     assert_eq!(claimed(&queue, NOW), vec![seqs[2]]);
     no_drift(&queue);
 }
+
+/// A dead hook skipped as the last row of its line: the key's next hook,
+/// however much later it comes (here after a restart), names it, and only
+/// that one; a claim whose write the store refuses leaves the name for the
+/// next claim. A held line released with nothing behind it does the same.
+#[tokio::test]
+async fn a_dead_hook_skipped_as_its_lines_last_row_is_named_by_the_keys_next_hook() {
+    use std::sync::atomic::Ordering;
+    let dir = tempfile::tempdir().expect("dir");
+    let faults = Arc::new(ankusa::store::Faults::default());
+    let config = || QueueConfig { store_faults: Some(faults.clone()), ..QueueConfig::default() };
+    {
+        let queue = Queue::open(dir.path(), config()).expect("open");
+        let [k1] = enqueue(&queue, &[("k1", Some("k"))], false).await[..] else { panic!() };
+        assert_eq!(claimed(&queue, NOW), vec![k1]);
+        queue.deliveries().bury(k1, 0, NOW, "410", ErrorClass::Permanent).expect("bury");
+        queue.close().await;
+    }
+    let queue = Queue::open(dir.path(), config()).expect("reopen");
+    let seqs = enqueue(&queue, &[("k2", Some("k")), ("k3", Some("k")), ("j1", Some("j"))], false).await;
+    let [k2, k3, j1] = seqs[..] else { panic!("{seqs:?}") };
+    faults.fail_writes.store(true, Ordering::Relaxed);
+    assert!(queue.deliveries().claim_due(NOW, 100).is_err(), "the claim is refused");
+    faults.fail_writes.store(false, Ordering::Relaxed);
+    let next = queue.deliveries().claim_due(NOW, 100).expect("claim");
+    let marks: Vec<(u64, Option<&str>)> = next.iter().map(|r| (r.seq, r.previous_dead.as_deref())).collect();
+    assert_eq!(marks, vec![(k2, Some("k1")), (j1, None)], "k's next hook names k1, j's names nothing");
+    queue.deliveries().complete(k2, 0).expect("complete");
+    let last = queue.deliveries().claim_due(NOW, 100).expect("claim");
+    assert_eq!((last[0].seq, last[0].previous_dead.as_deref()), (k3, None), "only the next hook is marked");
+    queue.deliveries().complete(k3, 0).expect("complete");
+    queue.deliveries().complete(j1, 0).expect("complete");
+
+    // Held, released with nothing behind it, then a new hook of the key.
+    let [h1] = enqueue(&queue, &[("h1", Some("h"))], true).await[..] else { panic!() };
+    assert_eq!(claimed(&queue, NOW), vec![h1]);
+    queue.deliveries().bury(h1, 0, NOW, "410", ErrorClass::Permanent).expect("bury");
+    assert_eq!(queue.dead_letters().release_line(&line("h"), NOW).expect("release"), Some(h1));
+    let [h2] = enqueue(&queue, &[("h2", Some("h"))], true).await[..] else { panic!() };
+    let next = queue.deliveries().claim_due(NOW, 100).expect("claim");
+    assert_eq!((next[0].seq, next[0].previous_dead.as_deref()), (h2, Some("h1")));
+    no_drift(&queue);
+}

@@ -119,6 +119,19 @@ impl DueFloor {
         }
     }
 
+    /// Whether `seq`, a live entry of `line`, is at or below the line's
+    /// floor, and so its head; the floor comes down to it if it was above.
+    pub(crate) fn heads_line(&self, line: &LineId, seq: u64) -> bool {
+        let mut lines = self.lines.lock().unwrap_or_else(|e| e.into_inner());
+        match lines.get_mut(line) {
+            Some(floor) if *floor >= seq => {
+                *floor = seq;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// No live entry of each line is below its seq any more.
     pub(crate) fn raise_lines(&self, floors: impl IntoIterator<Item = (LineId, u64)>) {
         let mut lines = self.lines.lock().unwrap_or_else(|e| e.into_inner());

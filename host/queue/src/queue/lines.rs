@@ -44,11 +44,12 @@ struct LineLeft {
 }
 
 /// What [`Core::promote_lines`] did: rows made due, and the floors the
-/// lines have once its batch is written.
+/// lines have and the gaps they keep once its batch is written.
 #[derive(Default)]
 pub(super) struct Promoted {
     pub due: usize,
     pub floors: Vec<(LineId, u64)>,
+    pub gaps: Vec<LineId>,
 }
 
 /// A line stopped by its dead head.
@@ -115,6 +116,16 @@ impl Core {
             }
             step = LINE_STEP;
         }
+    }
+
+    /// Whether `seq`, a row of `line` the caller holds, is the line's head.
+    /// Most often the line's floor says so (the row that left before it
+    /// raised the floor to it) and the store is not read.
+    pub(super) fn is_line_head(&self, line: &LineId, seq: u64, batch: &mut Batch) -> Result<bool, QueueError> {
+        if self.due_floor.heads_line(line, seq) {
+            return Ok(true);
+        }
+        Ok(self.line_head(line, &HashSet::new(), Some(seq), batch)?.map(|(head, _)| head) == Some(seq))
     }
 
     /// Whether `line` holds any entry now (a hook committed into it waits
@@ -203,7 +214,12 @@ impl Core {
         let mut promoted = Promoted::default();
         for LineLeft { line, leaving, skipped } in lines.into_values() {
             let Some((seq, Some(row))) = self.line_head(&line, &leaving, None, batch)? else {
-                // Empty once written: new rows come with higher seqs.
+                // Empty once written: new rows come with higher seqs, and
+                // the first to be handed out names the skipped hook.
+                if let Some((_, id)) = &skipped {
+                    Core::leave_gap(batch, &line, id);
+                    promoted.gaps.push(line.clone());
+                }
                 if let Some(last) = leaving.iter().max() {
                     promoted.floors.push((line, last + 1));
                 }
@@ -226,6 +242,12 @@ impl Core {
             Core::move_row(batch, &row, Some(&next));
         }
         Ok(promoted)
+    }
+
+    /// Once the batch [`Core::promote_lines`] built is written.
+    pub(super) fn lines_promoted(&self, promoted: Promoted) {
+        self.due_floor.raise_lines(promoted.floors);
+        self.gaps.note(promoted.gaps);
     }
 }
 
@@ -306,7 +328,7 @@ impl DeadLetters {
         let skipped = self.hook_id(seq)?;
         let promoted = self.promote_lines(&mut batch, vec![Leaving { line: line.clone(), seq, skipped }], now_ms)?;
         self.write_rows(&batch, Durability::Synced)?;
-        self.due_floor.raise_lines(promoted.floors);
+        self.lines_promoted(promoted);
         self.stats.committed.notify_one();
         tracing::info!(
             tenant = %line.tenant, source = %line.source, sink = line.sink, key = %line.key, seq,

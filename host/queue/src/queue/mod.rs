@@ -28,6 +28,7 @@ mod durability;
 pub mod envelope;
 mod erasing;
 mod error;
+mod gaps;
 mod gate;
 mod handles;
 pub mod handoff;
@@ -185,6 +186,8 @@ pub struct Core {
     pen: std::sync::Mutex<()>,
     /// Where claims start in the due index (see `due_floor::DueFloor`).
     due_floor: Arc<due_floor::DueFloor>,
+    /// Ordered lines that may keep a skipped hook's id (see `gaps`).
+    gaps: gaps::Gaps,
     /// Told of final outcomes once written (`fleet`: for takeovers).
     outcome_log: std::sync::OnceLock<Arc<dyn OutcomeLog>>,
     /// No due rows are handed out (see `pause_claims`).

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{Core, Queue, QueueConfig, QueueError, WalMode, commit, due_floor, recount, recovery, tenants};
+use super::{Core, Queue, QueueConfig, QueueError, WalMode, commit, due_floor, gaps, recount, recovery, tenants};
 use crate::intake::{Intake, IntakeLog, IntakeOptions, Replay};
 use crate::store::{Batch, Cf, Durability, Scan, Store, StoreOptions};
 
@@ -78,6 +78,7 @@ impl Queue {
             archive: config.archive_retention_ms.is_some(),
         };
         let due_floor = Arc::new(due_floor::DueFloor::default());
+        let gaps = gaps::Gaps::load(store.as_ref())?;
         let spawned = commit::spawn(commit::WriterParts {
             due_floor: due_floor.clone(),
             store: store.clone(),
@@ -100,6 +101,7 @@ impl Queue {
             transitions: std::sync::Mutex::new(()),
             pen: std::sync::Mutex::new(()),
             due_floor,
+            gaps,
         };
         Ok(Queue { core: Arc::new(core), recovery: Some(recovery), writer_thread: Some(spawned.thread) })
     }

@@ -192,8 +192,9 @@ impl Core {
         if !batch.is_empty() {
             self.write_rows(&batch, Durability::Synced)?;
         }
-        self.due_floor.raise_lines(promoted.floors);
-        if promoted.due > 0 {
+        let made_due = promoted.due;
+        self.lines_promoted(promoted);
+        if made_due > 0 {
             self.stats.committed.notify_one();
         }
         let next = (owned.len() == PURGE_CHUNK).then(|| positions.last().copied()).flatten();

@@ -20,6 +20,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use super::gaps::Taken;
 use super::lines::{Leaving, Promoted};
 use super::rows::{DeliveryRow, LastFailure, RowState};
 use super::{Core, DeadLetters, Deliveries, Queue, QueueError, counter_key};
@@ -199,6 +200,7 @@ impl Deliveries {
         let rows = self.store.multi_get_each(Cf::Deliveries, &keys)?;
         let mut batch = Batch::new();
         let mut claimed = Vec::new();
+        let mut gaps = Taken::default();
         let mut unreadable = 0;
         // The due time of the first entry this claim leaves in the index.
         let mut first_left: Option<u64> = None;
@@ -233,7 +235,7 @@ impl Deliveries {
             }
             // A row behind its line's head waits for it, out of the due index.
             if let Some(line) = row.line_id()
-                && self.line_head(&line, &HashSet::new(), Some(seq), &mut batch)?.map(|(head, _)| head) != Some(seq)
+                && !self.is_line_head(&line, seq, &mut batch)?
             {
                 Core::move_row(&mut batch, &row, Some(&DeliveryRow { state: RowState::Waiting, ..row.clone() }));
                 continue;
@@ -246,7 +248,14 @@ impl Deliveries {
                 ClaimDecision::Park(due_at) => RowState::Due { due_at },
                 ClaimDecision::Claim => RowState::Inflight { claimed_at: now_ms },
             };
-            let next = DeliveryRow { state, ..row.clone() };
+            let mut next = DeliveryRow { state, ..row.clone() };
+            // A line's head handed out names the dead hook skipped before
+            // it when the line was empty.
+            if let (RowState::Inflight { .. }, Some(line)) = (&next.state, row.line_id())
+                && let Some(dead) = self.take_gap(&line, &mut batch, &mut gaps)?
+            {
+                next.previous_dead.get_or_insert(dead);
+            }
             Core::move_row(&mut batch, &row, Some(&next));
             if matches!(next.state, RowState::Inflight { .. }) {
                 claimed.push(next);
@@ -255,6 +264,7 @@ impl Deliveries {
         if !batch.is_empty() {
             self.write_rows(&batch, Durability::Buffered)?;
         }
+        self.gaps_taken(gaps);
         if unreadable > 0 {
             tracing::warn!(rows = unreadable, "delivery rows damaged in the store were dead-lettered as faults");
         }
@@ -414,11 +424,12 @@ impl Deliveries {
             return Ok(());
         }
         self.write_rows(&batch, Durability::Buffered)?;
-        self.due_floor.raise_lines(promoted.floors);
+        let made_due = promoted.due;
+        self.lines_promoted(promoted);
         if let Some(log) = self.outcome_log.get().filter(|_| !finals.is_empty()) {
             log.record(finals);
         }
-        if promoted.due > 0
+        if made_due > 0
             || outcomes.iter().any(|(_, _, s)| matches!(s, Settlement::Retry { .. } | Settlement::Park { .. }))
         {
             // Rows are due again, written after dispatch last looked for

@@ -140,6 +140,19 @@ impl Writer {
             self.ledger.node_keys -= keys.len() as i64;
         }
         // Their expiry entries stay until the sweep finds no key behind them.
+        // Gaps its ordered lines kept (the node's memory of them may stay:
+        // a line it names only makes a claim look).
+        loop {
+            let gaps = self.store.scan(&Scan::prefix(Cf::Meta, &meta::gap_prefix(Some(tenant)), CHUNK))?;
+            if gaps.is_empty() {
+                break;
+            }
+            let mut batch = Batch::new();
+            for (key, _) in gaps {
+                batch.delete(Cf::Meta, key);
+            }
+            self.store.write(&batch, Durability::Synced)?;
+        }
         let mut batch = Batch::new();
         for kind in COUNTER_KINDS {
             batch.delete(Cf::Counters, counter_key(Some(tenant), kind));

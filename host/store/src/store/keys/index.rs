@@ -133,12 +133,12 @@ pub fn parse_owner(key: &[u8]) -> Option<(u64, u16)> {
     r.end(position)
 }
 
-fn line_parts(tag: u8, line: &LineId) -> KeyBuf {
+pub(super) fn line_parts(tag: u8, line: &LineId) -> KeyBuf {
     KeyBuf::new().tag(tag).short(&line.tenant).short(&line.source).u16(line.sink).short(&line.key)
 }
 
 /// The parts [`line_parts`] wrote after its tag.
-fn read_line_id(r: &mut KeyReader) -> Option<LineId> {
+pub(super) fn read_line_id(r: &mut KeyReader) -> Option<LineId> {
     Some(LineId {
         tenant: r.short()?.to_string(),
         source: r.short()?.to_string(),
