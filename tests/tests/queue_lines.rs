@@ -276,3 +276,32 @@ async fn a_dead_hook_skipped_as_its_lines_last_row_is_named_by_the_keys_next_hoo
     assert_eq!((next[0].seq, next[0].previous_dead.as_deref()), (h2, Some("h1")));
     no_drift(&queue);
 }
+
+/// An erased tenant's gaps go with it: nothing of its keys stays in the
+/// store, and another tenant's gap is kept.
+#[tokio::test]
+async fn forgetting_a_tenant_takes_its_lines_gaps() {
+    use ankusa::queue::PurgeKinds;
+    use ankusa::store::keys::meta;
+    use ankusa::store::{Cf, RocksStore, Scan, Store as _, StoreOptions};
+    let dir = tempfile::tempdir().expect("dir");
+    {
+        let queue = Queue::open(dir.path(), QueueConfig::default()).expect("open");
+        let mut other = ordered("o1", Some("k"), false);
+        other.envelope.tenant_id = "other".into();
+        queue.intake().enqueue(vec![ordered("k1", Some("k"), false), other], None).await.expect("enqueue");
+        let heads = queue.deliveries().claim_due(NOW, 100).expect("claim");
+        for head in &heads {
+            queue.deliveries().bury(head.seq, 0, NOW, "410", ErrorClass::Permanent).expect("bury");
+        }
+        queue.tenants().set_erasing("acme", true).await.expect("mark");
+        queue.tenants().purge_tenant("acme", PurgeKinds::all()).expect("purge");
+        queue.tenants().forget_tenant("acme").await.expect("forget");
+        queue.close().await;
+    }
+    let store = RocksStore::open(&StoreOptions::new(dir.path())).expect("store");
+    let gaps = store.scan(&Scan::prefix(Cf::Meta, &meta::gap_prefix(None), 10)).expect("scan");
+    let tenants: Vec<String> =
+        gaps.iter().filter_map(|(key, _)| meta::parse_gap(key)).map(|line| line.tenant).collect();
+    assert_eq!(tenants, vec!["other".to_string()]);
+}
