@@ -9,7 +9,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use ankusa_tests::ankusa_bin;
-use ankusa_tests::binary::{RunningNode, eventually, request, write_config};
+use ankusa_tests::binary::{RunningNode, collect, eventually, request, write_config};
 use ankusa_tests::receiver::{Receiver, Reply};
 
 fn scratch() -> PathBuf {
@@ -62,11 +62,9 @@ fn a_wrong_expectation_fails(project: &Path, lang: &str) {
     std::fs::write(&cases, text).expect("restore");
 }
 
-/// A node whose `shop` source delivers to the receiver through the
-/// project's transform: a ping is filtered, an order reaches the sink
-/// tagged with its body unchanged.
-async fn filters_and_tags_in_a_node(project: &Path) {
-    let receiver = Receiver::start(Reply::status(200)).await;
+/// A node whose `shop` source delivers to `receiver` through the project's
+/// transform `tagger` (dropping pings); its folder lives as long as it.
+async fn tagger_node(project: &Path, receiver: &Receiver) -> (tempfile::TempDir, RunningNode) {
     let dir = tempfile::tempdir().expect("dir");
     let config = write_config(
         dir.path(),
@@ -78,6 +76,14 @@ async fn filters_and_tags_in_a_node(project: &Path) {
         ),
     );
     let node = RunningNode::start(&config, &dir.path().join("data"), &[]).await;
+    (dir, node)
+}
+
+/// Through the project's transform in a node: a ping is filtered, an order
+/// reaches the sink tagged with its body unchanged.
+async fn filters_and_tags_in_a_node(project: &Path) {
+    let receiver = Receiver::start(Reply::status(200)).await;
+    let (_dir, node) = tagger_node(project, &receiver).await;
     for body in [r#"{"type": "ping"}"#, r#"{"type": "order.paid", "n": 1}"#] {
         let (status, answer) = node.post_hook("shop", &[], body).await;
         assert_eq!(status, 201, "{answer}");
@@ -141,4 +147,59 @@ fn a_rust_transforms_harness_test_passes() {
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "harness tests: {stdout}\n{stderr}");
     assert!(stdout.contains("a_ping_is_dropped_and_anything_else_tagged ... ok"), "{stdout}");
+}
+
+/// `ankusa sink dev` on a transform: each good save is built, its cases
+/// run, and the transform swapped into the running node's binding; a save
+/// whose cases fail is kept out, the node keeping the last good one.
+#[tokio::test]
+async fn sink_dev_swaps_a_transform_into_a_running_node() {
+    use std::process::Stdio;
+
+    let root = tempfile::tempdir().expect("dir");
+    let project = new_build_and_test(root.path(), "c");
+    let receiver = Receiver::start(Reply::status(200)).await;
+    let (_dir, node) = tagger_node(&project, &receiver).await;
+    let admin = format!("http://{}", node.admin);
+    let mut dev = Command::new(ankusa_bin())
+        .args(["sink", "dev", "--admin-url", &admin, "--sink", "tagger", "--poll-ms", "100"])
+        .current_dir(&project)
+        .env("ANKUSA_TOOLS_DIR", scratch().join("ankusa-tools"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start sink dev");
+    let out = collect(dev.stdout.take().expect("stdout"));
+    let shown = || out.lock().expect("output").clone();
+    let seen = |text: &str| shown().lines().filter(|l| l.contains(text)).count();
+    let reason = async || {
+        let (status, tried) =
+            node.admin("POST", "/v1/transforms/tagger/try", Some(serde_json::json!({"body": "a ping"})), None).await;
+        assert_eq!((status, tried["verdict"].as_str()), (200, Some("drop")), "{tried}");
+        tried["reason"].as_str().unwrap_or_default().to_string()
+    };
+    eventually("the first cycle", Duration::from_secs(60), async || seen(" ✓ ") + seen(" ✗ ") >= 1).await;
+    assert_eq!(seen("4 cases pass"), 1, "{}", shown());
+    assert_eq!(reason().await, "the body holds ping");
+
+    // An edit its cases pass: the reason changes in the node.
+    let source = project.join("transform.c");
+    let text = std::fs::read_to_string(&source).expect("transform.c");
+    let edited = text.replace("\"the body holds %s\"", "\"dropped, as it holds %s\"");
+    assert_ne!(edited, text, "the template has the line this test edits");
+    std::fs::write(&source, &edited).expect("save");
+    eventually("a reload", Duration::from_secs(60), async || seen("reloaded `tagger`") == 1).await;
+    assert_eq!(reason().await, "dropped, as it holds ping", "{}", shown());
+    let (status, answer) = node.post_hook("shop", &[], r#"{"type": "order.paid"}"#).await;
+    assert_eq!(status, 201, "{answer}");
+    eventually("the order delivered", Duration::from_secs(20), async || !receiver.received().is_empty()).await;
+    assert_eq!(receiver.received()[0].header("x-transform"), Some("tagger"));
+
+    // An edit that breaks a case: not swapped in.
+    std::fs::write(&source, edited.replace("\"x-transform\"", "\"x-other\"")).expect("save");
+    eventually("the failing cases", Duration::from_secs(60), async || seen("cases failed") == 1).await;
+    assert!(shown().contains("the node keeps its component"), "{}", shown());
+    assert_eq!(reason().await, "dropped, as it holds ping", "still the last good transform");
+    let _ = dev.kill();
+    let _ = dev.wait();
 }

@@ -133,12 +133,12 @@ pub fn parse_owner(key: &[u8]) -> Option<(u64, u16)> {
     r.end(position)
 }
 
-pub(super) fn line_parts(tag: u8, line: &LineId) -> KeyBuf {
+fn line_parts(tag: u8, line: &LineId) -> KeyBuf {
     KeyBuf::new().tag(tag).short(&line.tenant).short(&line.source).u16(line.sink).short(&line.key)
 }
 
 /// The parts [`line_parts`] wrote after its tag.
-pub(super) fn read_line_id(r: &mut KeyReader) -> Option<LineId> {
+fn read_line_id(r: &mut KeyReader) -> Option<LineId> {
     Some(LineId {
         tenant: r.short()?.to_string(),
         source: r.short()?.to_string(),
@@ -182,21 +182,36 @@ pub fn parse_line(key: &[u8]) -> Option<(LineId, u64)> {
 
 /// A held line's entry; its value is the dead head's seq.
 pub fn held(line: &LineId) -> Vec<u8> {
-    line_parts(HELD, line).build()
+    line_key(HELD, line)
 }
 
 /// Every held line (of one tenant, if given).
 pub fn held_prefix(tenant: Option<&str>) -> Vec<u8> {
-    match tenant {
-        Some(tenant) => KeyBuf::new().tag(HELD).short(tenant).build(),
-        None => vec![HELD],
-    }
+    line_keys_of(HELD, tenant)
 }
 
 /// The line a held key names.
 pub fn parse_held(key: &[u8]) -> Option<LineId> {
+    parse_line_key(HELD, key)
+}
+
+/// A key of one line under `tag` (a family's per-line record).
+pub(super) fn line_key(tag: u8, line: &LineId) -> Vec<u8> {
+    line_parts(tag, line).build()
+}
+
+/// Every key under `tag`, of one tenant if given.
+pub(super) fn line_keys_of(tag: u8, tenant: Option<&str>) -> Vec<u8> {
+    match tenant {
+        Some(tenant) => KeyBuf::new().tag(tag).short(tenant).build(),
+        None => vec![tag],
+    }
+}
+
+/// The line a key under `tag` names.
+pub(super) fn parse_line_key(tag: u8, key: &[u8]) -> Option<LineId> {
     let mut r = KeyReader::new(key);
-    r.expect(HELD)?;
+    r.expect(tag)?;
     let line = read_line_id(&mut r)?;
     r.end(line)
 }

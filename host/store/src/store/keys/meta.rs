@@ -2,7 +2,7 @@
 //! data or are being erased, damage found and not repaired, and the gaps
 //! skipped dead hooks left at the end of ordered lines.
 
-use super::index::{LineId, line_parts, read_line_id};
+use super::index::{LineId, line_key, line_keys_of, parse_line_key};
 use super::{KeyBuf, KeyReader};
 
 /// The seq marker: the next seq to hand out, as of the last commit.
@@ -65,23 +65,17 @@ pub fn marked_tenant(key: &[u8]) -> Option<String> {
 /// Kept here, not in the index family, because the index is rebuilt from
 /// delivery rows and the skipped row is no longer in its line.
 pub fn gap(line: &LineId) -> Vec<u8> {
-    line_parts(GAP, line).build()
+    line_key(GAP, line)
 }
 
 /// Every gap (of one tenant, if given).
 pub fn gap_prefix(tenant: Option<&str>) -> Vec<u8> {
-    match tenant {
-        Some(tenant) => KeyBuf::new().tag(GAP).short(tenant).build(),
-        None => vec![GAP],
-    }
+    line_keys_of(GAP, tenant)
 }
 
 /// The line a gap key names.
 pub fn parse_gap(key: &[u8]) -> Option<LineId> {
-    let mut r = KeyReader::new(key);
-    r.expect(GAP)?;
-    let line = read_line_id(&mut r)?;
-    r.end(line)
+    parse_line_key(GAP, key)
 }
 
 /// `fleet`: this store's id, named in the headers of the hooks it logs.
