@@ -305,3 +305,24 @@ async fn forgetting_a_tenant_takes_its_lines_gaps() {
         gaps.iter().filter_map(|(key, _)| meta::parse_gap(key)).map(|line| line.tenant).collect();
     assert_eq!(tenants, vec!["other".to_string()]);
 }
+
+/// The hook that would name a skipped dead one is dropped by a transform:
+/// the name passes to the next delivery of the key, the only one the sink
+/// hears of it from.
+#[tokio::test]
+async fn a_filtered_hook_passes_its_gap_marker_on() {
+    use ankusa::queue::Settlement;
+    let dir = tempfile::tempdir().expect("dir");
+    let queue = Queue::open(dir.path(), QueueConfig::default()).expect("open");
+    let seqs = enqueue(&queue, &[("k1", Some("k")), ("k2", Some("k")), ("k3", Some("k"))], false).await;
+    let [k1, k2, k3] = seqs[..] else { panic!("{seqs:?}") };
+    assert_eq!(claimed(&queue, NOW), vec![k1]);
+    queue.deliveries().bury(k1, 0, NOW, "410", ErrorClass::Permanent).expect("bury");
+    let next = queue.deliveries().claim_due(NOW, 100).expect("claim");
+    assert_eq!((next[0].seq, next[0].previous_dead.as_deref()), (k2, Some("k1")));
+    let dropped = Settlement::Filter { at: NOW, reason: "transform `f`: a ping".into() };
+    queue.deliveries().settle(&[(k2, 0, dropped)]).expect("filter");
+    let last = queue.deliveries().claim_due(NOW, 100).expect("claim");
+    assert_eq!((last[0].seq, last[0].previous_dead.as_deref()), (k3, Some("k1")), "k3 names k1 instead");
+    no_drift(&queue);
+}

@@ -30,8 +30,9 @@ const LINE_STEP: usize = 16;
 pub(super) struct Leaving {
     pub line: LineId,
     pub seq: u64,
-    /// The row is dead and skipped: the id of its hook, for the gap marker
-    /// on the next delivery of its key.
+    /// The id of a dead hook skipped that the next delivery of the key
+    /// names: the row's own (it is dead and skipped), or the one it carried
+    /// and never delivered (it was filtered).
     pub skipped: Option<String>,
 }
 

@@ -361,8 +361,10 @@ impl Deliveries {
                 }
                 Settlement::Filter { at, reason } => {
                     finals.push((seq, sink, FinalOutcome::Delivered));
+                    // A dropped hook never told its sink of the dead one
+                    // before it: the next delivery of its key does.
                     if let Some(line) = row.line_id() {
-                        leaving.push(Leaving { line, seq, skipped: None });
+                        leaving.push(Leaving { line, seq, skipped: row.previous_dead.clone() });
                     }
                     if row.rows_of_hook == 1 {
                         Core::move_row(&mut batch, &row, None);
