@@ -5,6 +5,10 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
+use crate::runtime::{ComponentSource, Runtime};
+use crate::sinktest::cases::{self, CaseFile, CaseReport};
+use crate::sinktest::transform_cases;
+
 /// The manifest's file name.
 pub const MANIFEST: &str = "ankusa-sink.yaml";
 /// Where a build writes its component, inside the project.
@@ -74,6 +78,14 @@ impl Kind {
         match self {
             Kind::Sink => "sink-world",
             Kind::Transform => "transform-world",
+        }
+    }
+
+    /// Run a case file against a component of this kind.
+    pub async fn run_cases(self, runtime: &Runtime, component: &ComponentSource, file: &CaseFile) -> Vec<CaseReport> {
+        match self {
+            Kind::Sink => cases::run_cases(runtime, component, file).await,
+            Kind::Transform => transform_cases::run_transform_cases(runtime, component, file).await,
         }
     }
 }

@@ -281,7 +281,7 @@ async fn test(
         true => Kind::Transform,
         false => Kind::Sink,
     };
-    let reports = run_cases(runtime, kind, &component, &file).await;
+    let reports = kind.run_cases(runtime, &component, &file).await;
     let failed = reports.iter().filter(|r| !r.passed()).count();
     let passed = reports.len() - failed;
     if json {
@@ -300,19 +300,6 @@ async fn test(
         println!("{passed} passed, {failed} failed");
     }
     Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
-}
-
-/// A sink's cases, or a transform's.
-pub(super) async fn run_cases(
-    runtime: &Runtime,
-    kind: Kind,
-    component: &ComponentSource,
-    file: &cases::CaseFile,
-) -> Vec<cases::CaseReport> {
-    match kind {
-        Kind::Sink => cases::run_cases(runtime, component, file).await,
-        Kind::Transform => crate::sinktest::transform_cases::run_transform_cases(runtime, component, file).await,
-    }
 }
 
 fn write_wit(dir: &std::path::Path, force: bool) -> anyhow::Result<ExitCode> {

@@ -101,7 +101,7 @@ async fn build_test_reload(
         Err(e) => return Err(format!("{stamp} ✗ built {size}; {e}; not reloaded")),
     };
     let component = ComponentSource::Bytes { origin: built.wasm.display().to_string(), bytes: bytes.clone().into() };
-    let reports = super::sink::run_cases(runtime, project.kind(), &component, &file).await;
+    let reports = project.kind().run_cases(runtime, &component, &file).await;
     let failed: Vec<_> = reports.iter().filter(|r| !r.passed()).collect();
     if !failed.is_empty() {
         let details: Vec<String> =
