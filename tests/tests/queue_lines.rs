@@ -90,14 +90,20 @@ async fn only_a_lines_head_is_claimed_and_a_retrying_head_holds_its_line() {
     no_drift(&queue);
 }
 
+/// k1, k2, k3 in line k (`skip`), k1 claimed and dead; their seqs.
+async fn head_of_three_skipped(queue: &Queue) -> [u64; 3] {
+    let seqs = enqueue(queue, &[("k1", Some("k")), ("k2", Some("k")), ("k3", Some("k"))], false).await;
+    let [k1, k2, k3] = seqs[..] else { panic!("{seqs:?}") };
+    assert_eq!(claimed(queue, NOW), vec![k1]);
+    queue.deliveries().bury(k1, 0, NOW, "410", ErrorClass::Permanent).expect("bury");
+    [k1, k2, k3]
+}
+
 #[tokio::test]
 async fn a_skipped_dead_head_lets_its_line_go_on_and_marks_the_next_row() {
     let dir = tempfile::tempdir().expect("dir");
     let queue = Queue::open(dir.path(), QueueConfig::default()).expect("open");
-    let seqs = enqueue(&queue, &[("k1", Some("k")), ("k2", Some("k")), ("k3", Some("k"))], false).await;
-    let [k1, k2, k3] = seqs[..] else { panic!("{seqs:?}") };
-    assert_eq!(claimed(&queue, NOW), vec![k1]);
-    queue.deliveries().bury(k1, 0, NOW, "410", ErrorClass::Permanent).expect("bury");
+    let [k1, k2, k3] = head_of_three_skipped(&queue).await;
     let next = queue.deliveries().claim_due(NOW, 100).expect("claim");
     assert_eq!((next.len(), next[0].seq), (1, k2));
     assert_eq!(next[0].previous_dead.as_deref(), Some("k1"), "the next row names the dead hook");
@@ -314,10 +320,7 @@ async fn a_filtered_hook_passes_its_gap_marker_on() {
     use ankusa::queue::Settlement;
     let dir = tempfile::tempdir().expect("dir");
     let queue = Queue::open(dir.path(), QueueConfig::default()).expect("open");
-    let seqs = enqueue(&queue, &[("k1", Some("k")), ("k2", Some("k")), ("k3", Some("k"))], false).await;
-    let [k1, k2, k3] = seqs[..] else { panic!("{seqs:?}") };
-    assert_eq!(claimed(&queue, NOW), vec![k1]);
-    queue.deliveries().bury(k1, 0, NOW, "410", ErrorClass::Permanent).expect("bury");
+    let [_, k2, k3] = head_of_three_skipped(&queue).await;
     let next = queue.deliveries().claim_due(NOW, 100).expect("claim");
     assert_eq!((next[0].seq, next[0].previous_dead.as_deref()), (k2, Some("k1")));
     let dropped = Settlement::Filter { at: NOW, reason: "transform `f`: a ping".into() };
