@@ -234,8 +234,9 @@ impl Deliveries {
                 continue;
             }
             // A row behind its line's head waits for it, out of the due index.
-            if let Some(line) = row.line_id()
-                && !self.is_line_head(&line, seq, &mut batch)?
+            let line = row.line_id();
+            if let Some(line) = &line
+                && !self.is_line_head(line, seq, &mut batch)?
             {
                 Core::move_row(&mut batch, &row, Some(&DeliveryRow { state: RowState::Waiting, ..row.clone() }));
                 continue;
@@ -251,8 +252,8 @@ impl Deliveries {
             let mut next = DeliveryRow { state, ..row.clone() };
             // A line's head handed out names the dead hook skipped before
             // it when the line was empty.
-            if let (RowState::Inflight { .. }, Some(line)) = (&next.state, row.line_id())
-                && let Some(dead) = self.take_gap(&line, &mut batch, &mut gaps)?
+            if let (RowState::Inflight { .. }, Some(line)) = (&next.state, &line)
+                && let Some(dead) = self.take_gap(line, &mut batch, &mut gaps)?
             {
                 next.previous_dead.get_or_insert(dead);
             }

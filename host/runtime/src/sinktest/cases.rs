@@ -190,10 +190,14 @@ pub fn read_case_file(path: &Path) -> Result<CaseFile, CasesError> {
 
 /// Run every case against `component`, each on a freshly loaded sink.
 pub async fn run_cases(runtime: &Runtime, component: &ComponentSource, file: &CaseFile) -> Vec<CaseReport> {
+    report_each(file, async |case| run_case(runtime, component, file, case).await).await
+}
+
+/// Each case of `file` run by `run`, in order, with what did not match.
+pub(crate) async fn report_each(file: &CaseFile, run: impl AsyncFn(&Case) -> Vec<String>) -> Vec<CaseReport> {
     let mut reports = Vec::with_capacity(file.cases.len());
     for case in &file.cases {
-        let mismatches = run_case(runtime, component, file, case).await;
-        reports.push(CaseReport { name: case.name.clone(), mismatches });
+        reports.push(CaseReport { name: case.name.clone(), mismatches: run(case).await });
     }
     reports
 }

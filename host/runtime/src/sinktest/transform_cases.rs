@@ -12,12 +12,7 @@ use crate::{Applied, ComponentSource, Runtime, TransformSpec};
 
 /// Run every case against the transform `component`, each on a fresh load.
 pub async fn run_transform_cases(runtime: &Runtime, component: &ComponentSource, file: &CaseFile) -> Vec<CaseReport> {
-    let mut reports = Vec::with_capacity(file.cases.len());
-    for case in &file.cases {
-        let mismatches = run_case(runtime, component, file, case).await;
-        reports.push(CaseReport { name: case.name.clone(), mismatches });
-    }
-    reports
+    super::cases::report_each(file, async |case| run_case(runtime, component, file, case).await).await
 }
 
 async fn run_case(runtime: &Runtime, component: &ComponentSource, file: &CaseFile, case: &Case) -> Vec<String> {

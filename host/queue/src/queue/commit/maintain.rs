@@ -118,41 +118,39 @@ impl Writer {
         Ok(())
     }
 
+    /// Delete every key under `prefix` in `cf`, a chunk per synced write,
+    /// `also` adding to each chunk's batch (given how many keys it holds).
+    /// Returns how many keys went.
+    fn delete_all(&self, cf: Cf, prefix: &[u8], also: impl Fn(&mut Batch, usize)) -> Result<u64, QueueError> {
+        let mut removed = 0u64;
+        loop {
+            let keys = self.store.scan(&Scan::prefix(cf, prefix, CHUNK))?;
+            if keys.is_empty() {
+                return Ok(removed);
+            }
+            let mut batch = Batch::new();
+            also(&mut batch, keys.len());
+            removed += keys.len() as u64;
+            for (key, _) in keys {
+                batch.delete(cf, key);
+            }
+            self.store.write(&batch, Durability::Synced)?;
+        }
+    }
+
     pub(super) fn forget(&mut self, tenant: &str) -> Result<u64, QueueError> {
         let owned = self.store.scan(&Scan::prefix(Cf::Index, &index::owner_prefix(tenant), 1))?;
         if !owned.is_empty() {
             return Err(QueueError::TenantHasRows(tenant.to_string()));
         }
-        let prefix = dedupe::entries_of(tenant);
-        let mut removed = 0u64;
-        loop {
-            let keys = self.store.scan(&Scan::prefix(Cf::Dedupe, &prefix, CHUNK))?;
-            if keys.is_empty() {
-                break;
-            }
-            let mut batch = Batch::new();
-            for (key, _) in &keys {
-                batch.delete(Cf::Dedupe, key.clone());
-            }
-            batch.add_counter(counter_key(None, "dedupe_keys"), -(keys.len() as i64));
-            self.store.write(&batch, Durability::Synced)?;
-            removed += keys.len() as u64;
-            self.ledger.node_keys -= keys.len() as i64;
-        }
+        let removed = self.delete_all(Cf::Dedupe, &dedupe::entries_of(tenant), |batch, keys| {
+            batch.add_counter(counter_key(None, "dedupe_keys"), -(keys as i64));
+        })?;
+        self.ledger.node_keys -= removed as i64;
         // Their expiry entries stay until the sweep finds no key behind them.
-        // Gaps its ordered lines kept (the node's memory of them may stay:
-        // a line it names only makes a claim look).
-        loop {
-            let gaps = self.store.scan(&Scan::prefix(Cf::Meta, &meta::gap_prefix(Some(tenant)), CHUNK))?;
-            if gaps.is_empty() {
-                break;
-            }
-            let mut batch = Batch::new();
-            for (key, _) in gaps {
-                batch.delete(Cf::Meta, key);
-            }
-            self.store.write(&batch, Durability::Synced)?;
-        }
+        // The gaps its ordered lines kept go (the node's memory of them may
+        // stay: a line it names only makes a claim look).
+        self.delete_all(Cf::Meta, &meta::gap_prefix(Some(tenant)), |_, _| {})?;
         let mut batch = Batch::new();
         for kind in COUNTER_KINDS {
             batch.delete(Cf::Counters, counter_key(Some(tenant), kind));
