@@ -254,6 +254,11 @@ async fn a_dead_hook_skipped_as_its_lines_last_row_is_named_by_the_keys_next_hoo
         let queue = Queue::open(dir.path(), config()).expect("open");
         let [k1] = enqueue(&queue, &[("k1", Some("k"))], false).await[..] else { panic!() };
         assert_eq!(claimed(&queue, NOW), vec![k1]);
+        // The write that buries k1 and keeps its gap is refused: nothing of
+        // it lands, and the bury done again keeps the gap.
+        faults.fail_writes.store(true, Ordering::Relaxed);
+        assert!(queue.deliveries().bury(k1, 0, NOW, "410", ErrorClass::Permanent).is_err(), "refused");
+        faults.fail_writes.store(false, Ordering::Relaxed);
         queue.deliveries().bury(k1, 0, NOW, "410", ErrorClass::Permanent).expect("bury");
         queue.close().await;
     }
