@@ -68,6 +68,20 @@ impl RunningNode {
         env: &[(&str, &str)],
         admin_listen: &str,
     ) -> RunningNode {
+        RunningNode::try_start_bin(bin, config, data, env, admin_listen)
+            .await
+            .unwrap_or_else(|exited| panic!("{exited}"))
+    }
+
+    /// [`RunningNode::start_bin`], telling a node that exits before it is
+    /// ready (with what it printed) instead of failing the test.
+    pub async fn try_start_bin(
+        bin: &Path,
+        config: &Path,
+        data: &Path,
+        env: &[(&str, &str)],
+        admin_listen: &str,
+    ) -> Result<RunningNode, String> {
         let mut command = Command::new(bin);
         command
             .arg("run")
@@ -92,7 +106,7 @@ impl RunningNode {
             if text.contains("ready;") {
                 let ingest = banner_addr(&text, "ingest: http://");
                 let admin = banner_addr(&text, "admin: http://");
-                return RunningNode {
+                return Ok(RunningNode {
                     child,
                     ingest,
                     admin,
@@ -100,13 +114,13 @@ impl RunningNode {
                     config: config.to_path_buf(),
                     stdout,
                     stderr,
-                };
+                });
             }
             if let Ok(Some(status)) = child.try_wait() {
-                panic!(
+                return Err(format!(
                     "ankusa run exited with {status} before it was ready\nstdout:\n{text}\nstderr:\n{}",
                     stderr.lock().expect("stderr")
-                );
+                ));
             }
             assert!(started.elapsed() < Duration::from_secs(120), "the node did not get ready:\n{text}");
             tokio::time::sleep(Duration::from_millis(50)).await;

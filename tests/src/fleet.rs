@@ -12,12 +12,16 @@ use std::time::Duration;
 use http_body_util::BodyExt;
 use serde_json::Value;
 
+use crate::ankusa_bin;
 use crate::binary::{RunningNode, eventually, write_config};
 use crate::nats_cluster::Cluster;
 use crate::receiver::{Receiver, Reply};
 
 /// Lease lapse in these tests: a takeover starts ~2-3 s after a kill.
 pub const LEASE_TTL_MS: u64 = 2_000;
+
+/// Starts a supervised node gets before its exits fail the test.
+const SUPERVISED_STARTS: usize = 5;
 
 pub fn node_yaml(nats: &str, node_id: &str, receiver: &Receiver, replicas: usize) -> String {
     node_yaml_binding(nats, node_id, receiver, replicas, "out")
@@ -94,13 +98,30 @@ impl Fleet {
 
     /// A node that reaches NATS at `nats` (a fault proxy's addresses).
     pub async fn start_via(&self, nats: &str, node: &str, receiver: &Receiver) -> RunningNode {
+        self.try_start_via(nats, node, receiver).await.unwrap_or_else(|exited| panic!("{exited}"))
+    }
+
+    /// [`Fleet::start_via`] as a supervisor does it: a node that exits
+    /// before it is ready (NATS not answering its first reads while a fault
+    /// lasts) is started again, up to `SUPERVISED_STARTS` times.
+    pub async fn start_supervised(&self, nats: &str, node: &str, receiver: &Receiver) -> RunningNode {
+        let mut exits = Vec::new();
+        while exits.len() < SUPERVISED_STARTS {
+            match self.try_start_via(nats, node, receiver).await {
+                Ok(running) => return running,
+                Err(exited) => exits.push(exited),
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        panic!("node {node} exited before it was ready {SUPERVISED_STARTS} times:\n{}", exits.join("\n---\n"))
+    }
+
+    async fn try_start_via(&self, nats: &str, node: &str, receiver: &Receiver) -> Result<RunningNode, String> {
         let config_dir = self.dir.path().join(format!("config-{node}"));
         std::fs::create_dir_all(&config_dir).expect("config dir");
         let config = write_config(&config_dir, &node_yaml_binding(nats, node, receiver, 3, &self.binding));
-        match &self.bin {
-            Some(bin) => RunningNode::start_bin(bin, &config, &self.data(node), &[], "127.0.0.1:0").await,
-            None => RunningNode::start(&config, &self.data(node), &[]).await,
-        }
+        let bin = self.bin.clone().unwrap_or_else(ankusa_bin);
+        RunningNode::try_start_bin(&bin, &config, &self.data(node), &[], "127.0.0.1:0").await
     }
 }
 

@@ -462,7 +462,7 @@ async fn restart_if_stopped(i: usize, nodes: &mut Nodes, fleet: &Fleet, proxies:
         nodes.logs.push((i, log));
     }
     nodes.set(i, None);
-    let node = fleet.start_via(&proxies[i].yaml_urls(), NODES[i], receiver).await;
+    let node = fleet.start_supervised(&proxies[i].yaml_urls(), NODES[i], receiver).await;
     nodes.set(i, Some(node));
 }
 
