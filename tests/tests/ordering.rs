@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use ankusa_tests::binary::{RunningNode, eventually, request, write_config};
 use ankusa_tests::browser::Browser;
+use ankusa_tests::postgres::{Table, psql};
 use ankusa_tests::receiver::{Received, Receiver, Reply};
 use serde_json::{Value, json};
 
@@ -339,4 +340,135 @@ async fn order_per_key_survives_a_sigkill_mid_stream() {
     .await;
     assert_in_order(&accepted_by_key(&receiver, &keyed), &keyed);
     println!("ordering: kill -9 after {before} of {} deliveries; per-key order held across the restart", acked.len());
+}
+
+/// A table for the postgres sink whose trigger refuses every insert (a
+/// retryable serialization failure) until it is opened, then a fifth of
+/// them at random, and logs each row it lets in: (seq, ordering key,
+/// transaction), in the order let in. Dropped with its log, its gate and
+/// its trigger function.
+struct JudgedTable {
+    table: Table,
+    log: Table,
+    gate: Table,
+}
+
+impl JudgedTable {
+    fn new() -> JudgedTable {
+        let table = Table::new("ordered");
+        let log = Table { name: format!("{}_log", table.name) };
+        let gate = Table { name: format!("{}_gate", table.name) };
+        let (t, l, g) = (&table.name, &log.name, &gate.name);
+        psql(&format!(
+            "CREATE TABLE {l} (n bigserial PRIMARY KEY, seq bigint NOT NULL, k text NOT NULL, tx bigint NOT NULL); \
+             CREATE TABLE {g} (open boolean NOT NULL); INSERT INTO {g} VALUES (false); \
+             CREATE TABLE {t} (id text PRIMARY KEY, seq bigint NOT NULL, source text NOT NULL, tenant text NOT NULL, \
+               received_at timestamptz NOT NULL, content_type text, sha256 text NOT NULL, dedupe_key text, \
+               idempotency_key text NOT NULL, replay_id text, body bytea NOT NULL, \
+               delivered_at timestamptz NOT NULL DEFAULT now()); \
+             CREATE FUNCTION {t}_judge() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+               IF NOT (SELECT open FROM {g}) OR random() < 0.2 THEN \
+                 RAISE EXCEPTION 'refused' USING ERRCODE = '40001'; END IF; \
+               INSERT INTO {l} (seq, k, tx) \
+                 VALUES (NEW.seq, convert_from(NEW.body, 'UTF8')::jsonb ->> 'k', txid_current()); \
+               RETURN NEW; END $$; \
+             CREATE TRIGGER judge BEFORE INSERT ON {t} FOR EACH ROW EXECUTE FUNCTION {t}_judge();"
+        ));
+        JudgedTable { table, log, gate }
+    }
+
+    fn open(&self) {
+        psql(&format!("UPDATE {} SET open = true", self.gate.name));
+    }
+
+    /// Every row let in: (seq, key, transaction), in order.
+    fn let_in(&self) -> Vec<(u64, String, u64)> {
+        psql(&format!("SELECT seq, k, tx FROM {} ORDER BY n", self.log.name))
+            .lines()
+            .filter_map(|line| {
+                let mut fields = line.split('|');
+                let seq = fields.next()?.parse().ok()?;
+                let key = fields.next()?.to_string();
+                Some((seq, key, fields.next()?.parse().ok()?))
+            })
+            .collect()
+    }
+}
+
+impl Drop for JudgedTable {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("psql")
+            .args(["-X", "-q", "-h", "127.0.0.1", "-U", "postgres", "-d", "test", "-c"])
+            .arg(format!(
+                "DROP TABLE IF EXISTS {} ; DROP FUNCTION IF EXISTS {}_judge()",
+                self.table.name, self.table.name
+            ))
+            .output();
+    }
+}
+
+/// A batching sink (postgres, up to 4 hooks a call, whose table refuses
+/// every insert while the hooks are posted, then a fifth of them): a call
+/// carries several consecutive hooks of one key, and whatever fails, the
+/// last time each hook is let in comes in seq order per key. A hook let in
+/// behind one of its key that was refused in the same call is delivered
+/// again after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batching_sink_gets_runs_of_a_key_and_the_last_delivery_of_each_is_in_order() {
+    let judged = JudgedTable::new();
+    let dir = tempfile::tempdir().expect("dir");
+    let config = write_config(
+        dir.path(),
+        &format!(
+            "sinks:\n  archive:\n    component: postgres\n    options: {{url: \"postgres://postgres@127.0.0.1:5432/test\", \
+             table: \"{table}\"}}\n    allow: [\"tcp://127.0.0.1:5432\"]\n    batch: {{max_hooks: 4, max_wait_ms: 20}}\n\
+             sources:\n  shop:\n    sinks:\n      - sink: archive\n        ordering: {{key: \"json:/k\"}}\n\
+             dispatch:\n  retry: {{initial_ms: 20, factor: 2, max_ms: 200, max_attempts: 1000, jitter: 0}}\n  \
+             breaker: {{failures: 1000000}}\n",
+            table = judged.table.name,
+        ),
+    );
+    let node = RunningNode::start(&config, &dir.path().join("data"), &[]).await;
+    let hooks: Vec<(Option<String>, String)> =
+        (0..2000).map(|i| (None, json!({"k": format!("k{:02}", i % 50), "n": i}).to_string())).collect();
+    let acked = post_all(node.ingest, hooks, 8).await;
+    let acked_seqs: std::collections::BTreeSet<u64> = acked.iter().map(|(_, seq)| *seq).collect();
+    judged.open();
+    eventually("every hook to be let in", Duration::from_secs(180), async || {
+        let got: std::collections::BTreeSet<u64> = judged.let_in().iter().map(|(seq, _, _)| *seq).collect();
+        got.is_superset(&acked_seqs)
+    })
+    .await;
+    let _ = node.stop();
+
+    let let_in = judged.let_in();
+    // Per key, each seq at the place it was last let in.
+    let mut last: BTreeMap<&str, BTreeMap<u64, usize>> = BTreeMap::new();
+    for (at, (seq, key, _)) in let_in.iter().enumerate() {
+        last.entry(key).or_default().insert(*seq, at);
+    }
+    assert_eq!(last.len(), 50);
+    for (key, seqs) in &last {
+        let mut by_place: Vec<(usize, u64)> = seqs.iter().map(|(seq, at)| (*at, *seq)).collect();
+        by_place.sort_unstable();
+        let order: Vec<u64> = by_place.into_iter().map(|(_, seq)| seq).collect();
+        let mut sorted = order.clone();
+        sorted.sort_unstable();
+        assert_eq!(order, sorted, "key {key}: the last time each hook was let in is in seq order");
+    }
+    // Several hooks of one key in one insert: runs reached the sink.
+    let mut per_call: HashMap<(u64, &str), usize> = HashMap::new();
+    for (_, key, tx) in &let_in {
+        *per_call.entry((*tx, key)).or_default() += 1;
+    }
+    let runs = per_call.values().filter(|rows| **rows > 1).count();
+    assert!(runs > 20, "only {runs} inserts carried more than one hook of a key");
+    // Hooks let in behind a refused one were delivered again after it.
+    let again = let_in.len() - acked_seqs.len();
+    assert!(again > 0, "no hook was delivered again");
+    println!(
+        "ordering, batched: 2000 hooks over 50 keys in {} row inserts ({again} again behind a refused one); \
+         {runs} inserts carried a run of one key",
+        let_in.len()
+    );
 }

@@ -7,7 +7,10 @@
 use std::sync::Arc;
 
 use ankusa::error_class::ErrorClass;
-use ankusa::queue::{Entry, EntryOutcome, Envelope, LastFailure, Line, LineId, Queue, QueueConfig, RowState};
+use ankusa::queue::{
+    ClaimDecision, DeliveryRow, Entry, EntryOutcome, Envelope, LastFailure, Line, LineId, Queue, QueueConfig,
+    QueueError, RowState,
+};
 use ankusa::store::Batch;
 
 const NOW: u64 = 1_800_000_000_000;
@@ -41,6 +44,11 @@ fn claimed(queue: &Queue, at: u64) -> Vec<u64> {
     let mut seqs: Vec<u64> = queue.deliveries().claim_due(at, 100).expect("claim").iter().map(|r| r.seq).collect();
     seqs.sort_unstable();
     seqs
+}
+
+/// (seq, gap marker) of each row, in order.
+fn marks(rows: &[DeliveryRow]) -> Vec<(u64, Option<&str>)> {
+    rows.iter().map(|r| (r.seq, r.previous_dead.as_deref())).collect()
 }
 
 fn counter(queue: &Queue, kind: &str) -> i64 {
@@ -269,8 +277,7 @@ async fn a_dead_hook_skipped_as_its_lines_last_row_is_named_by_the_keys_next_hoo
     assert!(queue.deliveries().claim_due(NOW, 100).is_err(), "the claim is refused");
     faults.fail_writes.store(false, Ordering::Relaxed);
     let next = queue.deliveries().claim_due(NOW, 100).expect("claim");
-    let marks: Vec<(u64, Option<&str>)> = next.iter().map(|r| (r.seq, r.previous_dead.as_deref())).collect();
-    assert_eq!(marks, vec![(k2, Some("k1")), (j1, None)], "k's next hook names k1, j's names nothing");
+    assert_eq!(marks(&next), vec![(k2, Some("k1")), (j1, None)], "k's next hook names k1, j's names nothing");
     queue.deliveries().complete(k2, 0).expect("complete");
     let last = queue.deliveries().claim_due(NOW, 100).expect("claim");
     assert_eq!((last[0].seq, last[0].previous_dead.as_deref()), (k3, None), "only the next hook is marked");
@@ -332,5 +339,104 @@ async fn a_filtered_hook_passes_its_gap_marker_on() {
     queue.deliveries().settle(&[(k2, 0, dropped)]).expect("filter");
     let last = queue.deliveries().claim_due(NOW, 100).expect("claim");
     assert_eq!((last[0].seq, last[0].previous_dead.as_deref()), (k3, Some("k1")), "k3 names k1 instead");
+    no_drift(&queue);
+}
+
+/// Claim due rows as a batching sink's dispatch does: each ordered head
+/// with up to `rows` rows behind it and `bytes` of bodies; the seqs, in the
+/// order handed out.
+fn claimed_runs(queue: &Queue, at: u64, rows: usize, bytes: u64) -> Vec<u64> {
+    claim_runs(queue, at, rows, bytes).expect("claim").iter().map(|r| r.seq).collect()
+}
+
+fn claim_runs(queue: &Queue, at: u64, rows: usize, bytes: u64) -> Result<Vec<DeliveryRow>, QueueError> {
+    queue.deliveries().claim_due_with(at, 100, 400, |_| ClaimDecision::Run { rows, bytes })
+}
+
+/// A run is a head and the rows right behind it, in seq order, within its
+/// bounds; nothing more of its line is handed out while it is in flight;
+/// once it is done, the next run starts where it stopped.
+#[tokio::test]
+async fn a_run_is_its_heads_next_rows_in_order_within_its_bounds() {
+    let dir = tempfile::tempdir().expect("dir");
+    let queue = Queue::open(dir.path(), QueueConfig::default()).expect("open");
+    let hooks = [("a1", Some("a")), ("a2", Some("a")), ("b1", Some("b")), ("a3", Some("a"))];
+    let mut seqs = enqueue(&queue, &hooks, false).await;
+    seqs.extend(enqueue(&queue, &[("a4", Some("a")), ("a5", Some("a")), ("u1", None)], false).await);
+    let [a1, a2, b1, a3, a4, a5, u1] = seqs[..] else { panic!("{seqs:?}") };
+    assert_eq!(claimed_runs(&queue, NOW, 3, u64::MAX), vec![a1, a2, a3, b1, u1], "a's run, b's head, u1");
+    assert_eq!((counter(&queue, "inflight"), counter(&queue, "waiting")), (5, 2));
+    assert!(claimed_runs(&queue, NOW, 3, u64::MAX).is_empty(), "a4 waits while a's run is in flight");
+    no_drift(&queue);
+    queue.deliveries().complete(a1, 0).expect("complete");
+    queue.deliveries().complete(a2, 0).expect("complete");
+    assert!(claimed_runs(&queue, NOW, 3, u64::MAX).is_empty(), "a3, still in flight, heads the line");
+    queue.deliveries().complete(a3, 0).expect("complete");
+    // Bodies are 2 bytes: a 5-byte bound takes the head and one more.
+    assert_eq!(claimed_runs(&queue, NOW, 10, 5), vec![a4, a5]);
+    for seq in [a4, a5, b1, u1] {
+        queue.deliveries().complete(seq, 0).expect("complete");
+    }
+    assert_eq!((counter(&queue, "pending"), counter(&queue, "inflight")), (0, 0));
+    no_drift(&queue);
+}
+
+/// The rows of a run behind one that failed are put back (parked at once)
+/// and go again after it; under `skip`, behind a dead one, the first of
+/// them names it, whether its put-back is settled with the dead row or
+/// after it. A claim refused by the store in the middle of a run leaves
+/// the whole run due.
+#[tokio::test]
+async fn a_run_put_back_behind_its_failed_row_goes_again_after_it() {
+    use ankusa::queue::Settlement;
+    use std::sync::atomic::Ordering;
+    let dir = tempfile::tempdir().expect("dir");
+    let faults = Arc::new(ankusa::store::Faults::default());
+    let config = QueueConfig { store_faults: Some(faults.clone()), ..QueueConfig::default() };
+    let queue = Queue::open(dir.path(), config).expect("open");
+    let hooks = [("a1", Some("a")), ("a2", Some("a")), ("a3", Some("a")), ("a4", Some("a"))];
+    let [a1, a2, a3, a4] = enqueue(&queue, &hooks, false).await[..] else { panic!() };
+    faults.fail_writes.store(true, Ordering::Relaxed);
+    assert!(claim_runs(&queue, NOW, 4, u64::MAX).is_err(), "the claim is refused");
+    faults.fail_writes.store(false, Ordering::Relaxed);
+    assert_eq!(claimed_runs(&queue, NOW, 4, u64::MAX), vec![a1, a2, a3, a4], "the whole run, claimed again");
+
+    // a2 fails: a3 and a4 (delivered or not) go back behind it.
+    let failure = LastFailure::new(ErrorClass::Transient, "503", NOW);
+    queue
+        .deliveries()
+        .settle(&[
+            (a1, 0, Settlement::Complete),
+            (a2, 0, Settlement::Retry { due_at: NOW + 1_000, failure }),
+            (a3, 0, Settlement::Park { due_at: NOW }),
+        ])
+        .expect("settle");
+    queue.deliveries().park(a4, 0, NOW).expect("park");
+    assert!(claimed_runs(&queue, NOW, 4, u64::MAX).is_empty(), "a3 and a4 wait behind the retrying a2");
+    assert_eq!(counter(&queue, "waiting"), 2);
+    let again = claim_runs(&queue, NOW + 1_000, 4, u64::MAX).expect("claim");
+    let runs: Vec<(u64, u32)> = again.iter().map(|r| (r.seq, r.attempts)).collect();
+    assert_eq!(runs, vec![(a2, 1), (a3, 0), (a4, 0)], "a2 first; the put-back rows spent no attempt");
+
+    // a2 dies, skipped: a3 goes again naming it, with a4 behind. The dead
+    // row and a3's put-back settled together...
+    queue
+        .deliveries()
+        .settle(&[
+            (a2, 0, Settlement::Bury { dead_at: NOW, reason: "410".into(), class: ErrorClass::Permanent }),
+            (a3, 0, Settlement::Park { due_at: NOW }),
+            (a4, 0, Settlement::Park { due_at: NOW }),
+        ])
+        .expect("settle");
+    let again = claim_runs(&queue, NOW + 1_000, 4, u64::MAX).expect("claim");
+    assert_eq!(marks(&again), vec![(a3, Some("a2")), (a4, None)]);
+
+    // ...or one after the other.
+    queue.deliveries().bury(a3, 0, NOW, "410", ErrorClass::Permanent).expect("bury");
+    queue.deliveries().park(a4, 0, NOW).expect("park");
+    let again = claim_runs(&queue, NOW + 1_000, 4, u64::MAX).expect("claim");
+    assert_eq!(marks(&again), vec![(a4, Some("a3"))]);
+    queue.deliveries().complete(a4, 0).expect("complete");
+    assert_eq!((counter(&queue, "pending"), counter(&queue, "inflight"), counter(&queue, "waiting")), (0, 0, 0));
     no_drift(&queue);
 }

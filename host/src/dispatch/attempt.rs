@@ -2,15 +2,17 @@
 //! transforms, call the sink (once, or once for a batch), trace it, and
 //! hand each row's outcome over.
 
+use std::collections::HashSet;
 use std::time::{Instant, SystemTime};
 
 use opentelemetry::trace::SpanId;
 
 use super::DispatchConfig;
+use super::lane::Verdict;
 use super::lane::{Claimed, SinkKey, Target};
-use super::outcome::{Done, Report, RowDone, bury_unreadable, settle_filtered, settle_one, withdraw};
+use super::outcome::{Done, Report, RowDone, bury_unreadable, put_back, settle_filtered, settle_one};
 use crate::error_class::ErrorClass;
-use crate::queue::Deliveries;
+use crate::queue::{Deliveries, DeliveryRow};
 use crate::runtime::{Failure, Outcome};
 use crate::source::run_chain;
 use crate::telemetry::traces::{self, HookTrace};
@@ -19,6 +21,25 @@ use crate::telemetry::traces::{self, HookTrace};
 /// dead hook of its key: that hook's id. Only the host sets it (a
 /// provider's `x-ankusa-*` headers never reach a sink).
 pub const PREVIOUS_DEAD: &str = "x-ankusa-previous-dead";
+
+/// The ordering keys of a call's rows that stopped: a run of one key's
+/// rows goes on past a row only if it got through (delivered, or dropped
+/// by a transform with no gap to tell of), so the rows after one that did
+/// not are put back, to go again after it, in order.
+#[derive(Default)]
+struct Stopped(HashSet<String>);
+
+impl Stopped {
+    fn stop(&mut self, row: &DeliveryRow) {
+        if let Some(line) = &row.line {
+            self.0.insert(line.key.clone());
+        }
+    }
+
+    fn behind(&self, row: &DeliveryRow) -> bool {
+        row.line.as_ref().is_some_and(|line| self.0.contains(&line.key))
+    }
+}
 
 /// One call: read the hooks, call the sink (once for the lot if there are
 /// several: they share a key, so a sink that batches), and hand each row's
@@ -42,7 +63,12 @@ pub(super) async fn deliver(
     let mut hooks = Vec::with_capacity(claimed.len());
     // Each hook's trace, when traces are on (from its stored headers).
     let mut traced = Vec::with_capacity(claimed.len());
+    let mut stopped = Stopped::default();
     for Claimed { row, hook, .. } in claimed {
+        if stopped.behind(&row) {
+            rows_done.push(put_back(&row, Verdict::PutBack, &report));
+            continue;
+        }
         let read = match hook {
             Some(envelope) => Ok(Some(envelope)),
             None => deliveries.hook(row.seq),
@@ -53,10 +79,15 @@ pub(super) async fn deliver(
                 match run_chain(&transforms, &mut hook, transforms_until).await {
                     Ok(None) => {}
                     Ok(Some(reason)) => {
+                        if row.previous_dead.is_some() {
+                            // The gap it was to tell of goes to the next one.
+                            stopped.stop(&row);
+                        }
                         rows_done.push(settle_filtered(&row, &envelope.id, reason, &sink_name, &report));
                         continue;
                     }
                     Err(failure) => {
+                        stopped.stop(&row);
                         let outcome = Outcome::Failed(failure);
                         rows_done.push(settle_one(&row, Some(&envelope.id), outcome, &sink_name, &config, &report));
                         continue;
@@ -73,12 +104,14 @@ pub(super) async fn deliver(
             }
             Ok(None) => Failure::new(ErrorClass::Gone, "the hook is no longer stored"),
             Err(e) if e.is_damage() => {
+                stopped.stop(&row);
                 let verdict = bury_unreadable(&deliveries, &row, &sink_name, &e);
                 rows_done.push(RowDone { row: (row.seq, row.sink), bytes: row.bytes, verdict, due_again: None });
                 continue;
             }
             Err(e) => Failure::new(ErrorClass::Transient, format!("cannot read the hook: {e}")),
         };
+        stopped.stop(&row);
         rows_done.push(settle_one(&row, None, Outcome::Failed(failure), &sink_name, &config, &report));
     }
     let spans: Vec<Option<(HookTrace, SpanId)>> = rows
@@ -128,7 +161,7 @@ pub(super) async fn deliver(
             "the lease lapsed: attempts withdrawn, their rows due again once it is proven"
         );
         for row in &rows {
-            rows_done.push(withdraw(row, &report));
+            rows_done.push(put_back(row, Verdict::Withdrawn, &report));
         }
         let _ = report.done.send(Done { key, rows: rows_done });
         return;
@@ -154,6 +187,13 @@ pub(super) async fn deliver(
                 reason,
                 time: (started, ended),
             });
+        }
+        if stopped.behind(row) {
+            rows_done.push(put_back(row, Verdict::PutBack, &report));
+            continue;
+        }
+        if matches!(outcome, Outcome::Failed(_)) {
+            stopped.stop(row);
         }
         rows_done.push(settle_one(row, Some(&hook.id), outcome, &sink_name, &config, &report));
     }

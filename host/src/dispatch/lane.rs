@@ -68,6 +68,11 @@ pub(super) enum Verdict {
     Withdrawn,
     /// A transform dropped the hook: the sink was never called.
     Filtered,
+    /// Put back behind a row of its ordering key that did not get
+    /// through in the same call, to go again after it: whatever the sink
+    /// made of it, it is not this row's outcome, so the breaker hears
+    /// nothing.
+    PutBack,
 }
 
 /// What a lane says of a due row a claim meets.
@@ -158,13 +163,17 @@ impl Lane {
 
     /// What a free slot gets here. A batching sink's batch not yet full
     /// waits (up to the sink's `max_wait`) unless the key can hold no more.
+    /// A run of one ordering key's rows (claimed together) is never split
+    /// between two calls, which could run at once.
     pub fn offer(&mut self, sink_concurrency: usize, max_waiting: usize) -> Offer {
         if self.running >= sink_concurrency {
             return Offer::Busy;
         }
         let Some(first) = self.waiting.front() else { return Offer::Empty };
         let taken = match first.target.sink.batch().filter(|limits| limits.max_hooks > 1) {
-            None => self.waiting.pop_front().into_iter().collect(),
+            // (A run met here was claimed while the sink batched: it goes
+            // whole, one hook after another in one call.)
+            None => take_batch(&mut self.waiting, 1, 0, |c| c.row.bytes, same_run),
             Some(limits) => {
                 let full = self.waiting.len() >= limits.max_hooks.min(max_waiting)
                     || self.waiting.iter().map(|c| c.row.bytes).sum::<u64>() >= limits.max_bytes;
@@ -172,11 +181,16 @@ impl Lane {
                 if !full && Instant::now() < until {
                     return Offer::Filling(until);
                 }
-                take_batch(&mut self.waiting, limits.max_hooks, limits.max_bytes, |c| c.row.bytes)
+                take_batch(&mut self.waiting, limits.max_hooks, limits.max_bytes, |c| c.row.bytes, same_run)
             }
         };
         self.running += 1;
         Offer::Rows(taken)
+    }
+
+    /// Rows waiting for a slot.
+    pub fn waiting(&self) -> usize {
+        self.waiting.len()
     }
 
     pub fn has_waiting(&self) -> bool {
@@ -209,7 +223,7 @@ impl Lane {
                 self.breaker.succeeded()
             }
             Verdict::Failed(_) => self.breaker.failed(policy, now, probe),
-            Verdict::Unreadable | Verdict::Withdrawn | Verdict::Filtered => {
+            Verdict::Unreadable | Verdict::Withdrawn | Verdict::Filtered | Verdict::PutBack => {
                 if probe {
                     self.breaker.probe_lost(now);
                 }
@@ -235,18 +249,41 @@ impl Lane {
     }
 }
 
+/// Whether `next`, queued right after `row`, is of the same run: a claim
+/// queues a run's rows together, and only a run puts two rows of one
+/// ordering key in flight.
+fn same_run(row: &Claimed, next: &Claimed) -> bool {
+    matches!((&row.row.line, &next.row.line), (Some(a), Some(b)) if a.key == b.key)
+}
+
 /// The first rows of `waiting`, up to `max_hooks` and `max_bytes` of
-/// bodies (at least one, however large).
-fn take_batch<T>(waiting: &mut VecDeque<T>, max_hooks: usize, max_bytes: u64, bytes_of: impl Fn(&T) -> u64) -> Vec<T> {
+/// bodies (at least one, however large), taking each run (a row and those
+/// after it that `same_run` joins to it) whole or not at all. The first
+/// run goes whole even if it is over the bounds: its claim kept it within
+/// them, unless the sink was reloaded with smaller ones since.
+fn take_batch<T>(
+    waiting: &mut VecDeque<T>,
+    max_hooks: usize,
+    max_bytes: u64,
+    bytes_of: impl Fn(&T) -> u64,
+    same_run: impl Fn(&T, &T) -> bool,
+) -> Vec<T> {
     let mut taken: Vec<T> = Vec::new();
     let mut bytes = 0u64;
-    while let Some(next) = waiting.front() {
-        let over = !taken.is_empty() && (taken.len() >= max_hooks || bytes + bytes_of(next) > max_bytes);
+    while let Some(first) = waiting.front() {
+        let mut run = (1, bytes_of(first));
+        while let (Some(last), Some(next)) = (waiting.get(run.0 - 1), waiting.get(run.0)) {
+            if !same_run(last, next) {
+                break;
+            }
+            run = (run.0 + 1, run.1 + bytes_of(next));
+        }
+        let over = !taken.is_empty() && (taken.len() + run.0 > max_hooks || bytes + run.1 > max_bytes);
         if over {
             break;
         }
-        bytes += bytes_of(next);
-        taken.extend(waiting.pop_front());
+        bytes += run.1;
+        taken.extend(waiting.drain(..run.0));
     }
     taken
 }
@@ -324,7 +361,7 @@ mod tests {
     fn a_batch_stops_at_max_hooks_or_max_bytes_and_takes_at_least_one() {
         let take = |sizes: &[u64], max_hooks, max_bytes| {
             let mut waiting: VecDeque<u64> = sizes.iter().copied().collect();
-            let taken = take_batch(&mut waiting, max_hooks, max_bytes, |b| *b);
+            let taken = take_batch(&mut waiting, max_hooks, max_bytes, |b| *b, |_, _| false);
             (taken, waiting.len())
         };
         assert_eq!(take(&[1, 1, 1, 1, 1], 3, 100), (vec![1, 1, 1], 2), "max_hooks");
@@ -332,5 +369,23 @@ mod tests {
         assert_eq!(take(&[500, 1], 10, 100), (vec![500], 1), "one over max_bytes still goes, alone");
         assert_eq!(take(&[60, 40, 1], 10, 100), (vec![60, 40], 1), "max_bytes reached exactly");
         assert_eq!(take(&[], 10, 100), (vec![], 0));
+    }
+
+    #[test]
+    fn a_batch_takes_a_run_whole_or_leaves_it_for_the_next() {
+        // (run, bytes): rows of one run share its letter; '-' is no run.
+        let take = |rows: &[(char, u64)], max_hooks, max_bytes| {
+            let mut waiting: VecDeque<(char, u64)> = rows.iter().copied().collect();
+            let same = |a: &(char, u64), b: &(char, u64)| a.0 != '-' && a.0 == b.0;
+            let taken = take_batch(&mut waiting, max_hooks, max_bytes, |r| r.1, same);
+            (taken.iter().map(|r| r.0).collect::<String>(), waiting.iter().map(|r| r.0).collect::<String>())
+        };
+        let rows = [('-', 1), ('a', 1), ('a', 1), ('a', 1), ('b', 1)];
+        assert_eq!(take(&rows, 3, 100), ("-".into(), "aaab".into()), "the run would cross max_hooks");
+        assert_eq!(take(&rows, 4, 100), ("-aaa".into(), "b".into()));
+        assert_eq!(take(&rows[1..], 2, 100), ("aaa".into(), "b".into()), "a first run over the bounds goes whole");
+        assert_eq!(take(&rows[1..], 10, 2), ("aaa".into(), "b".into()), "over max_bytes too");
+        assert_eq!(take(&[('a', 1), ('b', 1), ('b', 1)], 10, 2), ("a".into(), "bb".into()), "bytes of the whole run");
+        assert_eq!(take(&[('a', 1), ('a', 1), ('b', 1)], 1, 100), ("aa".into(), "b".into()), "one call, one run");
     }
 }

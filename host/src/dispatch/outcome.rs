@@ -36,14 +36,15 @@ pub(super) struct Report {
     pub settler: std::sync::mpsc::Sender<Settling>,
 }
 
-/// A row whose attempt was withdrawn (see `deliver`): due again now, its
-/// attempts unchanged.
-pub(super) fn withdraw(row: &DeliveryRow, report: &Report) -> RowDone {
+/// A row whose attempt does not count (withdrawn as the lease lapsed, or
+/// put back behind its key's failed row; see `deliver`): due again now,
+/// its attempts unchanged.
+pub(super) fn put_back(row: &DeliveryRow, verdict: Verdict, report: &Report) -> RowDone {
     let due_at = now_ms();
     if report.settler.send((row.seq, row.sink, Settlement::Park { due_at })).is_err() {
         tracing::error!(seq = row.seq, sink = row.sink, "cannot record the outcome: the settler has stopped");
     }
-    RowDone { row: (row.seq, row.sink), bytes: row.bytes, verdict: Verdict::Withdrawn, due_again: Some(due_at) }
+    RowDone { row: (row.seq, row.sink), bytes: row.bytes, verdict, due_again: Some(due_at) }
 }
 
 /// One row's outcome: counted, turned into its settlement (done, due again

@@ -245,7 +245,8 @@ impl Scheduler {
                 let key = SinkKey::of(row);
                 let lane = lanes.entry(key.clone()).or_default();
                 let taken = taken.entry(key.clone()).or_default();
-                match lane.admit(row, *taken, max_waiting, now) {
+                let admitted = lane.admit(row, *taken, max_waiting, now);
+                match admitted {
                     Admit::Full => {
                         skipped = true;
                         return ClaimDecision::Skip;
@@ -263,7 +264,15 @@ impl Scheduler {
                     Admit::Claim => {}
                 }
                 *taken += 1;
-                ClaimDecision::Claim
+                // A batching sink gets the rows behind an ordered head in
+                // the same call (a probe goes alone).
+                let room = max_waiting.saturating_sub(lane.waiting() + *taken) + 1;
+                match (&admitted, row.line.is_some().then(|| batch_bounds(directory, &key)).flatten()) {
+                    (Admit::Claim, Some((rows, bytes))) if room > 1 => {
+                        ClaimDecision::Run { rows: rows.min(room), bytes }
+                    }
+                    _ => ClaimDecision::Claim,
+                }
             })?;
             if let Some(until) = parked_until {
                 self.due_later(until);
@@ -448,6 +457,15 @@ fn sink_name(directory: &dyn Directory, key: &SinkKey) -> String {
         .resolve(Some(&key.tenant), &key.source)
         .and_then(|s| s.sinks.iter().find(|b| b.index == key.sink).map(|b| b.sink.label().sink.clone()))
         .unwrap_or_else(|| key.sink.to_string())
+}
+
+/// A batching sink's bounds for one call (hooks, body bytes), if the
+/// key's sink batches.
+fn batch_bounds(directory: &dyn Directory, key: &SinkKey) -> Option<(usize, u64)> {
+    let source = directory.resolve(Some(&key.tenant), &key.source)?;
+    let binding = source.sinks.iter().find(|b| b.index == key.sink)?;
+    let limits = binding.sink.batch().filter(|limits| limits.max_hooks > 1)?;
+    Some((limits.max_hooks, limits.max_bytes))
 }
 
 /// Count a breaker transition under the sink's name.

@@ -1,5 +1,7 @@
 //! Ordered lines: the rows of one ordering key of one binding, in seq
-//! order (`index::line`). Only a line's head is ever delivered:
+//! order (`index::line`). Only a line's head is ever delivered, alone
+//! or (for a batching sink) with a run of the rows right behind it in one
+//! call:
 //!
 //! - a claim that meets a due row behind its line's head makes it
 //!   `waiting` (out of the due index, found again by its line);
@@ -9,12 +11,14 @@
 //!   released), the next row is due at once, and carries the id of the
 //!   hook skipped before it, if one was;
 //! - a head dead under `hold` stays, and its line is held (`index::held`)
-//!   until a replay delivers it or an operator releases it.
+//!   until a replay delivers it or an operator releases it;
+//! - rows of a run behind a row that did not get through are put back by
+//!   dispatch, to go again after it.
 //!
 //! Every step runs under the transitions lock, so a claim never judges a
 //! line while a settle moves its head.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::rows::{DeliveryRow, Line, RowState};
 use super::{Core, DeadLetters, Queue, QueueError};
@@ -129,6 +133,53 @@ impl Core {
         Ok(self.line_head(line, &HashSet::new(), Some(seq), batch)?.map(|(head, _)| head) == Some(seq))
     }
 
+    /// The rows right behind `head` in `line`, waiting or due, up to
+    /// `rows` of them and `bytes` of bodies: the rest of a run a claim
+    /// hands out with its head. Stops at the first row that is neither
+    /// (or is gone), so a run is always consecutive. `made_waiting`: rows
+    /// the claim's batch has moved to waiting, as they are now.
+    pub(super) fn line_run(
+        &self,
+        line: &LineId,
+        head: u64,
+        rows: usize,
+        bytes: u64,
+        made_waiting: &HashMap<(u64, u16), DeliveryRow>,
+    ) -> Result<Vec<DeliveryRow>, QueueError> {
+        if rows == 0 {
+            return Ok(Vec::new());
+        }
+        let prefix = index::line_prefix(line);
+        let from = index::line(line, head.saturating_add(1));
+        let entries =
+            self.store.scan(&Scan { cf: Cf::Index, from, to: prefix_end(&prefix), reverse: false, limit: rows })?;
+        let seqs: Vec<u64> = entries
+            .iter()
+            .map(|(key, _)| index::parse_line_seq(key).ok_or_else(|| QueueError::Corrupt("line index key".into())))
+            .collect::<Result<_, _>>()?;
+        let keys: Vec<Vec<u8>> = seqs.iter().map(|seq| deliveries::row(*seq, line.sink)).collect();
+        let stored = self.store.multi_get(Cf::Deliveries, &keys)?;
+        let mut run = Vec::new();
+        let mut left = bytes;
+        for (seq, value) in seqs.into_iter().zip(stored) {
+            let row = match made_waiting.get(&(seq, line.sink)) {
+                Some(row) => row.clone(),
+                None => match value.map(|bytes| DeliveryRow::decode(seq, line.sink, &bytes)) {
+                    Some(Ok(row)) => row,
+                    // Gone or unreadable: the line's walk deals with it.
+                    _ => break,
+                },
+            };
+            let ready = matches!(row.state, RowState::Waiting | RowState::Due { .. });
+            if !ready || row.line_id().as_ref() != Some(line) || row.bytes > left {
+                break;
+            }
+            left -= row.bytes;
+            run.push(row);
+        }
+        Ok(run)
+    }
+
     /// Whether `line` holds any entry now (a hook committed into it waits
     /// behind them). Read by the committing caller, so it may be stale
     /// either way: see `recheck_lines`.
@@ -227,7 +278,7 @@ impl Core {
                 continue;
             };
             promoted.floors.push((line.clone(), seq));
-            let previous_dead = skipped.map(|(_, id)| id).or_else(|| row.previous_dead.clone());
+            let previous_dead = skipped.as_ref().map(|(_, id)| id.clone()).or_else(|| row.previous_dead.clone());
             let next = match row.state {
                 RowState::Waiting => {
                     promoted.due += 1;
@@ -237,6 +288,16 @@ impl Core {
                 // the gap.
                 RowState::Due { .. } if previous_dead != row.previous_dead => {
                     DeliveryRow { previous_dead, ..row.clone() }
+                }
+                // In flight behind it, in the same run: it was sent without
+                // the gap's news, and is put back (see dispatch), so the
+                // line keeps the gap for the claim that hands it out again.
+                RowState::Inflight { .. } => {
+                    if let Some((_, id)) = &skipped {
+                        Core::leave_gap(batch, &line, id);
+                        promoted.gaps.push(line.clone());
+                    }
+                    continue;
                 }
                 _ => continue,
             };

@@ -36,6 +36,14 @@ pub enum ClaimDecision {
     Skip,
     /// Due again at this time, attempts unchanged.
     Park(u64),
+    /// Claim it and, if it heads an ordered line, the rows after it in
+    /// that line, up to `rows` in all and `bytes` of bodies (at least the
+    /// head): a batching sink's batch of one key, in order. The run comes
+    /// back in seq order, right after its head.
+    Run {
+        rows: usize,
+        bytes: u64,
+    },
 }
 
 /// What an attempt's outcome does to its claimed row.
@@ -126,26 +134,40 @@ impl Core {
         Ok(())
     }
 
+    /// Move `row` (as the store holds it) to `next`, or delete it, in
+    /// `batch`. Only what changes is written: index entries and counters
+    /// the two states share (an ordered row's line entry, `pending` for a
+    /// waiting row made due) are left as they are.
     pub(super) fn move_row(batch: &mut Batch, row: &DeliveryRow, next: Option<&DeliveryRow>) {
-        for key in row.index_keys() {
-            batch.delete(Cf::Index, key);
-        }
-        count(batch, row, -1);
-        match next {
-            Some(next) => {
-                batch.put(Cf::Deliveries, next.key(), next.encode());
-                for (key, value) in next.index_entries() {
-                    batch.put(Cf::Index, key, value);
-                }
-                count(batch, next, 1);
+        let before = row.index_entries();
+        let Some(next) = next else {
+            for (key, _) in before {
+                batch.delete(Cf::Index, key);
             }
-            None => {
-                batch.delete(Cf::Deliveries, row.key());
-                batch.delete(Cf::Index, row.owner_key());
-                batch.add_counter(counter_key(None, "bytes"), -(row.bytes as i64));
-                batch.add_counter(counter_key(Some(&row.tenant), "bytes"), -(row.bytes as i64));
+            count(batch, &row.tenant, row.counted_as(), -1);
+            batch.delete(Cf::Deliveries, row.key());
+            batch.delete(Cf::Index, row.owner_key());
+            batch.add_counter(counter_key(None, "bytes"), -(row.bytes as i64));
+            batch.add_counter(counter_key(Some(&row.tenant), "bytes"), -(row.bytes as i64));
+            return;
+        };
+        let after = next.index_entries();
+        for (key, _) in &before {
+            if !after.iter().any(|(kept, _)| kept == key) {
+                batch.delete(Cf::Index, key.clone());
             }
         }
+        for entry in after {
+            if !before.contains(&entry) {
+                batch.put(Cf::Index, entry.0, entry.1);
+            }
+        }
+        batch.put(Cf::Deliveries, next.key(), next.encode());
+        let (was, is) = (row.counted_as(), next.counted_as());
+        let gone: Vec<&str> = was.iter().copied().filter(|kind| !is.contains(kind)).collect();
+        let new: Vec<&str> = is.iter().copied().filter(|kind| !was.contains(kind)).collect();
+        count(batch, &row.tenant, &gone, -1);
+        count(batch, &next.tenant, &new, 1);
     }
 }
 
@@ -201,14 +223,22 @@ impl Deliveries {
         let mut batch = Batch::new();
         let mut claimed = Vec::new();
         let mut gaps = Taken::default();
+        // Rows this batch moves to waiting (a run behind a later head may
+        // take them), and rows runs took (their own due entries, later in
+        // this scan, are passed over).
+        let mut made_waiting: HashMap<(u64, u16), DeliveryRow> = HashMap::new();
+        let mut in_runs: HashSet<(u64, u16)> = HashSet::new();
         let mut unreadable = 0;
         // The due time of the first entry this claim leaves in the index.
         let mut first_left: Option<u64> = None;
         let last_examined = entries.last().map(|(due_at, _, _)| *due_at);
         for (((due_at, seq, sink), value), (index_key, _)) in entries.into_iter().zip(rows).zip(due) {
-            if claimed.len() == limit {
+            if claimed.len() >= limit {
                 first_left.get_or_insert(due_at);
                 break;
+            }
+            if in_runs.contains(&(seq, sink)) {
+                continue;
             }
             let value = match value {
                 Ok(value) => value,
@@ -238,16 +268,19 @@ impl Deliveries {
             if let Some(line) = &line
                 && !self.is_line_head(line, seq, &mut batch)?
             {
-                Core::move_row(&mut batch, &row, Some(&DeliveryRow { state: RowState::Waiting, ..row.clone() }));
+                let waiting = DeliveryRow { state: RowState::Waiting, ..row.clone() };
+                Core::move_row(&mut batch, &row, Some(&waiting));
+                made_waiting.insert((seq, sink), waiting);
                 continue;
             }
-            let state = match decide(&row) {
+            let decision = decide(&row);
+            let state = match decision {
                 ClaimDecision::Skip => {
                     first_left.get_or_insert(due_at);
                     continue;
                 }
                 ClaimDecision::Park(due_at) => RowState::Due { due_at },
-                ClaimDecision::Claim => RowState::Inflight { claimed_at: now_ms },
+                ClaimDecision::Claim | ClaimDecision::Run { .. } => RowState::Inflight { claimed_at: now_ms },
             };
             let mut next = DeliveryRow { state, ..row.clone() };
             // A line's head handed out names the dead hook skipped before
@@ -260,6 +293,16 @@ impl Deliveries {
             Core::move_row(&mut batch, &row, Some(&next));
             if matches!(next.state, RowState::Inflight { .. }) {
                 claimed.push(next);
+            }
+            if let (ClaimDecision::Run { rows, bytes }, Some(line)) = (decision, &line) {
+                let room = rows.min(limit.saturating_sub(claimed.len() - 1)).saturating_sub(1);
+                let budget = bytes.saturating_sub(row.bytes);
+                for behind in self.line_run(line, seq, room, budget, &made_waiting)? {
+                    let next = DeliveryRow { state: RowState::Inflight { claimed_at: now_ms }, ..behind.clone() };
+                    Core::move_row(&mut batch, &behind, Some(&next));
+                    in_runs.insert((next.seq, next.sink));
+                    claimed.push(next);
+                }
             }
         }
         if !batch.is_empty() {
@@ -543,10 +586,10 @@ impl Queue {
     }
 }
 
-/// Count `row` in (`sign` 1) or out of (-1) the counters of its state.
-fn count(batch: &mut Batch, row: &DeliveryRow, sign: i64) {
-    for kind in row.counted_as() {
+/// Count a row of `tenant` in (`sign` 1) or out of (-1) `kinds`.
+fn count(batch: &mut Batch, tenant: &str, kinds: &[&str], sign: i64) {
+    for kind in kinds {
         batch.add_counter(counter_key(None, kind), sign);
-        batch.add_counter(counter_key(Some(&row.tenant), kind), sign);
+        batch.add_counter(counter_key(Some(tenant), kind), sign);
     }
 }
