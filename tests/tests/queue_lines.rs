@@ -11,7 +11,7 @@ use ankusa::queue::{
     ClaimDecision, DeliveryRow, Entry, EntryOutcome, Envelope, LastFailure, Line, LineId, Queue, QueueConfig,
     QueueError, RowState,
 };
-use ankusa::store::Batch;
+use ankusa::store::{Batch, Faults};
 
 const NOW: u64 = 1_800_000_000_000;
 
@@ -49,6 +49,19 @@ fn claimed(queue: &Queue, at: u64) -> Vec<u64> {
 /// (seq, gap marker) of each row, in order.
 fn marks(rows: &[DeliveryRow]) -> Vec<(u64, Option<&str>)> {
     rows.iter().map(|r| (r.seq, r.previous_dead.as_deref())).collect()
+}
+
+/// A queue config whose store takes its faults from `faults`.
+fn faulty(faults: &Arc<Faults>) -> QueueConfig {
+    QueueConfig { store_faults: Some(faults.clone()), ..QueueConfig::default() }
+}
+
+/// What `op` gives while the store refuses every write.
+fn writes_refused<T>(faults: &Faults, op: impl FnOnce() -> T) -> T {
+    faults.fail_writes.store(true, std::sync::atomic::Ordering::Relaxed);
+    let result = op();
+    faults.fail_writes.store(false, std::sync::atomic::Ordering::Relaxed);
+    result
 }
 
 fn counter(queue: &Queue, kind: &str) -> i64 {
@@ -229,19 +242,15 @@ async fn lines_survive_a_restart_with_their_head_in_flight() {
 /// not handed out, however far the line had already moved.
 #[tokio::test]
 async fn a_failed_settle_write_leaves_its_line_as_it_was() {
-    use std::sync::atomic::Ordering;
     let dir = tempfile::tempdir().expect("dir");
-    let faults = Arc::new(ankusa::store::Faults::default());
-    let config = QueueConfig { store_faults: Some(faults.clone()), ..QueueConfig::default() };
-    let queue = Queue::open(dir.path(), config).expect("open");
+    let faults = Arc::new(Faults::default());
+    let queue = Queue::open(dir.path(), faulty(&faults)).expect("open");
     let seqs = enqueue(&queue, &[("k1", Some("k")), ("k2", Some("k")), ("k3", Some("k"))], false).await;
     assert_eq!(claimed(&queue, NOW), vec![seqs[0]]);
     queue.deliveries().complete(seqs[0], 0).expect("complete");
     assert_eq!(claimed(&queue, NOW), vec![seqs[1]], "the line has moved once");
 
-    faults.fail_writes.store(true, Ordering::Relaxed);
-    assert!(queue.deliveries().complete(seqs[1], 0).is_err(), "the settle is refused");
-    faults.fail_writes.store(false, Ordering::Relaxed);
+    assert!(writes_refused(&faults, || queue.deliveries().complete(seqs[1], 0)).is_err(), "the settle is refused");
     assert!(claimed(&queue, NOW).is_empty(), "k2 is still in flight: k3 is not handed out");
     queue.deliveries().complete(seqs[1], 0).expect("complete");
     assert_eq!(claimed(&queue, NOW), vec![seqs[2]]);
@@ -254,28 +263,25 @@ async fn a_failed_settle_write_leaves_its_line_as_it_was() {
 /// next claim. A held line released with nothing behind it does the same.
 #[tokio::test]
 async fn a_dead_hook_skipped_as_its_lines_last_row_is_named_by_the_keys_next_hook() {
-    use std::sync::atomic::Ordering;
     let dir = tempfile::tempdir().expect("dir");
-    let faults = Arc::new(ankusa::store::Faults::default());
-    let config = || QueueConfig { store_faults: Some(faults.clone()), ..QueueConfig::default() };
+    let faults = Arc::new(Faults::default());
     {
-        let queue = Queue::open(dir.path(), config()).expect("open");
+        let queue = Queue::open(dir.path(), faulty(&faults)).expect("open");
         let [k1] = enqueue(&queue, &[("k1", Some("k"))], false).await[..] else { panic!() };
         assert_eq!(claimed(&queue, NOW), vec![k1]);
         // The write that buries k1 and keeps its gap is refused: nothing of
         // it lands, and the bury done again keeps the gap.
-        faults.fail_writes.store(true, Ordering::Relaxed);
-        assert!(queue.deliveries().bury(k1, 0, NOW, "410", ErrorClass::Permanent).is_err(), "refused");
-        faults.fail_writes.store(false, Ordering::Relaxed);
+        assert!(
+            writes_refused(&faults, || queue.deliveries().bury(k1, 0, NOW, "410", ErrorClass::Permanent)).is_err(),
+            "refused"
+        );
         queue.deliveries().bury(k1, 0, NOW, "410", ErrorClass::Permanent).expect("bury");
         queue.close().await;
     }
-    let queue = Queue::open(dir.path(), config()).expect("reopen");
+    let queue = Queue::open(dir.path(), faulty(&faults)).expect("reopen");
     let seqs = enqueue(&queue, &[("k2", Some("k")), ("k3", Some("k")), ("j1", Some("j"))], false).await;
     let [k2, k3, j1] = seqs[..] else { panic!("{seqs:?}") };
-    faults.fail_writes.store(true, Ordering::Relaxed);
-    assert!(queue.deliveries().claim_due(NOW, 100).is_err(), "the claim is refused");
-    faults.fail_writes.store(false, Ordering::Relaxed);
+    assert!(writes_refused(&faults, || queue.deliveries().claim_due(NOW, 100)).is_err(), "the claim is refused");
     let next = queue.deliveries().claim_due(NOW, 100).expect("claim");
     assert_eq!(marks(&next), vec![(k2, Some("k1")), (j1, None)], "k's next hook names k1, j's names nothing");
     queue.deliveries().complete(k2, 0).expect("complete");
@@ -389,16 +395,12 @@ async fn a_run_is_its_heads_next_rows_in_order_within_its_bounds() {
 #[tokio::test]
 async fn a_run_put_back_behind_its_failed_row_goes_again_after_it() {
     use ankusa::queue::Settlement;
-    use std::sync::atomic::Ordering;
     let dir = tempfile::tempdir().expect("dir");
-    let faults = Arc::new(ankusa::store::Faults::default());
-    let config = QueueConfig { store_faults: Some(faults.clone()), ..QueueConfig::default() };
-    let queue = Queue::open(dir.path(), config).expect("open");
+    let faults = Arc::new(Faults::default());
+    let queue = Queue::open(dir.path(), faulty(&faults)).expect("open");
     let hooks = [("a1", Some("a")), ("a2", Some("a")), ("a3", Some("a")), ("a4", Some("a"))];
     let [a1, a2, a3, a4] = enqueue(&queue, &hooks, false).await[..] else { panic!() };
-    faults.fail_writes.store(true, Ordering::Relaxed);
-    assert!(claim_runs(&queue, NOW, 4, u64::MAX).is_err(), "the claim is refused");
-    faults.fail_writes.store(false, Ordering::Relaxed);
+    assert!(writes_refused(&faults, || claim_runs(&queue, NOW, 4, u64::MAX)).is_err(), "the claim is refused");
     assert_eq!(claimed_runs(&queue, NOW, 4, u64::MAX), vec![a1, a2, a3, a4], "the whole run, claimed again");
 
     // a2 fails: a3 and a4 (delivered or not) go back behind it.

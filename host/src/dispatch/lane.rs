@@ -10,7 +10,7 @@ use super::BreakerPolicy;
 use super::breaker::{Breaker, State as BreakerState, Transition};
 use crate::error_class::ErrorClass;
 use crate::queue::{DeliveryRow, Envelope};
-use crate::runtime::{Sink, Transform};
+use crate::runtime::{BatchLimits, Sink, Transform};
 use crate::source::ForwardHeaders;
 
 /// A sink key: deliveries to one sink of one source of one tenant.
@@ -121,6 +121,14 @@ pub(super) struct Lane {
     /// fails (a poison hook) must not be its sink's only probe: when the
     /// breaker may probe, it is passed over once, and another row probes.
     suspect: Option<RowId>,
+    /// Whether the sink its rows last went to batches, and within what:
+    /// unknown (`None`) until a row is queued here.
+    batching: Option<Option<BatchLimits>>,
+}
+
+/// A sink's bounds for one call, if it takes hooks a batch at a time.
+pub(super) fn batching(sink: &Sink) -> Option<BatchLimits> {
+    sink.batch().filter(|limits| limits.max_hooks > 1)
 }
 
 impl Lane {
@@ -148,6 +156,7 @@ impl Lane {
     /// Queue a claimed row; true if it is the only one waiting (the key
     /// joins the round-robin ring).
     pub fn push(&mut self, claimed: Claimed) -> bool {
+        self.batching = Some(batching(&claimed.target.sink));
         self.waiting.push_back(claimed);
         self.waiting.len() == 1
     }
@@ -170,7 +179,7 @@ impl Lane {
             return Offer::Busy;
         }
         let Some(first) = self.waiting.front() else { return Offer::Empty };
-        let taken = match first.target.sink.batch().filter(|limits| limits.max_hooks > 1) {
+        let taken = match batching(&first.target.sink) {
             // (A run met here was claimed while the sink batched: it goes
             // whole, one hook after another in one call.)
             None => take_batch(&mut self.waiting, 1, 0, |c| c.row.bytes, same_run),
@@ -191,6 +200,12 @@ impl Lane {
     /// Rows waiting for a slot.
     pub fn waiting(&self) -> usize {
         self.waiting.len()
+    }
+
+    /// Whether the key's sink batches, as its last queued row found it
+    /// (`None`: no row was queued here yet).
+    pub fn batching(&self) -> Option<Option<BatchLimits>> {
+        self.batching
     }
 
     pub fn has_waiting(&self) -> bool {

@@ -10,11 +10,12 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{Notify, mpsc};
 
-use super::lane::{Admit, Claimed, Lane, Offer, SinkKey, Target};
+use super::lane::{Admit, Claimed, Lane, Offer, SinkKey, Target, batching};
 use super::outcome::{Done, Report, RowDone};
 use super::{BreakerState, Breakers, DispatchConfig, Transition, attempt, settle, stalled};
 use crate::error_class::ErrorClass;
 use crate::queue::{ClaimDecision, Deliveries, DeliveryRow, Envelope, QueueError, now_ms};
+use crate::runtime::BatchLimits;
 use crate::source::Directory;
 
 pub(super) struct Scheduler {
@@ -265,13 +266,15 @@ impl Scheduler {
                 }
                 *taken += 1;
                 // A batching sink gets the rows behind an ordered head in
-                // the same call (a probe goes alone).
+                // the same call (a probe goes alone). Its lane knows
+                // whether it batches once a row was queued there.
                 let room = max_waiting.saturating_sub(lane.waiting() + *taken) + 1;
-                match (&admitted, row.line.is_some().then(|| batch_bounds(directory, &key)).flatten()) {
-                    (Admit::Claim, Some((rows, bytes))) if room > 1 => {
-                        ClaimDecision::Run { rows: rows.min(room), bytes }
-                    }
-                    _ => ClaimDecision::Claim,
+                if row.line.is_none() || room == 1 || !matches!(admitted, Admit::Claim) {
+                    return ClaimDecision::Claim;
+                }
+                match lane.batching().unwrap_or_else(|| sink_batching(directory, &key)) {
+                    Some(limits) => ClaimDecision::Run { rows: limits.max_hooks.min(room), bytes: limits.max_bytes },
+                    None => ClaimDecision::Claim,
                 }
             })?;
             if let Some(until) = parked_until {
@@ -459,13 +462,11 @@ fn sink_name(directory: &dyn Directory, key: &SinkKey) -> String {
         .unwrap_or_else(|| key.sink.to_string())
 }
 
-/// A batching sink's bounds for one call (hooks, body bytes), if the
-/// key's sink batches.
-fn batch_bounds(directory: &dyn Directory, key: &SinkKey) -> Option<(usize, u64)> {
+/// The bounds of the key's sink for one call, if it batches.
+fn sink_batching(directory: &dyn Directory, key: &SinkKey) -> Option<BatchLimits> {
     let source = directory.resolve(Some(&key.tenant), &key.source)?;
     let binding = source.sinks.iter().find(|b| b.index == key.sink)?;
-    let limits = binding.sink.batch().filter(|limits| limits.max_hooks > 1)?;
-    Some((limits.max_hooks, limits.max_bytes))
+    batching(&binding.sink)
 }
 
 /// Count a breaker transition under the sink's name.
