@@ -237,6 +237,27 @@ async fn lines_survive_a_restart_with_their_head_in_flight() {
     no_drift(&queue);
 }
 
+/// A node stopped in the middle of a run (its first row settled, the rest
+/// in flight) hands the rest out again after a restart, from the line's
+/// new head, in order, with the rows behind it.
+#[tokio::test]
+async fn a_run_in_flight_at_a_stop_goes_again_in_order_after_the_restart() {
+    let dir = tempfile::tempdir().expect("dir");
+    let hooks = [("r1", Some("r")), ("r2", Some("r")), ("r3", Some("r")), ("r4", Some("r")), ("r5", Some("r"))];
+    let seqs = {
+        let queue = Queue::open(dir.path(), QueueConfig::default()).expect("open");
+        let seqs = enqueue(&queue, &hooks, false).await;
+        assert_eq!(claimed_runs(&queue, NOW, 3, u64::MAX), seqs[..3].to_vec());
+        queue.deliveries().complete(seqs[0], 0).expect("complete");
+        queue.close().await;
+        seqs
+    };
+    let queue = Queue::open(dir.path(), QueueConfig::default()).expect("reopen");
+    assert_eq!(queue.recover_inflight(NOW).expect("recover"), 2);
+    assert_eq!(claimed_runs(&queue, NOW, 8, u64::MAX), seqs[1..].to_vec(), "r2 first, then the rest in order");
+    no_drift(&queue);
+}
+
 /// A settle whose write fails (the disk refuses it mid-drain) changes
 /// nothing of its line: the head stays in flight and the row behind it is
 /// not handed out, however far the line had already moved.
