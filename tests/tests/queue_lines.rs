@@ -463,3 +463,130 @@ async fn a_run_put_back_behind_its_failed_row_goes_again_after_it() {
     assert_eq!((counter(&queue, "pending"), counter(&queue, "inflight"), counter(&queue, "waiting")), (0, 0, 0));
     no_drift(&queue);
 }
+
+/// The row behind a head that leaves is claimed as it waits: named in
+/// memory, not rewritten due. A claim the store refuses leaves it named; a
+/// hook committed to its line meanwhile does not hand it out twice; named
+/// only in memory when the node stops, it is found again by the boot's
+/// walk of the lines.
+#[tokio::test]
+async fn a_head_moved_up_is_claimed_as_it_waits_and_found_again_after_a_stop() {
+    let dir = tempfile::tempdir().expect("dir");
+    let faults = Arc::new(Faults::default());
+    let [k3, k4] = {
+        let queue = Queue::open(dir.path(), faulty(&faults)).expect("open");
+        let [k1, k2, k3] = enqueue(&queue, &[("k1", Some("k")), ("k2", Some("k")), ("k3", Some("k"))], false).await[..]
+        else {
+            panic!()
+        };
+        assert_eq!(claimed(&queue, NOW), vec![k1]);
+        queue.deliveries().complete(k1, 0).expect("complete");
+        assert_eq!((counter(&queue, "pending"), counter(&queue, "waiting")), (2, 2), "k2 heads the line as it waits");
+        assert_eq!(queue.deliveries().next_due_at().expect("next due"), Some(0), "and can be claimed now");
+        no_drift(&queue);
+
+        assert!(writes_refused(&faults, || queue.deliveries().claim_due(NOW, 100)).is_err(), "the claim is refused");
+        let [k4] = enqueue(&queue, &[("k4", Some("k"))], false).await[..] else { panic!() };
+        let rows = queue.deliveries().claim_due(NOW, 100).expect("claim");
+        assert_eq!(rows.iter().map(|r| (r.seq, r.attempts)).collect::<Vec<_>>(), vec![(k2, 0)], "k2 once, alone");
+        assert!(claimed(&queue, NOW).is_empty(), "nothing more of the line while k2 is in flight");
+        queue.deliveries().complete(k2, 0).expect("complete");
+        queue.close().await;
+        [k3, k4]
+    };
+    let queue = Queue::open(dir.path(), QueueConfig::default()).expect("reopen");
+    assert_eq!(queue.recover_inflight(NOW).expect("recover"), 0);
+    assert_eq!(claimed(&queue, NOW), vec![k3], "k3, named only in memory at the stop, heads the line");
+    queue.deliveries().complete(k3, 0).expect("complete");
+    assert_eq!(claimed(&queue, NOW), vec![k4]);
+    queue.deliveries().complete(k4, 0).expect("complete");
+    assert_eq!((counter(&queue, "pending"), counter(&queue, "waiting"), counter(&queue, "inflight")), (0, 0, 0));
+    no_drift(&queue);
+}
+
+/// Random steps against a model of three keys: hooks committed, claims,
+/// completions, retries, skipped dead heads and restarts in any order.
+/// Every claim hands out, per key, only the oldest hook not yet done, and
+/// only while none of the key is in flight; in the end every hook is done
+/// and the counters agree with the rows.
+#[tokio::test]
+async fn lines_follow_a_model_through_random_steps_and_restarts() {
+    use std::collections::{BTreeSet, HashMap};
+    for seed in [7_u64, 1_234, 99_991] {
+        let dir = tempfile::tempdir().expect("dir");
+        let mut queue = Queue::open(dir.path(), QueueConfig::default()).expect("open");
+        let mut rng = seed;
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        // Per key: the seqs not yet done, and the one in flight.
+        let mut open: HashMap<String, BTreeSet<u64>> = HashMap::new();
+        let mut inflight: HashMap<String, u64> = HashMap::new();
+        let mut hooks = 0;
+        let check =
+            |rows: Vec<DeliveryRow>, open: &HashMap<String, BTreeSet<u64>>, inflight: &mut HashMap<String, u64>| {
+                for row in rows {
+                    let key = row.line.as_ref().expect("ordered").key.clone();
+                    assert!(
+                        !inflight.contains_key(&key),
+                        "seed {seed}: {key} handed out while {:?} is in flight",
+                        inflight[&key]
+                    );
+                    let oldest = open[&key].first().copied();
+                    assert_eq!(Some(row.seq), oldest, "seed {seed}: {key} hands out its oldest hook not done");
+                    inflight.insert(key, row.seq);
+                }
+            };
+        for _ in 0..400 {
+            match next() % 10 {
+                0..=2 => {
+                    let key = ["a", "b", "c"][(next() % 3) as usize];
+                    hooks += 1;
+                    let [seq] = enqueue(&queue, &[(&format!("h{hooks}"), Some(key))], false).await[..] else {
+                        panic!()
+                    };
+                    open.entry(key.to_string()).or_default().insert(seq);
+                }
+                3..=5 => check(queue.deliveries().claim_due(NOW, 100).expect("claim"), &open, &mut inflight),
+                step @ 6..=8 if !inflight.is_empty() => {
+                    let mut keys: Vec<String> = inflight.keys().cloned().collect();
+                    keys.sort();
+                    let key = keys[(next() % keys.len() as u64) as usize].clone();
+                    let seq = inflight.remove(&key).expect("in flight");
+                    let deliveries = queue.deliveries();
+                    match step {
+                        6 => deliveries.complete(seq, 0).expect("complete"),
+                        7 => deliveries
+                            .retry(seq, 0, NOW, LastFailure::new(ErrorClass::Transient, "503", NOW))
+                            .expect("retry"),
+                        _ => deliveries.bury(seq, 0, NOW, "410", ErrorClass::Permanent).expect("bury"),
+                    }
+                    if step != 7 {
+                        open.get_mut(&key).expect("key").remove(&seq);
+                    }
+                }
+                9 => {
+                    queue.close().await;
+                    queue = Queue::open(dir.path(), QueueConfig::default()).expect("reopen");
+                    queue.recover_inflight(NOW).expect("recover");
+                    inflight.clear();
+                }
+                _ => {}
+            }
+        }
+        let started = std::time::Instant::now();
+        while open.values().any(|seqs| !seqs.is_empty()) {
+            assert!(started.elapsed() < std::time::Duration::from_secs(20), "seed {seed}: stranded: {open:?}");
+            for (key, seq) in inflight.drain() {
+                queue.deliveries().complete(seq, 0).expect("complete");
+                open.get_mut(&key).expect("key").remove(&seq);
+            }
+            check(queue.deliveries().claim_due(NOW, 100).expect("claim"), &open, &mut inflight);
+        }
+        assert_eq!((counter(&queue, "pending"), counter(&queue, "waiting"), counter(&queue, "inflight")), (0, 0, 0));
+        no_drift(&queue);
+    }
+}

@@ -178,7 +178,8 @@ impl Metrics {
         registry.register(
             "queue_rows",
             "Delivery rows by state (from the store's counters): pending, scheduled, inflight, dead; waiting \
-             (pending behind their ordering key's head) and held (dead heads holding their key: one per held key)",
+             (pending rows of ordered keys waiting their turn: behind their key's head, or its head moved up \
+             and not yet claimed) and held (dead heads holding their key: one per held key)",
             queue_rows.clone(),
         );
         let oldest_due_age_seconds = Gauge::<f64, AtomicU64>::default();

@@ -1,10 +1,10 @@
-//! Where claims start: the due index's floor, each ordered line's floor,
-//! and the lines a commit wrote waiting rows to (looked at again by the
-//! next claim).
+//! Where claims start: the due index's floor, each ordered line's floor
+//! and the entries a walk read ahead of it, and the lines a commit wrote
+//! waiting rows to (looked at again by the next claim).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::store::keys::index::{self, LineId};
 use crate::store::{Batch, Cf, WriteOp};
@@ -27,11 +27,14 @@ use crate::store::{Batch, Cf, WriteOp};
 pub(crate) struct DueFloor {
     floor: AtomicU64,
     inserted: AtomicU64,
-    lines: Mutex<HashMap<LineId, u64>>,
+    lines: Mutex<HashMap<LineId, LineFloor>>,
     /// Lines a commit wrote waiting rows to, to be looked at by the next
     /// claim: a row written waiting behind a head that left meanwhile
     /// would wait for nothing.
     recheck: Mutex<HashSet<LineId>>,
+    /// The floors were forgotten because the store may have lost writes:
+    /// the next claim walks every line for a head that waits (see `ready`).
+    walk_lines: AtomicBool,
 }
 
 impl Default for DueFloor {
@@ -41,8 +44,19 @@ impl Default for DueFloor {
             inserted: AtomicU64::new(u64::MAX),
             lines: Default::default(),
             recheck: Default::default(),
+            walk_lines: AtomicBool::new(false),
         }
     }
+}
+
+/// What is known of one ordered line.
+#[derive(Debug)]
+struct LineFloor {
+    /// No live entry of the line is below it.
+    floor: u64,
+    /// The line's entries from the floor on, as far as a walk read them:
+    /// the next head is found among them without a seek (see `line_head`).
+    ahead: VecDeque<u64>,
 }
 
 /// Lines whose floors are kept at most; past it they are all forgotten
@@ -60,13 +74,24 @@ impl DueFloor {
             if let Some(due) = index::due_time(key) {
                 min = Some(min.map_or(due, |m: u64| m.min(due)));
             } else if value.as_slice() == index::WRITTEN_WAITING
-                && let Some((line, _)) = index::parse_line(key)
+                && let Some(entry) = index::parse_line(key)
             {
-                waiting.push(line);
+                waiting.push(entry);
             }
         }
         if !waiting.is_empty() {
-            self.recheck.lock().unwrap_or_else(|e| e.into_inner()).extend(waiting);
+            // An entry below one known ahead (a hook committed again under
+            // its old seq): what is known ahead is not all there is.
+            let mut lines = self.lines();
+            for (line, seq) in &waiting {
+                if let Some(known) = lines.get_mut(line)
+                    && known.ahead.back().is_some_and(|last| last > seq)
+                {
+                    known.ahead.clear();
+                }
+            }
+            drop(lines);
+            self.recheck.lock().unwrap_or_else(|e| e.into_inner()).extend(waiting.into_iter().map(|(line, _)| line));
         }
         if let Some(min) = min {
             self.inserted.fetch_min(min, Ordering::AcqRel);
@@ -93,6 +118,17 @@ impl DueFloor {
         self.inserted.store(u64::MAX, Ordering::Release);
         self.floor.store(0, Ordering::Release);
         self.lines.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.walk_lines.store(true, Ordering::Release);
+    }
+
+    /// Whether the lines are to be walked, taken.
+    pub(crate) fn take_walk(&self) -> bool {
+        self.walk_lines.swap(false, Ordering::AcqRel)
+    }
+
+    /// A walk of the lines failed: the next claim tries again.
+    pub(crate) fn walk_again(&self) {
+        self.walk_lines.store(true, Ordering::Release);
     }
 
     /// Lines whose look failed, to be looked at by the next claim.
@@ -105,27 +141,36 @@ impl DueFloor {
         self.recheck.lock().unwrap_or_else(|e| e.into_inner()).drain().collect()
     }
 
+    fn lines(&self) -> std::sync::MutexGuard<'_, HashMap<LineId, LineFloor>> {
+        self.lines.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// No live entry of `line` is below this seq, if known.
     pub(crate) fn line_floor(&self, line: &LineId) -> Option<u64> {
-        self.lines.lock().unwrap_or_else(|e| e.into_inner()).get(line).copied()
+        self.lines().get(line).map(|known| known.floor)
     }
 
     /// A live entry of `line` is at `seq` (a hook committed again under the
-    /// seq it was first logged with): the floor comes down to it.
+    /// seq it was first logged with): the floor comes down to it, and the
+    /// entries known above it are not all there is.
     pub(crate) fn lower_line(&self, line: &LineId, seq: u64) {
-        let mut lines = self.lines.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(floor) = lines.get_mut(line) {
-            *floor = (*floor).min(seq);
+        if let Some(known) = self.lines().get_mut(line)
+            && known.floor > seq
+        {
+            known.floor = seq;
+            known.ahead.clear();
         }
     }
 
     /// Whether `seq`, a live entry of `line`, is at or below the line's
     /// floor, and so its head; the floor comes down to it if it was above.
     pub(crate) fn heads_line(&self, line: &LineId, seq: u64) -> bool {
-        let mut lines = self.lines.lock().unwrap_or_else(|e| e.into_inner());
-        match lines.get_mut(line) {
-            Some(floor) if *floor >= seq => {
-                *floor = seq;
+        match self.lines().get_mut(line) {
+            Some(known) if known.floor >= seq => {
+                if known.floor > seq {
+                    known.floor = seq;
+                    known.ahead.clear();
+                }
                 true
             }
             _ => false,
@@ -134,14 +179,36 @@ impl DueFloor {
 
     /// No live entry of each line is below its seq any more.
     pub(crate) fn raise_lines(&self, floors: impl IntoIterator<Item = (LineId, u64)>) {
-        let mut lines = self.lines.lock().unwrap_or_else(|e| e.into_inner());
+        let mut lines = self.lines();
         for (line, seq) in floors {
             if lines.len() >= MAX_LINE_FLOORS && !lines.contains_key(&line) {
                 lines.clear();
             }
-            let floor = lines.entry(line).or_insert(seq);
-            *floor = (*floor).max(seq);
+            let known = lines.entry(line).or_insert(LineFloor { floor: seq, ahead: VecDeque::new() });
+            known.floor = known.floor.max(seq);
+            while known.ahead.front().is_some_and(|next| *next < known.floor) {
+                known.ahead.pop_front();
+            }
         }
+    }
+
+    /// The entries of `line` a walk from its floor read (`seqs`, in order,
+    /// the first at the floor): every entry from the floor up to the last
+    /// of them, as the store held them. Entries added later have greater
+    /// seqs (the writer assigns them in order), except a hook committed
+    /// again under an old seq, which lowers the floor and forgets these.
+    pub(crate) fn saw_ahead(&self, line: &LineId, from: u64, seqs: &[u64]) {
+        if let Some(known) = self.lines().get_mut(line)
+            && known.floor == from
+        {
+            known.ahead = seqs.iter().copied().filter(|seq| *seq >= from).collect();
+        }
+    }
+
+    /// The entries of `line` known from its floor on (see `saw_ahead`): the
+    /// first whose row is live is the line's head, unless none is.
+    pub(crate) fn ahead(&self, line: &LineId) -> Vec<u64> {
+        self.lines().get(line).map(|known| known.ahead.iter().copied().collect()).unwrap_or_default()
     }
 
     /// Where a read of the earliest due row may start.

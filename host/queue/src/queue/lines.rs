@@ -8,8 +8,9 @@
 //! - a head that retries stays the head, so the rows behind it wait
 //!   without spending their attempts;
 //! - when a head leaves its line (delivered, dead under `skip`, purged,
-//!   released), the next row is due at once, and carries the id of the
-//!   hook skipped before it, if one was;
+//!   released), the next row can be claimed at once: it stays `waiting`
+//!   and is named in memory (`ready`), or, when it must carry the id of
+//!   the hook skipped before it, is written due with that id;
 //! - a head dead under `hold` stays, and its line is held (`index::held`)
 //!   until a replay delivers it or an operator releases it;
 //! - rows of a run behind a row that did not get through are put back by
@@ -20,6 +21,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use super::ready::RowId;
 use super::rows::{DeliveryRow, Line, RowState};
 use super::{Core, DeadLetters, Queue, QueueError};
 use crate::store::keys::index::{self, LineId};
@@ -29,6 +31,9 @@ use crate::store::{Batch, Cf, Durability, Scan};
 /// Line entries read per step of a walk for a line's head, after the
 /// first step.
 const LINE_STEP: usize = 16;
+/// Entries a walk's first step reads past the rows leaving: the next
+/// heads of the line, kept in memory (`DueFloor::saw_ahead`).
+const READ_AHEAD: usize = 16;
 
 /// A row leaving its line in a batch being built.
 pub(super) struct Leaving {
@@ -48,13 +53,15 @@ struct LineLeft {
     skipped: Option<(u64, String)>,
 }
 
-/// What [`Core::promote_lines`] did: rows made due, and the floors the
-/// lines have and the gaps they keep once its batch is written.
+/// What [`Core::promote_lines`] did: rows that can be claimed now (made
+/// due, or named ready), and the floors the lines have, the gaps they keep
+/// and the heads named ready once its batch is written.
 #[derive(Default)]
 pub(super) struct Promoted {
     pub due: usize,
     pub floors: Vec<(LineId, u64)>,
     pub gaps: Vec<LineId>,
+    pub ready: Vec<RowId>,
 }
 
 /// A line stopped by its dead head.
@@ -78,16 +85,34 @@ impl Core {
         batch: &mut Batch,
     ) -> Result<Option<(u64, Option<DeliveryRow>)>, QueueError> {
         let prefix = index::line_prefix(line);
-        if let Some(known) = known {
-            self.due_floor.lower_line(line, known);
+        match known {
+            Some(known) => self.due_floor.lower_line(line, known),
+            // The entries a walk read ahead: the first not leaving whose
+            // row is in the line heads it, found without a seek.
+            // (One gone or out of line sends the walk, which drops it.)
+            None => {
+                let next = self.due_floor.ahead(line).into_iter().find(|seq| !leaving.contains(seq));
+                if let Some(seq) = next
+                    && let Some(row) = self.row_in_line(line, seq)?
+                {
+                    return Ok(Some((seq, Some(row))));
+                }
+            }
         }
+        let floor = self.due_floor.line_floor(line);
         let mut from = self.line_start(line, &prefix);
         // Past the floor, the head is nearly always the first entry, or
-        // the one after the rows leaving.
-        let mut step = leaving.len() + 1;
+        // the one after the rows leaving; a few more are read ahead for
+        // the next heads.
+        let mut step = leaving.len() + READ_AHEAD;
+        let mut first_step = true;
         loop {
             let entries =
                 self.store.scan(&Scan { cf: Cf::Index, from, to: prefix_end(&prefix), reverse: false, limit: step })?;
+            if let (Some(floor), true) = (floor, std::mem::take(&mut first_step)) {
+                let seqs: Vec<u64> = entries.iter().filter_map(|(key, _)| index::parse_line_seq(key)).collect();
+                self.due_floor.saw_ahead(line, floor, &seqs);
+            }
             for (key, _) in &entries {
                 let seq = index::parse_line_seq(key).ok_or_else(|| QueueError::Corrupt("line index key".into()))?;
                 if leaving.contains(&seq) {
@@ -204,6 +229,10 @@ impl Core {
         let mut due = 0;
         for line in &lines {
             let Some((_, Some(row))) = self.line_head(line, &HashSet::new(), None, &mut batch)? else { continue };
+            // A head named ready is claimed as it is.
+            if self.ready.names((row.seq, row.sink)) {
+                continue;
+            }
             due += usize::from(move_up_if_waiting(&mut batch, &row, now_ms));
         }
         if !batch.is_empty()
@@ -264,6 +293,7 @@ impl Core {
             }
         }
         let mut promoted = Promoted::default();
+        let mut room = self.ready.room();
         for LineLeft { line, leaving, skipped } in lines.into_values() {
             let Some((seq, Some(row))) = self.line_head(&line, &leaving, None, batch)? else {
                 // Empty once written: new rows come with higher seqs, and
@@ -280,6 +310,13 @@ impl Core {
             promoted.floors.push((line.clone(), seq));
             let previous_dead = skipped.as_ref().map(|(_, id)| id.clone()).or_else(|| row.previous_dead.clone());
             let next = match row.state {
+                // Nothing in the row changes: it stays as it is, named.
+                RowState::Waiting if previous_dead == row.previous_dead && room > 0 => {
+                    room -= 1;
+                    promoted.due += 1;
+                    promoted.ready.push((row.seq, row.sink));
+                    continue;
+                }
                 RowState::Waiting => {
                     promoted.due += 1;
                     DeliveryRow { state: RowState::Due { due_at: now_ms }, previous_dead, ..row.clone() }
@@ -310,20 +347,20 @@ impl Core {
     pub(super) fn lines_promoted(&self, promoted: Promoted) {
         self.due_floor.raise_lines(promoted.floors);
         self.gaps.note(promoted.gaps);
+        self.ready.add(promoted.ready);
     }
-}
 
-impl Queue {
-    /// On boot, with the inflight rows: a line whose head waits (a row
-    /// made to wait behind a head that is gone) is moved up. Returns how
-    /// many heads were made due.
-    pub fn recover_lines(&self, now_ms: u64) -> Result<usize, QueueError> {
-        let _serial = self.transitions.lock().unwrap_or_else(|e| e.into_inner());
+    /// Make every line's head that waits due at `now_ms`: on boot, and
+    /// after the store lost writes, when no head is known to be named
+    /// ready. Runs with the transitions lock held. Returns how many heads
+    /// were made due.
+    pub(super) fn walk_lines(&self, now_ms: u64) -> Result<usize, QueueError> {
+        self.ready.forget();
         let prefix = [index::LINE];
         let mut from = prefix.to_vec();
         let mut last_line: Option<LineId> = None;
         let mut batch = Batch::new();
-        let mut recovered = 0;
+        let mut moved = 0;
         loop {
             let entries =
                 self.store.scan(&Scan { cf: Cf::Index, from, to: prefix_end(&prefix), reverse: false, limit: 4096 })?;
@@ -332,22 +369,35 @@ impl Queue {
                 if last_line.as_ref() == Some(&line) {
                     continue;
                 }
-                last_line = Some(line.clone());
-                // The line's first entry: its head.
-                let Some(bytes) = self.store.get(Cf::Deliveries, &deliveries::row(seq, line.sink))? else { continue };
-                let Ok(row) = DeliveryRow::decode(seq, line.sink, &bytes) else { continue };
-                recovered += usize::from(move_up_if_waiting(&mut batch, &row, now_ms));
+                // The line's first entry whose row is in it: its head.
+                let Some(row) = self.row_in_line(&line, seq)? else { continue };
+                last_line = Some(line);
+                moved += usize::from(move_up_if_waiting(&mut batch, &row, now_ms));
             }
             match entries.last() {
                 Some((key, _)) if entries.len() == 4096 => from = keys::after(key),
                 _ => break,
             }
         }
-        if recovered > 0 {
-            tracing::warn!(lines = recovered, "ordered lines whose head was waiting were moved up");
+        if moved > 0 {
             self.write_rows(&batch, Durability::Synced)?;
+            self.stats.committed.notify_one();
         }
-        Ok(recovered)
+        Ok(moved)
+    }
+}
+
+impl Queue {
+    /// On boot, with the inflight rows: every line whose head waits (moved
+    /// up and named in memory only, or made to wait behind a head that is
+    /// gone) has it made due. Returns how many heads were made due.
+    pub fn recover_lines(&self, now_ms: u64) -> Result<usize, QueueError> {
+        let _serial = self.transitions.lock().unwrap_or_else(|e| e.into_inner());
+        let moved = self.walk_lines(now_ms)?;
+        if moved > 0 {
+            tracing::info!(lines = moved, "ordered lines' heads that waited are due");
+        }
+        Ok(moved)
     }
 }
 

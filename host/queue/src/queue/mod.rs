@@ -18,6 +18,7 @@
 //! [`crate::records::Records`]. Depends only on the store.
 
 mod archive;
+mod claim;
 pub mod codec;
 mod commit;
 mod damage;
@@ -42,6 +43,7 @@ mod pending;
 mod purge;
 mod quarantine;
 mod readiness;
+mod ready;
 mod recount;
 mod recovery;
 mod reply;
@@ -63,6 +65,7 @@ pub use archive::{Archived, archive_key_tenant};
 pub const DEFAULT_TENANT: &str = "default";
 
 pub use crate::store::keys::index::LineId;
+pub use claim::ClaimDecision;
 pub use damage::{named_keys, rebuild_index};
 pub use dlq::{DeadEntry, DeadPage, DeadQuery, MAX_EXAMINED, SinkSelector};
 pub use durability::{DurabilityError, SinkDurability, SourceDurability, WalMode, check_durable, validate_config};
@@ -83,7 +86,7 @@ pub use settings::{
     ArchiveSettings, Clock, DEFAULT_DEDUPE_TTL_MS, DEFAULT_DISK_RESERVE_BYTES, DedupeSettings, QueueConfig,
     TenantsSettings, WalSettings,
 };
-pub use transitions::{ClaimDecision, FinalOutcome, OutcomeLog, Settlement};
+pub use transitions::{FinalOutcome, OutcomeLog, Settlement};
 
 use crate::store::keys::{counters, hooks};
 use crate::store::{Cf, Scan, Store};
@@ -152,7 +155,8 @@ pub struct CommitStats {
 }
 
 /// The kinds of counters kept per tenant and per node.
-/// `waiting` counts the pending rows behind their ordering key's head,
+/// `waiting` counts the pending rows of ordered keys waiting their turn
+/// (behind their key's head, or its head moved up and not yet claimed),
 /// `held` the dead heads that hold their key's line.
 pub const COUNTER_KINDS: [&str; 8] =
     ["pending", "scheduled", "inflight", "dead", "bytes", "dedupe_keys", "waiting", "held"];
@@ -188,6 +192,9 @@ pub struct Core {
     due_floor: Arc<due_floor::DueFloor>,
     /// Ordered lines that may keep a skipped hook's id (see `gaps`).
     gaps: gaps::Gaps,
+    /// Ordered lines' heads moved up and claimable, named in memory (see
+    /// `ready`).
+    ready: ready::ReadyHeads,
     /// Told of final outcomes once written (`fleet`: for takeovers).
     outcome_log: std::sync::OnceLock<Arc<dyn OutcomeLog>>,
     /// No due rows are handed out (see `pause_claims`).

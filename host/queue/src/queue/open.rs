@@ -102,6 +102,7 @@ impl Queue {
             pen: std::sync::Mutex::new(()),
             due_floor,
             gaps,
+            ready: Default::default(),
         };
         Ok(Queue { core: Arc::new(core), recovery: Some(recovery), writer_thread: Some(spawned.thread) })
     }

@@ -6,10 +6,11 @@
 //!                   │  ├──retry──▶ due (at a later time)
 //!                   │  └──bury───▶ dead
 //!                   └──(boot) recover──▶ due (now)
-//! due ──claim, behind its line's head──▶ waiting ──head leaves──▶ due
+//! due ──claim, behind its line's head──▶ waiting ──head leaves──▶ (named ready) ──claim──▶ inflight
 //! ```
 //!
-//! (Waiting rows are those of ordered bindings: see `lines`.)
+//! (Waiting rows are those of ordered bindings: see `lines`; claims are in
+//! `claim`.)
 //!
 //! Each transition is one batch: the row, its old index entry out, its new
 //! index entry in, and the counters that count them. Transitions are
@@ -20,31 +21,12 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::gaps::Taken;
 use super::lines::{Leaving, Promoted};
 use super::rows::{DeliveryRow, LastFailure, RowState};
 use super::{Core, DeadLetters, Deliveries, Queue, QueueError, counter_key};
 use crate::error_class::ErrorClass;
 use crate::store::keys::{self, counters, deliveries, hooks, index, prefix_end};
-use crate::store::{Batch, Cf, Durability, Scan, StoreError};
-
-/// What dispatch makes of a due row it is offered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ClaimDecision {
-    Claim,
-    /// Leave it due where it is.
-    Skip,
-    /// Due again at this time, attempts unchanged.
-    Park(u64),
-    /// Claim it and, if it heads an ordered line, the rows after it in
-    /// that line, up to `rows` in all and `bytes` of bodies (at least the
-    /// head): a batching sink's batch of one key, in order. The run comes
-    /// back in seq order, right after its head.
-    Run {
-        rows: usize,
-        bytes: u64,
-    },
-}
+use crate::store::{Batch, Cf, Durability, Scan};
 
 /// What an attempt's outcome does to its claimed row.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -172,153 +154,6 @@ impl Core {
 }
 
 impl Deliveries {
-    /// Claim up to `limit` rows due at or before `now_ms`, oldest due first.
-    pub fn claim_due(&self, now_ms: u64, limit: usize) -> Result<Vec<DeliveryRow>, QueueError> {
-        self.claim_due_with(now_ms, limit, limit, |_| ClaimDecision::Claim)
-    }
-
-    /// Claim due rows, oldest due first, letting `decide` judge each: claim
-    /// it, skip it (it stays due where it is: its sink has no room now), or
-    /// park it until a later time (its sink's breaker is open). Examines at
-    /// most `examine` due rows; claims at most `limit`; one batch.
-    pub fn claim_due_with(
-        &self,
-        now_ms: u64,
-        limit: usize,
-        examine: usize,
-        mut decide: impl FnMut(&DeliveryRow) -> ClaimDecision,
-    ) -> Result<Vec<DeliveryRow>, QueueError> {
-        if !self.claims_open() {
-            return Ok(Vec::new());
-        }
-        let _serial = self.transitions.lock().unwrap_or_else(|e| e.into_inner());
-        self.repair_index_if_damaged()?;
-        // Rows committed waiting behind a head that left meanwhile are due.
-        self.recheck_lines(now_ms)?;
-        let scan_due = |start: u64| {
-            self.store.scan(&Scan {
-                cf: Cf::Index,
-                from: index::due_from(start),
-                to: Some(index::due_from(now_ms.saturating_add(1))),
-                reverse: false,
-                limit: examine.max(limit),
-            })
-        };
-        let mut start = self.due_floor.start();
-        let mut due = scan_due(start)?;
-        // Damage met by this very scan: the entries it passed over are
-        // back once the index is rebuilt.
-        if self.repair_index_if_damaged()? {
-            start = self.due_floor.start();
-            due = scan_due(start)?;
-        }
-        let examined_all = due.len() < examine.max(limit);
-        // (due_at, seq, sink) of each entry, read once.
-        let entries: Vec<(u64, u64, u16)> = due
-            .iter()
-            .map(|(key, _)| index::parse_due(key).ok_or_else(|| QueueError::Corrupt("due index key".into())))
-            .collect::<Result<_, _>>()?;
-        let keys: Vec<Vec<u8>> = entries.iter().map(|(_, seq, sink)| deliveries::row(*seq, *sink)).collect();
-        let rows = self.store.multi_get_each(Cf::Deliveries, &keys)?;
-        let mut batch = Batch::new();
-        let mut claimed = Vec::new();
-        let mut gaps = Taken::default();
-        // Rows this batch moves to waiting (a run behind a later head may
-        // take them), and rows runs took (their own due entries, later in
-        // this scan, are passed over).
-        let mut made_waiting: HashMap<(u64, u16), DeliveryRow> = HashMap::new();
-        let mut in_runs: HashSet<(u64, u16)> = HashSet::new();
-        let mut unreadable = 0;
-        // The due time of the first entry this claim leaves in the index.
-        let mut first_left: Option<u64> = None;
-        let last_examined = entries.last().map(|(due_at, _, _)| *due_at);
-        for (((due_at, seq, sink), value), (index_key, _)) in entries.into_iter().zip(rows).zip(due) {
-            if claimed.len() >= limit {
-                first_left.get_or_insert(due_at);
-                break;
-            }
-            if in_runs.contains(&(seq, sink)) {
-                continue;
-            }
-            let value = match value {
-                Ok(value) => value,
-                Err(StoreError::Corruption { reason, .. }) => {
-                    self.bury_unreadable_row(&mut batch, seq, sink, index_key, &reason);
-                    unreadable += 1;
-                    continue;
-                }
-                Err(e) => return Err(e.into()),
-            };
-            let Some(bytes) = value else {
-                tracing::warn!(seq, sink, "due index entry without a row; dropping it");
-                batch.delete(Cf::Index, index_key);
-                continue;
-            };
-            let row = DeliveryRow::decode(seq, sink, &bytes)
-                .map_err(|e| QueueError::Corrupt(format!("row {seq}/{sink}: {e}")))?;
-            // An entry its row does not agree with would hand the row out
-            // twice; the row's own state decides.
-            if row.state != (RowState::Due { due_at }) {
-                tracing::warn!(seq, sink, "due index entry its row does not agree with; dropping it");
-                batch.delete(Cf::Index, index_key);
-                continue;
-            }
-            // A row behind its line's head waits for it, out of the due index.
-            let line = row.line_id();
-            if let Some(line) = &line
-                && !self.is_line_head(line, seq, &mut batch)?
-            {
-                let waiting = DeliveryRow { state: RowState::Waiting, ..row.clone() };
-                Core::move_row(&mut batch, &row, Some(&waiting));
-                made_waiting.insert((seq, sink), waiting);
-                continue;
-            }
-            let decision = decide(&row);
-            let state = match decision {
-                ClaimDecision::Skip => {
-                    first_left.get_or_insert(due_at);
-                    continue;
-                }
-                ClaimDecision::Park(due_at) => RowState::Due { due_at },
-                ClaimDecision::Claim | ClaimDecision::Run { .. } => RowState::Inflight { claimed_at: now_ms },
-            };
-            let mut next = DeliveryRow { state, ..row.clone() };
-            // A line's head handed out names the dead hook skipped before
-            // it when the line was empty.
-            if let (RowState::Inflight { .. }, Some(line)) = (&next.state, &line)
-                && let Some(dead) = self.take_gap(line, &mut batch, &mut gaps)?
-            {
-                next.previous_dead.get_or_insert(dead);
-            }
-            Core::move_row(&mut batch, &row, Some(&next));
-            if matches!(next.state, RowState::Inflight { .. }) {
-                claimed.push(next);
-            }
-            if let (ClaimDecision::Run { rows, bytes }, Some(line)) = (decision, &line) {
-                let room = rows.min(limit.saturating_sub(claimed.len() - 1)).saturating_sub(1);
-                let budget = bytes.saturating_sub(row.bytes);
-                for behind in self.line_run(line, seq, room, budget, &made_waiting)? {
-                    let next = DeliveryRow { state: RowState::Inflight { claimed_at: now_ms }, ..behind.clone() };
-                    Core::move_row(&mut batch, &behind, Some(&next));
-                    in_runs.insert((next.seq, next.sink));
-                    claimed.push(next);
-                }
-            }
-        }
-        if !batch.is_empty() {
-            self.write_rows(&batch, Durability::Buffered)?;
-        }
-        self.gaps_taken(gaps);
-        if unreadable > 0 {
-            tracing::warn!(rows = unreadable, "delivery rows damaged in the store were dead-lettered as faults");
-        }
-        // Entries past what this claim examined may be due too: the floor
-        // moves only as far as the claim saw.
-        let seen_to = if examined_all { now_ms.saturating_add(1) } else { last_examined.unwrap_or(start) };
-        self.due_floor.advance(first_left.unwrap_or(seen_to).min(seen_to));
-        Ok(claimed)
-    }
-
     /// The row was delivered: it goes, and the hook with its last row.
     pub fn complete(&self, seq: u64, sink: u16) -> Result<(), QueueError> {
         self.settle(&[(seq, sink, Settlement::Complete)])
@@ -346,6 +181,10 @@ impl Deliveries {
         // Paused: nothing is due, so dispatch sleeps until it is woken.
         if !self.claims_open() {
             return Ok(None);
+        }
+        // Lines' heads named ready can be claimed now.
+        if !self.ready.is_empty() {
+            return Ok(Some(0));
         }
         let from = index::due_from(self.due_floor.peek());
         let to = prefix_end(&[index::DUE]);
