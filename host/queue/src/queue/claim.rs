@@ -251,6 +251,9 @@ impl Deliveries {
         decide: &mut impl FnMut(&DeliveryRow) -> ClaimDecision,
     ) -> Result<(usize, HashSet<RowId>), QueueError> {
         let ids = self.ready.look(examine);
+        if ids.is_empty() {
+            return Ok((0, HashSet::new()));
+        }
         let keys: Vec<Vec<u8>> = ids.iter().map(|(seq, sink)| deliveries::row(*seq, *sink)).collect();
         let rows = self.store.multi_get_each(Cf::Deliveries, &keys)?;
         let mut done = HashSet::new();

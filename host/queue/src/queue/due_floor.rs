@@ -201,14 +201,14 @@ impl DueFloor {
         if let Some(known) = self.lines().get_mut(line)
             && known.floor == from
         {
-            known.ahead = seqs.iter().copied().filter(|seq| *seq >= from).collect();
+            known.ahead = seqs.iter().copied().collect();
         }
     }
 
-    /// The entries of `line` known from its floor on (see `saw_ahead`): the
-    /// first whose row is live is the line's head, unless none is.
-    pub(crate) fn ahead(&self, line: &LineId) -> Vec<u64> {
-        self.lines().get(line).map(|known| known.ahead.iter().copied().collect()).unwrap_or_default()
+    /// The first entry of `line` known from its floor on (see `saw_ahead`)
+    /// that is not `leaving`: the line's head if its row is live.
+    pub(crate) fn next_ahead(&self, line: &LineId, leaving: &HashSet<u64>) -> Option<u64> {
+        self.lines().get(line)?.ahead.iter().copied().find(|seq| !leaving.contains(seq))
     }
 
     /// Where a read of the earliest due row may start.

@@ -91,8 +91,7 @@ impl Core {
             // row is in the line heads it, found without a seek.
             // (One gone or out of line sends the walk, which drops it.)
             None => {
-                let next = self.due_floor.ahead(line).into_iter().find(|seq| !leaving.contains(seq));
-                if let Some(seq) = next
+                if let Some(seq) = self.due_floor.next_ahead(line, leaving)
                     && let Some(row) = self.row_in_line(line, seq)?
                 {
                     return Ok(Some((seq, Some(row))));
@@ -100,7 +99,7 @@ impl Core {
             }
         }
         let floor = self.due_floor.line_floor(line);
-        let mut from = self.line_start(line, &prefix);
+        let mut from = line_start(line, &prefix, floor);
         // Past the floor, the head is nearly always the first entry, or
         // the one after the rows leaving; a few more are read ahead for
         // the next heads.
@@ -210,7 +209,7 @@ impl Core {
     /// either way: see `recheck_lines`.
     pub(super) fn line_occupied(&self, line: &LineId) -> Result<bool, QueueError> {
         let prefix = index::line_prefix(line);
-        let from = self.line_start(line, &prefix);
+        let from = line_start(line, &prefix, self.due_floor.line_floor(line));
         let found =
             self.store.scan(&Scan { cf: Cf::Index, from, to: prefix_end(&prefix), reverse: false, limit: 1 })?;
         Ok(!found.is_empty())
@@ -243,12 +242,6 @@ impl Core {
             return Err(e);
         }
         Ok(due)
-    }
-
-    /// Where a walk of `line` starts: past the tombstones its delivered
-    /// rows left, when its floor is known.
-    fn line_start(&self, line: &LineId, prefix: &[u8]) -> Vec<u8> {
-        self.due_floor.line_floor(line).map_or_else(|| prefix.to_vec(), |floor| index::line(line, floor))
     }
 
     /// The row `seq` of `line`, if it exists and is in it (a row damaged
@@ -463,4 +456,10 @@ fn move_up_if_waiting(batch: &mut Batch, head: &DeliveryRow, now_ms: u64) -> boo
 /// The dead head's seq a held entry keeps.
 fn held_seq(value: &[u8]) -> Result<u64, QueueError> {
     value.try_into().map(u64::from_be_bytes).map_err(|_| QueueError::Corrupt("held line value".into()))
+}
+
+/// Where a walk of `line` starts: past the tombstones its delivered rows
+/// left, when its `floor` is known.
+fn line_start(line: &LineId, prefix: &[u8], floor: Option<u64>) -> Vec<u8> {
+    floor.map_or_else(|| prefix.to_vec(), |floor| index::line(line, floor))
 }
