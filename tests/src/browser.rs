@@ -38,6 +38,12 @@ pub fn screenshot_dir() -> PathBuf {
 impl Browser {
     /// A browser window of `width` x `height`.
     pub async fn start(width: u32, height: u32) -> Browser {
+        Browser::start_with(width, height, &[]).await
+    }
+
+    /// A browser window of `width` x `height`, Chromium given `args` too
+    /// (`--host-resolver-rules=...`: names that resolve where a test says).
+    pub async fn start_with(width: u32, height: u32, args: &[&str]) -> Browser {
         for program in [CHROMIUM, CHROMEDRIVER] {
             assert!(
                 std::path::Path::new(program).exists(),
@@ -54,12 +60,19 @@ impl Browser {
             .stderr(Stdio::null())
             .spawn()
             .expect("start chromedriver");
+        let mut chromium_args: Vec<String> =
+            ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
+                .into_iter()
+                .map(str::to_string)
+                .collect();
+        chromium_args.push(format!("--window-size={width},{height}"));
+        chromium_args.push("--hide-scrollbars".into());
+        chromium_args.extend(args.iter().map(|a| a.to_string()));
         let capabilities = json!({
             "browserName": "chrome",
             "goog:chromeOptions": {
                 "binary": CHROMIUM,
-                "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                         format!("--window-size={width},{height}"), "--hide-scrollbars"],
+                "args": chromium_args,
             },
         });
         let Value::Object(capabilities) = capabilities else { unreachable!("an object literal") };

@@ -325,3 +325,41 @@ async fn phone_width(browser: &Browser, console: &str) {
         browser.screenshot(name).await;
     }
 }
+
+/// A tokenless node's console works in Chromium under the loopback name it
+/// listens on; under a name rebound to 127.0.0.1 (Chromium resolves
+/// `evil.example` there, as a rebinding attacker's DNS would) neither the
+/// console nor the API behind it answers, and that page cannot read the
+/// API from the loopback origin either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebound_name_reaches_nothing_and_the_console_still_works_without_a_token() {
+    let dir = tempfile::tempdir().expect("dir");
+    let config = write_config(dir.path(), "sinks:\n  log: {component: log}\nsources:\n  orders: {sinks: [log]}\n");
+    let node = RunningNode::start(&config, &dir.path().join("data"), &[]).await;
+    for _ in 0..3 {
+        assert_eq!(node.post_hook("orders", &[], "{}").await.0, 201);
+    }
+    let browser = Browser::start_with(1280, 900, &["--host-resolver-rules=MAP evil.example 127.0.0.1"]).await;
+    let port = node.admin.port();
+    browser.goto(&format!("http://127.0.0.1:{port}/console/")).await;
+    browser.until("the overview, no sign-in", "document.querySelector('#page h1')?.textContent === 'Overview'").await;
+    let stat = "document.querySelector('[data-stat=accepted] .value')?.textContent";
+    browser.until("3 accepted", &format!("{stat} === '3'")).await;
+    browser.screenshot("tokenless-overview").await;
+
+    browser.goto(&format!("http://evil.example:{port}/console/")).await;
+    let page = browser.js("return document.body.innerText").await;
+    assert!(page.to_string().contains("host_not_allowed"), "the rebound name is refused: {page}");
+    browser
+        .js("fetch('/v1/config').then(r => r.status, () => 'failed').then(s => window.__status = s); return null;")
+        .await;
+    browser.until("the same-name fetch's answer", "window.__status !== undefined").await;
+    assert_eq!(browser.js("return window.__status").await, json!(403), "the API refuses it too");
+    browser.js(&format!(
+        "fetch('http://127.0.0.1:{port}/v1/config').then(r => r.text(), () => 'blocked').then(t => window.__cross = t); return null;"
+    ))
+    .await;
+    browser.until("the cross-origin fetch's end", "window.__cross !== undefined").await;
+    assert_eq!(browser.js("return window.__cross").await, json!("blocked"), "no CORS: the body is never read");
+    browser.close().await;
+}

@@ -304,6 +304,19 @@ async fn an_oversized_head_is_refused_431_a_long_line_414_and_a_large_head_withi
     assert!(answer.starts_with("HTTP/1.1 414"), "{answer}");
     assert!(queue.hooks(0, 10).expect("hooks").is_empty(), "nothing was stored");
 
+    // More header fields than hyper reads: a typed 431, counted.
+    let fields: String = (0..150).map(|i| format!("x-{i}: v\r\n")).collect();
+    let many = format!("POST /webhooks/github HTTP/1.1\r\nhost: x\r\n{fields}content-length: 2\r\n\r\n{{}}");
+    let answer = raw_while_sending(node.addr, many.into_bytes(), wait).await;
+    assert!(answer.starts_with("HTTP/1.1 431") && answer.contains("too_many_headers"), "{answer}");
+    // A length no body can have: 413, like a body over the limit.
+    let endless = format!("POST /webhooks/github HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n{{}}", u64::MAX);
+    let answer = raw_while_sending(node.addr, endless.into_bytes(), wait).await;
+    assert!(answer.starts_with("HTTP/1.1 413") && answer.contains("payload_too_large"), "{answer}");
+    assert!(queue.hooks(0, 10).expect("hooks").is_empty(), "nothing was stored");
+    let metrics = ankusa::metrics::metrics().encode();
+    assert!(metrics.contains("ankusa_ingest_requests_total{outcome=\"too_many_headers\"}"), "{metrics}");
+
     // 60 KiB of headers fits the 64 KiB default and is stored with the hook.
     let mut large = b"POST /webhooks/github HTTP/1.1\r\nhost: x\r\n".to_vec();
     for i in 0..60 {

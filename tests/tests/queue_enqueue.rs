@@ -195,6 +195,27 @@ async fn dedupe_is_scoped_by_tenant_and_long_keys_are_hashed() {
     assert_eq!(stored.dedupe_key.as_deref(), Some(long.as_str()), "the envelope keeps the provider's key");
 }
 
+/// A long key and a short key that is literally the text long keys are
+/// stored as (`sha256:<hex>`) are two keys, in either order.
+#[tokio::test]
+async fn a_long_key_and_the_text_of_its_digest_never_collide() {
+    let long = "k".repeat(500);
+    let literal = format!("sha256:{}", ankusa::digest::sha256_hex(long.as_bytes()));
+    for (first, second) in [(&long, &literal), (&literal, &long)] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let queue = Queue::open(dir.path(), QueueConfig::default()).expect("open");
+        let a = queue.intake().enqueue(vec![entry("a", "acme", Some(first))], None).await.expect("enqueue");
+        let b = queue.intake().enqueue(vec![entry("b", "acme", Some(second))], None).await.expect("enqueue");
+        assert!(matches!(&a[0], EntryOutcome::Committed(_)), "{a:?}");
+        assert!(matches!(&b[0], EntryOutcome::Committed(_)), "the second is a hook of its own: {b:?}");
+        for (key, original) in [(first, "a"), (second, "b")] {
+            let again = queue.intake().enqueue(vec![entry("again", "acme", Some(key))], None).await.expect("enqueue");
+            assert!(matches!(&again[0], EntryOutcome::Duplicate(e) if e.id == original), "{again:?}");
+        }
+        queue.close().await;
+    }
+}
+
 /// A waiter per entry: each hears its own entry's outcome, and an entry
 /// whose waiter has left is committed all the same.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

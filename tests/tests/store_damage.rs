@@ -1,23 +1,32 @@
 //! A damaged block in each column family of the store, contained and
-//! loud. For each family the store is filled by a running node (hooks with
-//! dedupe keys, the archive, the quarantine pen, runtime sources), stopped,
-//! and one byte of the first data block of that family's largest table
-//! file is flipped. Started again, the node delivers every hook it can
-//! read, dead-letters as `fault` what it cannot, tells the damage once at
-//! ERROR and in `ankusa_store_corruption_total{family}`, never repeats a
-//! log line in a loop, and answers `/ready` 503 (`store_damaged`) until
-//! the damage is repaired: by the node itself for the families derived
-//! from the rows (index, counters), else by `ankusa store verify --repair`
-//! with the node stopped, after which it is ready again.
+//! loud, and repaired without losing anything that could be read. For
+//! each family the store is filled by a running node (hooks with dedupe
+//! keys, the archive, the quarantine pen, runtime sources), stopped, and
+//! one byte of a data block of that family's largest table file is
+//! flipped. Started again, the node delivers every hook it can read,
+//! dead-letters as `fault` what it cannot, tells the damage once at ERROR
+//! and in `ankusa_store_corruption_total{family}`, never repeats a log
+//! line in a loop, and answers `/ready` 503 (`store_damaged`) until the
+//! damage is repaired: by the node itself for the families derived from
+//! the rows (index, counters), else by `ankusa store verify --repair` with
+//! the node stopped, after which it is ready again.
+//!
+//! Judged per hook and per key: a DLQ replay before the repair and
+//! another after it deliver every hook whose body can be read, each once
+//! (a hook is delivered again only where its retry was taken anew because
+//! its dedupe key could not be read, or an archive replay sent it again);
+//! every dedupe key that answered a retry as a duplicate before the
+//! repair still does after it, and so does every key written again over
+//! a damaged copy; the repair names the damaged range exactly.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 use ankusa::store::{RocksStore, Store, StoreOptions};
 use ankusa_tests::ankusa_bin;
-use ankusa_tests::binary::{RunningNode, write_config};
+use ankusa_tests::binary::{RunningNode, eventually, write_config};
 use ankusa_tests::receiver::{Receiver, Reply};
 use serde_json::json;
 
@@ -82,8 +91,19 @@ async fn fill(dir: &Path, receiver: &Receiver) {
     assert!(status.success());
 }
 
-/// Flip a byte of the first data block of `family`'s largest table file.
-fn damage(store: &Path, family: &str) -> String {
+/// Where in a table file the byte flipped lies.
+#[derive(Clone, Copy)]
+enum Block {
+    /// The first data block.
+    First,
+    /// The block at this share of the file (before the index and filter
+    /// at its end): in the dedupe family, past the expiry entries, among
+    /// the live keys.
+    At(f64),
+}
+
+/// Flip a byte of a data block of `family`'s largest table file.
+fn damage(store: &Path, family: &str, block: Block) -> String {
     let opened = RocksStore::open(&StoreOptions::new(store)).expect("open the stopped store");
     opened.flush().expect("flush");
     let file = opened
@@ -96,7 +116,11 @@ fn damage(store: &Path, family: &str) -> String {
         .unwrap_or_else(|| panic!("the {family} family has a table file"));
     drop(opened);
     let mut bytes = std::fs::read(&file).expect("read the table file");
-    bytes[20] ^= 0xff;
+    let at = match block {
+        Block::First => 20,
+        Block::At(share) => (bytes.len() as f64 * share) as usize,
+    };
+    bytes[at] ^= 0xff;
     std::fs::write(&file, bytes).expect("damage the table file");
     file.file_name().and_then(|n| n.to_str()).expect("file name").to_string()
 }
@@ -119,13 +143,54 @@ fn repeats(log: &str) -> BTreeMap<String, usize> {
     seen
 }
 
+/// How many times the receiver got each hook, by its `n`.
+fn deliveries_of(receiver: &Receiver) -> HashMap<u64, usize> {
+    let mut counts = HashMap::new();
+    for received in receiver.received() {
+        if let Some(n) = serde_json::from_slice::<serde_json::Value>(&received.body).ok().and_then(|b| b["n"].as_u64())
+        {
+            *counts.entry(n).or_default() += 1;
+        }
+    }
+    counts
+}
+
 /// The hooks' `n` the receiver got (each counted once).
 fn delivered(receiver: &Receiver) -> HashSet<u64> {
-    receiver
-        .received()
-        .iter()
-        .filter_map(|r| serde_json::from_slice::<serde_json::Value>(&r.body).ok()?["n"].as_u64())
-        .collect()
+    deliveries_of(receiver).into_keys().collect()
+}
+
+/// Retry every filled hook with its dedupe key: the `n` of those taken
+/// anew (their key could not be read; it is written again).
+async fn retry_every_key(node: &RunningNode) -> Vec<u64> {
+    let mut anew = Vec::new();
+    for n in 0..HOOKS {
+        let key = format!("key-{n}");
+        let (status, answer) = node.post_hook("demo", &[("idempotency-key", &key)], &body(n)).await;
+        assert_eq!(status, 201, "a retry is taken, as a duplicate or anew: {answer}");
+        if answer["duplicate"] != json!(true) {
+            anew.push(n as u64);
+        }
+    }
+    anew
+}
+
+/// Replay the DLQ and wait until nothing is left to deliver.
+async fn replay_dead(node: &RunningNode, id: &str) {
+    let (status, job) = node.admin("POST", "/v1/replays", Some(json!({"id": id, "kind": "dlq"})), None).await;
+    assert_eq!(status, 201, "{job}");
+    settle(node, &format!("the replay {id}")).await;
+}
+
+/// Wait until every replay is done and nothing is pending or in flight.
+async fn settle(node: &RunningNode, what: &str) {
+    eventually(what, Duration::from_secs(60), async || {
+        let (_, jobs) = node.admin("GET", "/v1/replays", None, None).await;
+        let replaying = jobs.as_array().into_iter().flatten().any(|j| j["state"] != "done");
+        let (_, usage) = node.admin("GET", "/v1/tenants/default/usage", None, None).await;
+        !replaying && usage["pending"] == 0 && usage["inflight"] == 0 && usage["scheduled"] == 0
+    })
+    .await;
 }
 
 async fn dead_faults(node: &RunningNode) -> Vec<serde_json::Value> {
@@ -133,38 +198,31 @@ async fn dead_faults(node: &RunningNode) -> Vec<serde_json::Value> {
     page["entries"].as_array().cloned().unwrap_or_default()
 }
 
-/// What makes the node read `family` once it runs again.
-async fn read(node: &RunningNode, family: &str) {
+/// What makes the node read `family` once it runs again. Returns the
+/// hooks it sends again: those an archive replay moves.
+async fn read(node: &RunningNode, family: &str) -> u64 {
     match family {
-        "dedupe" => {
-            for n in 0..10 {
-                let key = format!("key-{n}");
-                let (status, answer) = node.post_hook("demo", &[("idempotency-key", &key)], &body(n)).await;
-                assert_eq!(status, 201, "a retry is taken, as a duplicate or anew: {answer}");
-            }
-        }
         "archive" => {
-            let (status, answer) =
-                node.admin("POST", "/v1/replays", Some(json!({"kind": "archive", "since": 0})), None).await;
+            let (status, answer) = node
+                .admin("POST", "/v1/replays", Some(json!({"id": "archive", "kind": "archive", "since": 0})), None)
+                .await;
             assert_eq!(status, 201, "{answer}");
+            settle(node, "the archive replay").await;
+            return node.admin("GET", "/v1/replays/archive", None, None).await.1["moved"].as_u64().unwrap_or(0);
         }
         "quarantine" => {
             let (status, answer) = node.admin("GET", "/v1/quarantine?limit=1000", None, None).await;
             assert_eq!(status, 200, "the pen lists what it can read: {answer}");
         }
-        // Read as the node starts or delivers.
+        // Read as the node starts or delivers, or by the retries.
         _ => {}
     }
+    0
 }
 
 /// What could be read of `family` is there after the repair.
 async fn kept_after_repair(node: &RunningNode, family: &str) {
     match family {
-        "dedupe" => {
-            // The last key in the family's order, far from the first block.
-            let (status, answer) = node.post_hook("demo", &[("idempotency-key", "key-99")], &body(99)).await;
-            assert_eq!((status, &answer["duplicate"]), (201, &json!(true)), "{answer}");
-        }
         "jobs" => {
             let (_, sources) = node.admin("GET", "/v1/tenants/default/sources", None, None).await;
             let runtime = sources.as_array().into_iter().flatten().filter(|s| s["origin"] == "runtime").count();
@@ -179,17 +237,17 @@ async fn kept_after_repair(node: &RunningNode, family: &str) {
     }
 }
 
-async fn damaged_family_is_contained(family: &str) {
+async fn damaged_family_is_contained(family: &str, block: Block) {
     let dir = tempfile::tempdir().expect("dir");
     let receiver = Receiver::start(Reply::status(200)).await;
     fill(dir.path(), &receiver).await;
     let data = dir.path().join("data");
     let store = data.join("store");
-    let file = damage(&store, family);
+    let file = damage(&store, family, block);
 
     let path = write_config(dir.path(), &config(&receiver, "ingest, dispatch, admin"));
     let node = RunningNode::start(&path, &data, &[]).await;
-    read(&node, family).await;
+    let sent_again = read(&node, family).await;
     // Every hook delivered or dead-lettered.
     let started = std::time::Instant::now();
     loop {
@@ -215,6 +273,18 @@ async fn damaged_family_is_contained(family: &str) {
     }
     if family == "hooks" {
         assert!(dead.iter().all(|e| e["unreadable"] == true), "{dead:?}");
+    }
+    if family == "deliveries" {
+        // Rows made again from their hooks are filed under their sink.
+        assert!(dead.iter().all(|e| e["sink"] == "hook" && e["unreadable"] == false), "{dead:?}");
+    }
+    // Every key a retry can read answers it as a duplicate; one in a
+    // damaged block is taken anew and written again.
+    let taken_anew = retry_every_key(&node).await;
+    if matches!(block, Block::At(_)) && family == "dedupe" {
+        assert!(!taken_anew.is_empty(), "the damaged block held live keys");
+    } else {
+        assert!(taken_anew.is_empty(), "damage in {family} loses no dedupe key: {taken_anew:?}");
     }
 
     let (_, metrics) = node.admin("GET", "/metrics", None, None).await;
@@ -246,6 +316,10 @@ async fn damaged_family_is_contained(family: &str) {
             "{ready}"
         );
     }
+    // A replay before the repair delivers every dead hook that reads.
+    replay_dead(&node, "before-repair").await;
+    let unreadable = dead_faults(&node).await;
+    assert!(unreadable.iter().all(|e| e["unreadable"] == true), "only unreadable hooks stay dead: {unreadable:?}");
     let (status, _) = node.stop();
     assert!(status.success());
 
@@ -269,63 +343,122 @@ async fn damaged_family_is_contained(family: &str) {
             .find_map(|l| l.strip_prefix(&format!("repaired: the {family} family, ")))
             .and_then(|rest| rest.split(' ').next()?.parse::<u64>().ok())
             .unwrap_or_else(|| panic!("the repair says what it kept:\n{said}"));
-        // Every family but hooks still holds readable keys (the hooks
-        // left are the dead-lettered ones, all in the damaged block).
-        assert!(family == "hooks" || kept > 0, "what could be read was kept:\n{said}");
-        assert!(said.contains("lost:"), "says what was lost:\n{said}");
+        // A family whose keys outlive their delivery still holds readable
+        // ones (the replay before the repair delivered every readable
+        // hook, so the hooks and rows left are the unreadable ones).
+        assert!(matches!(family, "hooks" | "deliveries") || kept > 0, "what could be read was kept:\n{said}");
+        let damaged: Vec<&str> = said.lines().filter(|l| l.trim_start().starts_with("damaged:")).collect();
+        assert!(!damaged.is_empty(), "says where the damage was:\n{said}");
+        match family {
+            // The rows were made again from their hooks, the keys written
+            // again by the retries: nothing readable is lost.
+            "deliveries" | "dedupe" => {
+                assert!(damaged.iter().all(|l| l.ends_with(" 0 lost")), "nothing readable lost:\n{said}")
+            }
+            // What a hook's block held cannot be read from anywhere else:
+            // exactly the hooks dead as unreadable are named lost.
+            "hooks" => {
+                let lost: usize = damaged
+                    .iter()
+                    .filter_map(|l| l.rsplit(", ").next()?.strip_suffix(" lost")?.parse::<usize>().ok())
+                    .sum();
+                assert_eq!(lost, unreadable.len(), "the lost hooks are the unreadable ones:\n{said}");
+            }
+            _ => assert!(said.contains("lost:"), "says what was lost:\n{said}"),
+        }
+        if family == "deliveries" {
+            // Exactly the seqs of the rows the block held (those that were
+            // dead-lettered): told by the rows still named there, or, once
+            // the replay delivered them all, by the keys around the block.
+            let seqs: Vec<u64> = dead.iter().filter_map(|e| e["seq"].as_u64()).collect();
+            let (low, high) = (seqs.iter().min().copied().unwrap_or(0), seqs.iter().max().copied().unwrap_or(0));
+            let named = format!("damaged: seqs {low} to {high}:");
+            let bounded = format!("damaged: seqs after {} and before {}:", low.saturating_sub(1), high + 1);
+            assert!(
+                damaged.iter().any(|l| l.contains(&named) || l.contains(&bounded)),
+                "{named} or {bounded} in:\n{said}"
+            );
+        }
     }
 
     eprintln!(
-        "{family}: {} delivered, {} dead-lettered; repair: {}",
+        "{family}: {} delivered, {} dead-lettered, {} retries taken anew; repair: {}",
         delivered(&receiver).len(),
         dead.len(),
-        said.lines().filter(|l| l.starts_with("repaired") || l.contains("lost:")).collect::<Vec<_>>().join("; ")
+        taken_anew.len(),
+        said.lines().filter(|l| l.starts_with("repaired") || l.contains("damaged:")).collect::<Vec<_>>().join("; ")
     );
     let node = RunningNode::start(&path, &data, &[]).await;
     let (status, ready) = node.admin("GET", "/ready", None, None).await;
     assert_eq!(status, 200, "ready once repaired: {ready}");
-    assert_eq!(dead_faults(&node).await.len(), dead.len(), "the dead letters outlive the repair");
+    assert_eq!(dead_faults(&node).await.len(), unreadable.len(), "the dead letters outlive the repair");
     kept_after_repair(&node, family).await;
+    // After the repair every key still dedupes, those written again over
+    // damaged copies too.
+    let lost_keys = retry_every_key(&node).await;
+    assert!(lost_keys.is_empty(), "keys readable before the repair are gone after it: {lost_keys:?}");
+    replay_dead(&node, "after-repair").await;
+
+    // Per hook: every hook whose body can be read was delivered; each once,
+    // but for a retry taken anew or an archive replay.
+    let counts = deliveries_of(&receiver);
+    let again: HashSet<u64> = taken_anew.iter().copied().collect();
+    assert_eq!(counts.len() + unreadable.len(), HOOKS, "every readable hook delivered: {} of {HOOKS}", counts.len());
+    let extra: usize = counts.values().map(|c| c - 1).sum();
+    assert_eq!(extra as u64, taken_anew.len() as u64 + sent_again, "deliveries beyond one per hook");
+    for (n, count) in &counts {
+        let allowed = 1 + usize::from(again.contains(n)) + usize::from(sent_again > 0);
+        assert!(*count <= allowed, "hook {n} delivered {count} times");
+    }
     let (status, _) = node.stop();
     assert!(status.success());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_damaged_hooks_block_is_contained() {
-    damaged_family_is_contained("hooks").await;
+    damaged_family_is_contained("hooks", Block::First).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_damaged_deliveries_block_is_contained() {
-    damaged_family_is_contained("deliveries").await;
+    damaged_family_is_contained("deliveries", Block::First).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_damaged_index_block_is_contained() {
-    damaged_family_is_contained("index").await;
+    damaged_family_is_contained("index", Block::First).await;
 }
 
+/// The family's first block holds expiry entries: each is made again
+/// from its live key.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_damaged_dedupe_block_is_contained() {
-    damaged_family_is_contained("dedupe").await;
+async fn a_damaged_dedupe_expiry_block_is_contained() {
+    damaged_family_is_contained("dedupe", Block::First).await;
+}
+
+/// A block of live keys: their retries are taken anew and write the keys
+/// again, and the repair keeps those newer copies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_dedupe_key_block_is_contained() {
+    damaged_family_is_contained("dedupe", Block::At(0.6)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_damaged_counters_block_is_contained() {
-    damaged_family_is_contained("counters").await;
+    damaged_family_is_contained("counters", Block::First).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_damaged_jobs_block_is_contained() {
-    damaged_family_is_contained("jobs").await;
+    damaged_family_is_contained("jobs", Block::First).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_damaged_archive_block_is_contained() {
-    damaged_family_is_contained("archive").await;
+    damaged_family_is_contained("archive", Block::First).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_damaged_quarantine_block_is_contained() {
-    damaged_family_is_contained("quarantine").await;
+    damaged_family_is_contained("quarantine", Block::First).await;
 }

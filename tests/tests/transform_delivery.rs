@@ -4,7 +4,9 @@
 //! two, `filtered` counted and shown on the hook's rows, the try-it route
 //! and its console panel (Chromium); a transform that traps or loops is a
 //! dead letter of its binding with the node alive; and a replay after the
-//! transform changed delivers the new shape.
+//! transform changed delivers the new shape. Looping transforms on a
+//! loaded machine cost their own bindings their CPU time, never a healthy
+//! binding an attempt.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -412,4 +414,98 @@ async fn direct_mode_runs_each_bindings_transforms_before_its_sink() {
     assert_eq!(bodies(&receiver, "/in").len(), 1);
     let (status, _) = node.admin("GET", "/health", None, None).await;
     assert_eq!(status, 200, "the node is alive");
+}
+
+/// Attempts of `source`'s binding that ended in `class`, from the metrics.
+fn attempts(metrics: &str, source: &str, class: &str) -> u64 {
+    let prefix = format!("ankusa_deliveries_total{{source=\"{source}\",sink=\"out\",class=\"{class}\"}} ");
+    metrics.lines().find_map(|l| l.strip_prefix(&prefix)?.trim().parse().ok()).unwrap_or(0)
+}
+
+/// Eight looping transforms beside two healthy bindings, on a machine
+/// loaded by a spinning thread per core: each looper is stopped after its
+/// own CPU time (class `timeout`), again and again; no attempt of a
+/// healthy binding times out and each healthy hook arrives once. A guest
+/// waiting for a core or for the executor is not charged for the wait.
+/// `ANKUSA_NOISY_RUNS` runs the probe that many times (1 by default).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn looping_transforms_never_time_out_a_healthy_binding() {
+    const NOISY: usize = 8;
+    const CALM_HOOKS: usize = 200;
+    let runs: usize = std::env::var("ANKUSA_NOISY_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
+    for run in 1..=runs {
+        let receiver = Receiver::start(Reply::status(200)).await;
+        let dir = tempfile::tempdir().expect("dir");
+        let misbehave = guest_wasm("transform-misbehave");
+        let mut sources = String::new();
+        for n in 0..NOISY {
+            sources += &format!("  noisy-{n}:\n    sinks: [{{sink: out, transforms: [looper]}}]\n");
+        }
+        for n in 0..2 {
+            sources += &format!("  calm-{n}:\n    sinks: [{{sink: out, transforms: [tagger]}}]\n");
+        }
+        let config = write_config(
+            dir.path(),
+            &format!(
+                "sinks:\n{out}transforms:\n  \
+                 looper: {{component: {wasm}, options: {{mode: loop}}}}\n  \
+                 tagger: {{component: {wasm}, options: {{mode: tag, tag: \"!\"}}}}\n\
+                 sources:\n{sources}\
+                 dispatch:\n  attempt_timeout_ms: 1000\n  \
+                 retry: {{initial_ms: 10, max_ms: 50, max_attempts: 100000, jitter: 0}}\n  \
+                 breaker: {{failures: 1000000}}\n",
+                out = receiver.http_sink("out", "/in"),
+                wasm = misbehave.display(),
+            ),
+        );
+        let node = RunningNode::start(&config, &dir.path().join("data"), &[]).await;
+        // Load the machine: a thread spinning on every core, beside the node.
+        let stop = Arc::new(AtomicBool::new(false));
+        let cores = std::thread::available_parallelism().map_or(2, usize::from);
+        let burners: Vec<_> = (0..cores)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let mut x = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+                    }
+                })
+            })
+            .collect();
+        for n in 0..NOISY {
+            assert_eq!(node.post_hook(&format!("noisy-{n}"), &[], r#"{"k":"spin"}"#).await.0, 201);
+        }
+        for i in 0..CALM_HOOKS {
+            let (status, _) = node.post_hook(&format!("calm-{}", i % 2), &[], &format!(r#"{{"i":{i}}}"#)).await;
+            assert_eq!(status, 201);
+            tokio::time::sleep(Duration::from_millis(40)).await;
+        }
+        eventually("every healthy hook delivered", Duration::from_secs(60), async || {
+            bodies(&receiver, "/in").len() >= CALM_HOOKS
+        })
+        .await;
+        stop.store(true, Ordering::Relaxed);
+        for burner in burners {
+            burner.join().expect("burner");
+        }
+        let text = metrics(&node).await;
+        let noisy_timeouts: u64 = (0..NOISY).map(|n| attempts(&text, &format!("noisy-{n}"), "timeout")).sum();
+        let calm_timeouts: u64 = (0..2).map(|n| attempts(&text, &format!("calm-{n}"), "timeout")).sum();
+        let calm_ok: u64 = (0..2).map(|n| attempts(&text, &format!("calm-{n}"), "ok")).sum();
+        let got = bodies(&receiver, "/in");
+        let distinct: std::collections::HashSet<&String> = got.iter().collect();
+        eprintln!(
+            "noisy probe run {run}: {noisy_timeouts} looper timeouts, {calm_timeouts} healthy timeouts, \
+             {calm_ok} healthy deliveries, {} received ({} distinct)",
+            got.len(),
+            distinct.len()
+        );
+        assert!(noisy_timeouts >= NOISY as u64, "every looper was stopped at least once:\n{text}");
+        assert_eq!(calm_timeouts, 0, "run {run}: a healthy binding timed out:\n{text}");
+        assert_eq!((got.len(), distinct.len()), (CALM_HOOKS, CALM_HOOKS), "each healthy hook once");
+        assert!(got.iter().all(|b| b.ends_with('!')), "through the tagger");
+        let (status, _) = node.stop();
+        assert!(status.success());
+    }
 }

@@ -29,6 +29,13 @@ pub struct SinkLabels {
     pub sink: String,
 }
 
+/// A configured sink (or transform) by name alone: its instances are
+/// shared by every source bound to it.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PoolLabels {
+    pub sink: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DeliveryLabels {
     pub source: String,
@@ -56,8 +63,15 @@ pub struct StateLabels {
     pub state: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    /// A refusal's code: a fixed set.
+    pub reason: &'static str,
+}
+
 pub struct Metrics {
     pub ingest_requests: Family<OutcomeLabels, Counter>,
+    pub admin_refused: Family<ReasonLabels, Counter>,
     pub commit_seconds: Histogram,
     pub commit_group_hooks: Histogram,
     pub load_shed: Counter,
@@ -80,14 +94,14 @@ pub struct Metrics {
     pub replay_moved: Gauge,
     pub replay_throttled_seconds: Gauge<f64, AtomicU64>,
     pub replay_jobs: Family<StateLabels, Gauge>,
-    pub sink_instances: Family<SinkLabels, Gauge>,
-    pub sink_memory_cap_bytes: Family<SinkLabels, Gauge>,
-    pub sink_traps: Family<SinkLabels, Gauge>,
-    pub sink_timeouts: Family<SinkLabels, Gauge>,
-    pub sink_memory_faults: Family<SinkLabels, Gauge>,
+    pub sink_instances: Family<PoolLabels, Gauge>,
+    pub sink_memory_cap_bytes: Family<PoolLabels, Gauge>,
+    pub sink_traps: Family<PoolLabels, Gauge>,
+    pub sink_timeouts: Family<PoolLabels, Gauge>,
+    pub sink_memory_faults: Family<PoolLabels, Gauge>,
     pub store_corruption: Family<FamilyLabels, Counter>,
-    pub sink_egress_connects: Family<SinkLabels, Gauge>,
-    pub sink_egress_denied: Family<SinkLabels, Gauge>,
+    pub sink_egress_connects: Family<PoolLabels, Gauge>,
+    pub sink_egress_denied: Family<PoolLabels, Gauge>,
     registry: Registry,
     described: Vec<Metric>,
 }
@@ -142,6 +156,13 @@ impl Metrics {
         let mut registry = Described { registry: Registry::with_prefix("ankusa"), metrics: Vec::new() };
         let ingest_requests = Family::<OutcomeLabels, Counter>::default();
         registry.register("ingest_requests", "Webhook requests answered, by outcome", ingest_requests.clone());
+        let admin_refused = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "admin_refused",
+            "Admin API requests refused before their handler, by reason (a foreign Host or Origin, a cross-site \
+             request, a request head over the limits)",
+            admin_refused.clone(),
+        );
         let commit_seconds = Histogram::new(exponential_buckets(0.000_25, 2.0, 16));
         registry.register(
             "commit_duration_seconds",
@@ -214,23 +235,27 @@ impl Metrics {
         );
         let replay_jobs = Family::<StateLabels, Gauge>::default();
         registry.register("replay_jobs", "Replay jobs by state", replay_jobs.clone());
-        let sink_instances = Family::<SinkLabels, Gauge>::default();
-        registry.register("sink_instances", "Warm instances of each sink", sink_instances.clone());
-        let sink_memory_cap_bytes = Family::<SinkLabels, Gauge>::default();
+        let sink_instances = Family::<PoolLabels, Gauge>::default();
+        registry.register(
+            "sink_instances",
+            "Instances of each sink, busy or idle, shared by the sources bound to it",
+            sink_instances.clone(),
+        );
+        let sink_memory_cap_bytes = Family::<PoolLabels, Gauge>::default();
         registry.register(
             "sink_memory_cap_bytes",
             "Linear memory each instance of a sink may use",
             sink_memory_cap_bytes.clone(),
         );
-        let sink_traps = Family::<SinkLabels, Gauge>::default();
+        let sink_traps = Family::<PoolLabels, Gauge>::default();
         registry.register("sink_traps", "Instances of a sink that trapped, since it loaded", sink_traps.clone());
-        let sink_timeouts = Family::<SinkLabels, Gauge>::default();
+        let sink_timeouts = Family::<PoolLabels, Gauge>::default();
         registry.register(
             "sink_timeouts",
             "Attempts of a sink cut off at their deadline, since it loaded",
             sink_timeouts.clone(),
         );
-        let sink_memory_faults = Family::<SinkLabels, Gauge>::default();
+        let sink_memory_faults = Family::<PoolLabels, Gauge>::default();
         registry.register(
             "sink_memory_faults",
             "Instances of a sink that hit their memory cap, since it loaded",
@@ -242,13 +267,13 @@ impl Metrics {
             "Damaged blocks found in the store (a checksum mismatch), each once, by column family",
             store_corruption.clone(),
         );
-        let sink_egress_connects = Family::<SinkLabels, Gauge>::default();
+        let sink_egress_connects = Family::<PoolLabels, Gauge>::default();
         registry.register(
             "sink_egress_connects",
             "Connections a sink made (HTTP and TCP), since it loaded",
             sink_egress_connects.clone(),
         );
-        let sink_egress_denied = Family::<SinkLabels, Gauge>::default();
+        let sink_egress_denied = Family::<PoolLabels, Gauge>::default();
         registry.register(
             "sink_egress_denied",
             "Destinations a sink was refused by its egress policy, since it loaded",
@@ -256,6 +281,7 @@ impl Metrics {
         );
         Metrics {
             ingest_requests,
+            admin_refused,
             commit_seconds,
             commit_group_hooks,
             load_shed,
@@ -286,6 +312,11 @@ impl Metrics {
             registry: registry.registry,
             described: registry.metrics,
         }
+    }
+
+    /// An admin request refused before its handler, for `reason`.
+    pub fn admin_refused(&self, reason: &'static str) {
+        self.admin_refused.get_or_create(&ReasonLabels { reason }).inc();
     }
 
     /// Every metric registered, in order.

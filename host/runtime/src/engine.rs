@@ -4,8 +4,9 @@
 //! Instances come from the pooling allocator, sized from [`EngineConfig`]:
 //! slots are reserved up front, so a fresh instance costs tens of
 //! microseconds and the node's worst case is known at boot. Epoch
-//! interruption bounds guest CPU time; one thread per engine advances the
-//! epoch every `epoch_tick`, and stops when the engine is dropped.
+//! interruption bounds guest CPU time (see `budget`); one thread per
+//! engine advances the epoch every `epoch_tick`, and stops when the
+//! engine is dropped.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -14,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use wasmtime::component::Linker;
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
+use super::budget::EpochClock;
 use super::capability;
 use super::error::RuntimeError;
 use super::state::InstanceState;
@@ -23,7 +25,12 @@ use crate::problem::Checker;
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct EngineConfig {
-    /// Sink instances that may exist at once, across the node.
+    /// Instances of sinks and transforms, busy or idle, that may exist at
+    /// once across the node: each holds its own linear memory (up to its
+    /// memory cap), so this bounds what guests may take. Every source bound
+    /// to one sink shares its instances, so sources cost none. At the
+    /// limit a new instance takes the place of the one idle longest, or
+    /// waits for one (`transient` if none comes within the call's deadline).
     pub max_instances: u32,
     /// The largest linear memory any instance may have (per-sink caps are
     /// at most this).
@@ -63,7 +70,8 @@ impl EngineConfig {
     }
 }
 
-pub fn build_engine(config: &EngineConfig) -> Result<Engine, RuntimeError> {
+/// The node's engine, and the clock its ticker advances.
+pub fn build_engine(config: &EngineConfig) -> Result<(Engine, EpochClock), RuntimeError> {
     let instances = config.max_instances.max(1);
     let mut pool = PoolingAllocationConfig::default();
     pool.total_component_instances(instances)
@@ -85,16 +93,18 @@ pub fn build_engine(config: &EngineConfig) -> Result<Engine, RuntimeError> {
         .concurrency_support(false)
         .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     let engine = Engine::new(&wasm).map_err(|e| RuntimeError::Engine(format!("{e:#}")))?;
-    spawn_epoch_ticker(&engine, config.epoch_tick)?;
-    Ok(engine)
+    let clock = EpochClock::new(config.epoch_tick);
+    spawn_epoch_ticker(&engine, clock.clone(), config.epoch_tick)?;
+    Ok((engine, clock))
 }
 
-fn spawn_epoch_ticker(engine: &Engine, tick: Duration) -> Result<(), RuntimeError> {
+fn spawn_epoch_ticker(engine: &Engine, clock: EpochClock, tick: Duration) -> Result<(), RuntimeError> {
     let weak = engine.weak();
     std::thread::Builder::new()
         .name("ankusa-epoch".into())
         .spawn(move || {
             while let Some(engine) = weak.upgrade() {
+                clock.advance();
                 engine.increment_epoch();
                 drop(engine);
                 std::thread::sleep(tick);

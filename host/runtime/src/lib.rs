@@ -5,6 +5,8 @@
 //! Shape (one module per job):
 //! - `engine`: the node's one wasmtime engine (pooling allocator, epoch
 //!   ticker) and the linker every sink is checked against;
+//! - `budget`: a call's CPU deadline, counted in epoch ticks the guest
+//!   itself ran through;
 //! - `cache`: compile once, `.cwasm` on disk keyed by engine and sha256;
 //! - `component`: the world check and the `InstancePre` of a component;
 //! - `pool`: warm instances per configured sink, retired on trouble;
@@ -31,6 +33,7 @@
 //! and JSON cases sink tests use ([`sinktest`]).
 
 mod bindings;
+mod budget;
 pub mod builtin;
 mod cache;
 pub mod capability;
@@ -45,6 +48,7 @@ mod pool;
 mod section;
 mod sink;
 pub mod sinktest;
+mod slots;
 mod state;
 pub mod tls;
 pub mod traceparent;
@@ -69,6 +73,7 @@ pub use outcome::{Failure, Outcome};
 pub use pool::PoolSnapshot;
 pub use section::{SinkDefaults, SinkSettings, TransformSettings};
 pub use sink::{BatchLimits, ComponentSource, Sink, SinkLimits, SinkSpec};
+use transform::TransformExports;
 pub use transform::{Applied, Transform, TransformSpec};
 
 use self::cache::{Compiled, ComponentCache};
@@ -77,7 +82,7 @@ use self::component::{SinkComponent, TransformComponent};
 use self::egress::EgressCounter;
 use self::instance::StoreFactory;
 use self::log::LogChannel;
-use self::pool::{Exports, InstancePool};
+use self::pool::{Exports, InstancePool, SinkExports};
 use self::state::InstanceState;
 
 /// A component compiled and checked against one world (`C`: the sink's
@@ -95,15 +100,73 @@ type CheckedMap<C> = Mutex<HashMap<String, Arc<Checked<C>>>>;
 struct ComponentBytes<'a> {
     origin: String,
     bytes: std::borrow::Cow<'a, [u8]>,
+    /// Their digest, where it is known already (a shipped component's).
+    sha256: Option<String>,
 }
 
 /// A component checked, its pool made (no instance started yet), and the
 /// count of its connections.
-type Pooled<E> = (Arc<Checked<<E as Exports>::Component>>, InstancePool<E>, Arc<EgressCounter>);
+type Pooled<E> = (Arc<Checked<<E as Exports>::Component>>, Arc<InstancePool<E>>, Arc<EgressCounter>);
+
+/// A load's component read and checked, and its options as JSON text.
+struct Read<C> {
+    checked: Arc<Checked<C>>,
+    options: String,
+}
+
+/// Loaded sinks and transforms others load alike may share, by
+/// [`share_key`]; an entry no binding uses any more goes at the next load.
+#[derive(Default)]
+struct Shelf {
+    sinks: HashMap<String, Sink>,
+    transforms: HashMap<String, Transform>,
+}
+
+impl Shelf {
+    /// Forget what only the shelf still holds.
+    fn prune(&mut self) {
+        self.sinks.retain(|_, sink| Arc::strong_count(&sink.pool) > 1);
+        self.transforms.retain(|_, transform| transform.in_use());
+    }
+}
+
+/// What makes two loads share instances: the same component, options and
+/// settings, and the same name (their log lines carry it). `None` for a
+/// load under test (a scripted upstream, a manual clock, a fixed resolver,
+/// captured logs), which keeps instances of its own.
+fn share_key(kind: &str, spec: &SinkSpec, sha256: &str, options: &str) -> Option<String> {
+    let private = spec.clock.is_some()
+        || spec.capture_logs
+        || !matches!(spec.upstream, http::Upstream::Network)
+        || !matches!(spec.resolver, egress::Resolver::System);
+    if private {
+        return None;
+    }
+    let limits = &spec.limits;
+    let settings = format!(
+        "{kind}\n{}\n{sha256}\n{options}\n{:?}\n{:?}\n{:?}\n{} {} {:?} {:?} {:?}",
+        spec.label.sink,
+        spec.egress,
+        spec.filesystem,
+        spec.tls,
+        limits.memory_bytes,
+        limits.max_uses,
+        limits.http,
+        limits.log_rate,
+        limits.batch,
+    );
+    Some(crate::digest::sha256_hex(settings.as_bytes()))
+}
 
 /// The node's sink runtime. Cheap to share behind an `Arc`.
 pub struct Runtime {
     engine: Engine,
+    epochs: budget::EpochClock,
+    /// The node's `max_instances`, shared by every pool.
+    slots: Arc<slots::InstanceSlots>,
+    shelf: Mutex<Shelf>,
+    /// Digests of the shipped components loaded so far, by name.
+    shipped_digests: Mutex<HashMap<String, String>>,
     linker: Linker<InstanceState>,
     cache: ComponentCache,
     checked: CheckedMap<SinkComponent>,
@@ -115,11 +178,15 @@ pub struct Runtime {
 impl Runtime {
     /// `cache_dir: None` keeps compiled components in memory only.
     pub fn new(config: EngineConfig, cache_dir: Option<PathBuf>) -> Result<Self, RuntimeError> {
-        let engine = engine::build_engine(&config)?;
+        let (engine, epochs) = engine::build_engine(&config)?;
         let linker = engine::build_linker(&engine)?;
         let cache = ComponentCache::new(&engine, cache_dir);
         Ok(Runtime {
             engine,
+            epochs,
+            slots: slots::InstanceSlots::new(config.max_instances as usize),
+            shelf: Mutex::new(Shelf::default()),
+            shipped_digests: Mutex::new(HashMap::new()),
             linker,
             cache,
             checked: Mutex::new(HashMap::new()),
@@ -136,10 +203,10 @@ impl Runtime {
     fn check<C>(
         &self,
         checked: &CheckedMap<C>,
-        bytes: &[u8],
+        (bytes, known): (&[u8], Option<String>),
         check: impl FnOnce(&Engine, &Linker<InstanceState>, &Compiled) -> Result<C, ComponentError>,
     ) -> Result<Arc<Checked<C>>, ComponentError> {
-        let sha256 = ComponentCache::digest(bytes);
+        let sha256 = known.unwrap_or_else(|| ComponentCache::digest(bytes));
         if let Some(hit) = checked.lock().unwrap_or_else(|e| e.into_inner()).get(&sha256) {
             return Ok(hit.clone());
         }
@@ -150,18 +217,28 @@ impl Runtime {
         Ok(prepared)
     }
 
-    fn prepare(&self, bytes: &[u8]) -> Result<Arc<Checked<SinkComponent>>, ComponentError> {
-        self.check(&self.checked, bytes, component::prepare)
+    /// `bytes` checked as a sink (`known`: their digest, if it is).
+    fn prepare(&self, bytes: &[u8], known: Option<String>) -> Result<Arc<Checked<SinkComponent>>, ComponentError> {
+        self.check(&self.checked, (bytes, known), component::prepare)
     }
 
-    fn prepare_transform(&self, bytes: &[u8]) -> Result<Arc<Checked<TransformComponent>>, ComponentError> {
-        self.check(&self.checked_transforms, bytes, component::prepare_transform)
+    fn prepare_transform(
+        &self,
+        bytes: &[u8],
+        known: Option<String>,
+    ) -> Result<Arc<Checked<TransformComponent>>, ComponentError> {
+        self.check(&self.checked_transforms, (bytes, known), component::prepare_transform)
     }
 
     /// Drop what is kept of the component `sha256` (checked, and compiled on
     /// disk): nothing runs it any more. Sinks still running it keep their
     /// instances; a later load compiles it again.
     pub fn forget(&self, sha256: &str) {
+        {
+            let mut shelf = self.shelf.lock().unwrap_or_else(|e| e.into_inner());
+            shelf.sinks.retain(|_, sink| sink.sha256 != sha256);
+            shelf.transforms.retain(|_, transform| transform.sha256() != sha256);
+        }
         self.checked.lock().unwrap_or_else(|e| e.into_inner()).remove(sha256);
         self.checked_transforms.lock().unwrap_or_else(|e| e.into_inner()).remove(sha256);
         self.cache.forget(sha256);
@@ -171,9 +248,9 @@ impl Runtime {
     /// a transform) this host can run (`Ok` only if it passes the same
     /// checks as a load).
     pub fn inspect(&self, bytes: &[u8]) -> Result<ComponentInfo, ComponentError> {
-        match self.prepare(bytes) {
+        match self.prepare(bytes, None) {
             Ok(prepared) => Ok(component::describe(&self.engine, &prepared.compiled)),
-            Err(ComponentError::NotASink { exports, speaks }) => match self.prepare_transform(bytes) {
+            Err(ComponentError::NotASink { exports, speaks }) => match self.prepare_transform(bytes, None) {
                 Ok(prepared) => Ok(component::describe(&self.engine, &prepared.compiled)),
                 Err(ComponentError::NotATransform { .. }) => Err(ComponentError::NotASink { exports, speaks }),
                 Err(other) => Err(other),
@@ -201,7 +278,16 @@ impl Runtime {
             },
             ComponentSource::Bytes { origin, bytes } => (origin.clone(), bytes.as_slice().into()),
         };
-        Ok(ComponentBytes { origin, bytes })
+        // A shipped component never changes: its digest is taken once,
+        // not at every load of every source bound to it.
+        let sha256 = match &spec.component {
+            ComponentSource::Builtin(name) => {
+                let mut digests = self.shipped_digests.lock().unwrap_or_else(|e| e.into_inner());
+                Some(digests.entry(name.clone()).or_insert_with(|| ComponentCache::digest(&bytes)).clone())
+            }
+            _ => None,
+        };
+        Ok(ComponentBytes { origin, bytes, sha256 })
     }
 
     /// The instance factory of `spec`: its limits checked against the
@@ -236,42 +322,73 @@ impl Runtime {
             tls,
         };
         let capabilities = capability::ALL.iter().map(|c| c.for_sink(&context)).collect::<Result<Vec<_>, _>>()?;
-        let factory =
-            StoreFactory { engine: self.engine.clone(), capabilities, log, memory_bytes: limits.memory_bytes };
+        let factory = StoreFactory {
+            engine: self.engine.clone(),
+            epochs: self.epochs.clone(),
+            capabilities,
+            log,
+            memory_bytes: limits.memory_bytes,
+        };
         Ok((factory, egress))
     }
 
-    /// What every load does before its first instance starts: read the
-    /// component (`shipped` finds a built-in one, `available` lists them),
-    /// `check` it against its world, and make its pool with the options.
-    fn pool_of<E: Exports>(
+    /// What every load does first: read the component (`shipped` finds a
+    /// built-in one, `available` lists them), `check` it against its
+    /// world, and write its options as JSON.
+    fn read_checked<C>(
         &self,
         spec: &SinkSpec,
         shipped: impl Fn(&str) -> Option<&'static [u8]>,
         available: impl Fn() -> String,
-        check: impl FnOnce(&[u8]) -> Result<Arc<Checked<E::Component>>, ComponentError>,
-    ) -> Result<Pooled<E>, LoadError> {
+        check: impl FnOnce(&[u8], Option<String>) -> Result<Arc<Checked<C>>, ComponentError>,
+    ) -> Result<Read<C>, LoadError> {
         let label = spec.label.clone();
-        let ComponentBytes { origin, bytes } = self.read(spec, shipped, available)?;
-        let checked = check(&bytes).map_err(|source| LoadError::Component { label: label.clone(), origin, source })?;
+        let ComponentBytes { origin, bytes, sha256 } = self.read(spec, shipped, available)?;
+        let checked =
+            check(&bytes, sha256).map_err(|source| LoadError::Component { label: label.clone(), origin, source })?;
         let options =
             serde_json::to_string(&spec.options).map_err(|source| LoadError::OptionsJson { label, source })?;
+        Ok(Read { checked, options })
+    }
+
+    /// A pool for what `read` holds, its instances made as `spec` says (no
+    /// instance started yet).
+    fn pool_of<E: Exports>(&self, spec: &SinkSpec, read: Read<E::Component>) -> Result<Pooled<E>, LoadError> {
         let (factory, egress) = self.factory(spec)?;
         let limits = &spec.limits;
-        let pool = InstancePool::new(checked.component.clone(), factory, options, limits.concurrency, limits.max_uses);
-        Ok((checked, pool, egress))
+        let keep = (limits.concurrency, limits.max_uses);
+        let pool = InstancePool::new(read.checked.component.clone(), factory, read.options, keep, self.slots.clone());
+        Ok((read.checked, pool, egress))
+    }
+
+    /// The shelf, pruned of what no binding uses.
+    fn shelf(&self) -> std::sync::MutexGuard<'_, Shelf> {
+        let mut shelf = self.shelf.lock().unwrap_or_else(|e| e.into_inner());
+        shelf.prune();
+        shelf
     }
 
     /// Load a configured sink: compile (or fetch from cache), check it
     /// against the world, start one instance with the options (validating
-    /// them) and ask it for durability. Every error names the sink.
+    /// them) and ask it for durability. Every error names the sink. A sink
+    /// loaded before alike (the same component, options and settings, as
+    /// every source bound to one configured sink loads it) shares that
+    /// one's instances and starts none.
     pub async fn load(&self, spec: SinkSpec) -> Result<Sink, LoadError> {
         let available = || builtin::names().collect::<Vec<_>>().join(", ");
-        let (checked, pool, egress) = self.pool_of(&spec, builtin::builtin, available, |b| self.prepare(b))?;
+        let read = self.read_checked(&spec, builtin::builtin, available, |b, sha| self.prepare(b, sha))?;
+        let key = share_key("sink", &spec, &read.checked.compiled.sha256, &read.options);
+        if let Some(loaded) = key
+            .as_ref()
+            .and_then(|key| self.shelf().sinks.get(key).map(|s| s.bound_as(spec.label.clone(), &spec.limits)))
+        {
+            return Ok(loaded);
+        }
+        let (checked, pool, egress) = self.pool_of::<SinkExports>(&spec, read)?;
         let limits = &spec.limits;
         let durable =
             pool.start_sink(limits.attempt_timeout).await.map_err(|e| e.into_load_error(spec.label.clone()))?;
-        Ok(Sink {
+        let sink = Sink {
             log: pool.log().clone(),
             label: spec.label,
             sha256: checked.compiled.sha256.clone(),
@@ -280,18 +397,40 @@ impl Runtime {
             attempt_timeout: limits.attempt_timeout,
             memory_bytes: limits.memory_bytes,
             pool,
+            permits: tokio::sync::Semaphore::new(limits.concurrency.max(1)),
             egress,
-        })
+        };
+        if let Some(key) = key {
+            self.shelf().sinks.insert(key, sink.bound_as(sink.label.clone(), limits));
+        }
+        Ok(sink)
     }
 
     /// Load a transform: as a sink loads, against the transform world,
-    /// with no network and no directory whatever its spec says.
+    /// with no network and no directory whatever its spec says; shared
+    /// alike by every binding that chains it.
     pub async fn load_transform(&self, spec: TransformSpec) -> Result<Transform, LoadError> {
         let spec = spec.into_sink_spec();
         let available = || builtin::transform_names().collect::<Vec<_>>().join(", ");
-        let (checked, pool, _) = self.pool_of(&spec, builtin::transform, available, |b| self.prepare_transform(b))?;
+        let read = self.read_checked(&spec, builtin::transform, available, |b, sha| self.prepare_transform(b, sha))?;
         let timeout = spec.limits.attempt_timeout;
+        let key = share_key("transform", &spec, &read.checked.compiled.sha256, &read.options);
+        if let Some(loaded) =
+            key.as_ref().and_then(|key| self.shelf().transforms.get(key).map(|t| t.with_timeout(timeout)))
+        {
+            return Ok(loaded);
+        }
+        let (checked, pool, _) = self.pool_of::<TransformExports>(&spec, read)?;
         pool.start_first(timeout).await.map_err(|e| e.into_load_error(spec.label.clone()))?;
-        Ok(Transform::new(spec.label, checked.compiled.sha256.clone(), timeout, pool))
+        let transform = Transform::new(spec.label, checked.compiled.sha256.clone(), timeout, pool);
+        if let Some(key) = key {
+            self.shelf().transforms.insert(key, transform.with_timeout(timeout));
+        }
+        Ok(transform)
+    }
+
+    /// Instance slots of the node not held by an instance now.
+    pub fn free_instance_slots(&self) -> usize {
+        self.slots.free()
     }
 }

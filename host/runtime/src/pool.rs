@@ -4,18 +4,20 @@
 //! connections), up to the pool's concurrency. An instance is retired —
 //! dropped, never reused — after a trap, a timeout, or `max_uses`
 //! calls; the next call gets a fresh one from the `InstancePre`.
-//! Every call is bounded twice: an epoch deadline traps guest code that
-//! spins, and an async timeout abandons a guest blocked in a host call.
+//! Every call is bounded twice: its CPU budget (epoch ticks the guest ran
+//! through, see `budget`) traps guest code that spins, and an async
+//! timeout bounds its wall-clock time, a guest blocked in a host call
+//! included.
 //!
 //! The pool is generic over what the component exports ([`Exports`]):
 //! a sink's `deliver` calls live here, a transform's in `transform.rs`.
 
+use std::collections::VecDeque;
 use std::future::Future;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use tokio::sync::Semaphore;
 use wasmtime::Store;
 use wasmtime::component::{Instance, InstancePre};
 
@@ -27,6 +29,7 @@ use super::error::LoadError;
 use super::instance::StoreFactory;
 use super::labels::SinkLabel;
 use super::outcome::{Failure, Outcome};
+use super::slots::{Evict, InstanceSlots, Slot};
 use super::state::InstanceState;
 use crate::error_class::ErrorClass;
 
@@ -109,16 +112,24 @@ pub(crate) struct Warm<E> {
     pub store: Store<InstanceState>,
     pub exports: E,
     uses: u64,
+    /// Its slot among the node's `max_instances`, given back when dropped.
+    _slot: Slot,
 }
 
+/// Warm instances of one component with one set of options and settings.
+/// Every binding loaded with the same ones shares the pool (see
+/// `Runtime::load`): how many run at once is each binding's own limit.
 pub struct InstancePool<E: Exports> {
     component: E::Component,
     factory: StoreFactory,
     options: String,
-    idle: Mutex<Vec<Warm<E>>>,
-    permits: Semaphore,
+    /// Idle instances, each with when it went idle, oldest first.
+    idle: Mutex<VecDeque<(Warm<E>, Instant)>>,
+    /// Idle instances kept at most; more are dropped as they finish.
+    keep_idle: usize,
     max_uses: u64,
     stats: PoolStats,
+    slots: Arc<InstanceSlots>,
 }
 
 /// Why a fresh instance could not be made ready.
@@ -140,22 +151,27 @@ impl StartError {
 }
 
 impl<E: Exports> InstancePool<E> {
+    /// A pool keeping up to `keep_idle` idle instances, each retired after
+    /// `max_uses` calls, registered with `slots` for eviction.
     pub fn new(
         component: E::Component,
         factory: StoreFactory,
         options: String,
-        concurrency: usize,
-        max_uses: u64,
-    ) -> Self {
-        InstancePool {
+        (keep_idle, max_uses): (usize, u64),
+        slots: Arc<InstanceSlots>,
+    ) -> Arc<Self> {
+        let pool = Arc::new(InstancePool {
             component,
             factory,
             options,
-            idle: Mutex::new(Vec::new()),
-            permits: Semaphore::new(concurrency.max(1)),
+            idle: Mutex::new(VecDeque::new()),
+            keep_idle: keep_idle.max(1),
             max_uses: max_uses.max(1),
             stats: PoolStats::default(),
-        }
+            slots: slots.clone(),
+        });
+        slots.register(Arc::downgrade(&pool) as Weak<dyn Evict>);
+        pool
     }
 
     /// The log channel its instances write to.
@@ -168,16 +184,22 @@ impl<E: Exports> InstancePool<E> {
         PoolSnapshot {
             created: load(&self.stats.created),
             retired: load(&self.stats.retired),
-            idle: self.idle.lock().unwrap_or_else(|e| e.into_inner()).len(),
+            idle: self.idle(),
             traps: load(&self.stats.traps),
             timeouts: load(&self.stats.timeouts),
             memory_faults: load(&self.stats.memory_faults),
         }
     }
 
+    /// Idle instances now.
+    fn idle(&self) -> usize {
+        self.idle.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
     /// Make a fresh instance and configure it. Used at load (to validate the
     /// options and ask for durability) and whenever no warm instance is idle.
     async fn start(&self, timeout: Duration) -> Result<Warm<E>, StartError> {
+        let slot = self.slots.take(timeout).await.map_err(StartError::Runtime)?;
         let mut store = self.factory.new_store().map_err(|e| {
             // The directory was there at load; it may be back soon (a remount).
             StartError::Runtime(Failure::new(
@@ -185,7 +207,7 @@ impl<E: Exports> InstancePool<E> {
                 format!("the sink's directory cannot be opened: {e}"),
             ))
         })?;
-        store.data_mut().deadline = Instant::now() + timeout;
+        store.data_mut().budget.start(timeout);
         store.set_epoch_deadline(1);
         let component = &self.component;
         let started = tokio::time::timeout(timeout, async {
@@ -197,7 +219,7 @@ impl<E: Exports> InstancePool<E> {
         .await;
         self.stats.created.fetch_add(1, Ordering::Relaxed);
         match started {
-            Ok(Ok((exports, Ok(())))) => Ok(Warm { store, exports, uses: 0 }),
+            Ok(Ok((exports, Ok(())))) => Ok(Warm { store, exports, uses: 0, _slot: slot }),
             Ok(Ok((_, Err(config)))) => {
                 self.stats.retired.fetch_add(1, Ordering::Relaxed);
                 Err(StartError::Options(config))
@@ -228,9 +250,10 @@ impl<E: Exports> InstancePool<E> {
     /// A warm instance, or a fresh one; a failure to start is every
     /// waiting hook's outcome.
     pub(crate) async fn checkout(&self, timeout: Duration) -> Result<Warm<E>, Failure> {
-        let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        // The one idle least long: the others may be evicted first.
+        let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop_back();
         match idle {
-            Some(warm) => Ok(warm),
+            Some((warm, _)) => Ok(warm),
             None => match self.start(timeout).await {
                 Ok(warm) => Ok(warm),
                 Err(StartError::Runtime(failure)) => Err(failure),
@@ -280,8 +303,16 @@ impl<E: Exports> InstancePool<E> {
         }
     }
 
+    /// Keep an instance idle, unless the pool keeps enough or a start
+    /// elsewhere waits for its slot.
     fn keep(&self, warm: Warm<E>) {
-        self.idle.lock().unwrap_or_else(|e| e.into_inner()).push(warm);
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if idle.len() < self.keep_idle && !self.slots.wanted() {
+            idle.push_back((warm, Instant::now()));
+            return;
+        }
+        drop(idle);
+        self.retire(warm);
     }
 
     fn retire(&self, warm: Warm<E>) {
@@ -310,6 +341,13 @@ impl<E: Exports> InstancePool<E> {
                     None => Failure::new(ErrorClass::Fault, format!("trap: {trap}")),
                 }
             }
+            // The pooling allocator out of core instances, memories or
+            // tables (components that need many each): the node is full,
+            // the sink is not at fault.
+            None if format!("{err:#}").contains("maximum concurrent") => Failure::new(
+                ErrorClass::Transient,
+                format!("the node has no room for another instance (runtime.max_instances): {err}"),
+            ),
             None => {
                 self.stats.traps.fetch_add(1, Ordering::Relaxed);
                 let first_line = format!("{err:#}");
@@ -320,11 +358,22 @@ impl<E: Exports> InstancePool<E> {
     }
 }
 
+impl<E: Exports> Evict for InstancePool<E> {
+    fn idle_since(&self) -> Option<Instant> {
+        self.idle.lock().unwrap_or_else(|e| e.into_inner()).front().map(|(_, since)| *since)
+    }
+
+    fn evict_oldest(&self) -> bool {
+        let oldest = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
+        oldest.map(|(warm, _)| self.retire(warm)).is_some()
+    }
+}
+
 impl InstancePool<SinkExports> {
     /// Start one instance, ask it whether it is durable, and keep it warm.
     pub async fn start_sink(&self, timeout: Duration) -> Result<bool, StartError> {
         let mut warm = self.start(timeout).await?;
-        warm.store.data_mut().deadline = Instant::now() + timeout;
+        warm.store.data_mut().budget.start(timeout);
         warm.store.set_epoch_deadline(1);
         let durable = tokio::time::timeout(timeout, warm.exports.sink.call_durable(&mut warm.store)).await;
         match durable {
@@ -338,14 +387,11 @@ impl InstancePool<SinkExports> {
     }
 
     pub async fn deliver(&self, hook: &Hook, attempt: u32, timeout: Duration) -> Outcome {
-        let Ok(_permit) = self.permits.acquire().await else {
-            return Outcome::Failed(Failure::new(ErrorClass::Transient, "sink pool is shutting down"));
-        };
         let mut warm = match self.checkout(timeout).await {
             Ok(warm) => warm,
             Err(failure) => return Outcome::Failed(failure),
         };
-        arm(&mut warm, timeout);
+        arm(&mut warm, timeout, &hook.source);
         let call = warm.exports.sink.call_deliver(&mut warm.store, hook, attempt);
         let result = tokio::time::timeout(timeout, call).await;
         let denied = warm.store.data().denials.take();
@@ -362,15 +408,11 @@ impl InstancePool<SinkExports> {
     /// A trap, a timeout or a list of the wrong length fails every hook of
     /// the batch alike.
     pub async fn deliver_batch(&self, hooks: &[Hook], attempts: &[u32], timeout: Duration) -> Vec<Outcome> {
-        let Ok(_permit) = self.permits.acquire().await else {
-            let failure = Failure::new(ErrorClass::Transient, "sink pool is shutting down");
-            return vec![Outcome::Failed(failure); hooks.len()];
-        };
         let mut warm = match self.checkout(timeout).await {
             Ok(warm) => warm,
             Err(failure) => return vec![Outcome::Failed(failure); hooks.len()],
         };
-        arm(&mut warm, timeout);
+        arm(&mut warm, timeout, hooks.first().map_or("", |hook| hook.source.as_str()));
         let Warm { store, exports: SinkExports { sink, batch }, .. } = &mut warm;
         let result = match batch {
             Some(batch) => tokio::time::timeout(timeout, batch.call_deliver_batch(&mut *store, hooks, attempts)).await,
@@ -404,11 +446,13 @@ impl InstancePool<SinkExports> {
     }
 }
 
-/// Ready an instance for one call: its deadline, a clean memory-fault flag
-/// and denial record, one more use.
-pub(crate) fn arm<E>(warm: &mut Warm<E>, timeout: Duration) {
+/// Ready an instance for one call on a hook of `source`: its CPU budget,
+/// a clean memory-fault flag and denial record, the caller its log lines
+/// name, one more use.
+pub(crate) fn arm<E>(warm: &mut Warm<E>, timeout: Duration, source: &str) {
     let state = warm.store.data_mut();
-    state.deadline = Instant::now() + timeout;
+    state.budget.start(timeout);
+    state.caller.set(source);
     state.memory.hit = false;
     state.denials.take();
     if let Some(said) = state.extensions.get::<GuestError>() {

@@ -36,7 +36,8 @@ pub struct SinkSettings {
     /// sink's output); it has no filesystem otherwise.
     #[schema(value_type = Option<String>)]
     pub directory: Option<PathBuf>,
-    /// Warm instances, and so deliveries at once, per source.
+    /// Deliveries at once, per source bound to it; also the idle
+    /// instances it keeps warm (its instances serve every such source).
     pub concurrency: Option<usize>,
     /// Linear memory cap of each instance (default `runtime.max_memory_mib`).
     pub memory_mib: Option<u32>,

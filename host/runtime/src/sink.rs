@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use tokio::sync::Semaphore;
 
 use super::bindings::Hook;
 use super::capability::FilesystemSettings;
@@ -13,7 +14,7 @@ use super::egress::{EgressCounter, EgressCounts, EgressSettings, Resolver};
 use super::http::{HttpLimits, Upstream};
 use super::labels::SinkLabel;
 use super::log::{LogChannel, LogLine, LogRate};
-use super::outcome::Outcome;
+use super::outcome::{Failure, Outcome};
 use super::pool::{InstancePool, PoolSnapshot, SinkExports};
 use crate::problem::Checker;
 
@@ -153,7 +154,11 @@ pub struct Sink {
     pub(crate) batch: Option<BatchLimits>,
     pub(crate) attempt_timeout: Duration,
     pub(crate) memory_bytes: usize,
-    pub(crate) pool: InstancePool<SinkExports>,
+    /// Shared by every binding loaded with the same component, options
+    /// and settings.
+    pub(crate) pool: Arc<InstancePool<SinkExports>>,
+    /// This binding's deliveries at once (`concurrency`).
+    pub(crate) permits: Semaphore,
     pub(crate) log: Arc<LogChannel>,
     pub(crate) egress: Arc<EgressCounter>,
 }
@@ -180,6 +185,9 @@ impl Sink {
 
     /// Deliver with an explicit deadline (dispatch passes its own).
     pub async fn deliver_within(&self, hook: &Hook, attempt: u32, timeout: Duration) -> Outcome {
+        let Ok(_permit) = self.permits.acquire().await else {
+            return Outcome::Failed(closing());
+        };
         self.pool.deliver(hook, attempt, timeout).await
     }
 
@@ -193,7 +201,27 @@ impl Sink {
     /// `hooks[i]`'s), bounded by `timeout` for the whole batch. For a sink
     /// without `batch`, one `deliver` call each on one instance.
     pub async fn deliver_batch_within(&self, hooks: &[Hook], attempts: &[u32], timeout: Duration) -> Vec<Outcome> {
+        let Ok(_permit) = self.permits.acquire().await else {
+            return vec![Outcome::Failed(closing()); hooks.len()];
+        };
         self.pool.deliver_batch(hooks, attempts, timeout).await
+    }
+
+    /// The same loaded component for another binding (`label`), with its
+    /// own deliveries at once and deadline: nothing is started.
+    pub(crate) fn bound_as(&self, label: SinkLabel, limits: &SinkLimits) -> Sink {
+        Sink {
+            label,
+            sha256: self.sha256.clone(),
+            durable: self.durable,
+            batch: self.batch.map(|_| limits.batch),
+            attempt_timeout: limits.attempt_timeout,
+            memory_bytes: self.memory_bytes,
+            pool: self.pool.clone(),
+            permits: Semaphore::new(limits.concurrency.max(1)),
+            log: self.log.clone(),
+            egress: self.egress.clone(),
+        }
     }
 
     /// The linear memory cap of each instance.
@@ -218,4 +246,9 @@ impl Sink {
     pub fn egress(&self) -> EgressCounts {
         self.egress.counts()
     }
+}
+
+/// The answer while the node closes a sink's permits.
+fn closing() -> Failure {
+    Failure::new(crate::error_class::ErrorClass::Transient, "sink pool is shutting down")
 }

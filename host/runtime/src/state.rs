@@ -1,13 +1,12 @@
 //! What one sink instance's store carries: the WASI context and resource
 //! table, what each capability keeps for the instance ([`Extensions`]),
 //! its memory cap (growth past it fails, and the cap being hit is
-//! remembered so the attempt is reported as a memory fault), its attempt's
-//! deadline, and a record of refused connections (the attempt is then
+//! remembered so the attempt is reported as a memory fault), its call's
+//! CPU budget, and a record of refused connections (the attempt is then
 //! classed `denied`).
 
 use std::any::Any;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
@@ -71,6 +70,26 @@ impl AttemptTrace {
     }
 }
 
+/// The source whose hook the running call is for. A sink's instances
+/// serve every source bound to it, so its log lines name the caller: set
+/// by the pool before each call, read by the log capability.
+#[derive(Clone, Default)]
+pub struct Caller(Arc<Mutex<String>>);
+
+impl Caller {
+    pub fn set(&self, source: &str) {
+        let mut caller = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if *caller != source {
+            caller.clear();
+            caller.push_str(source);
+        }
+    }
+
+    pub fn get(&self) -> String {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
 pub struct InstanceState {
     pub(super) wasi: WasiCtx,
     pub(super) table: ResourceTable,
@@ -78,9 +97,11 @@ pub struct InstanceState {
     pub(super) extensions: Extensions,
     pub(crate) denials: DenialRecord,
     pub(crate) trace: AttemptTrace,
+    pub(crate) caller: Caller,
     pub(crate) memory: MemoryCap,
-    /// When the current attempt must end; checked on every epoch tick.
-    pub(crate) deadline: Instant,
+    /// The CPU time the current call may still use; checked on every
+    /// epoch tick the guest sees.
+    pub(crate) budget: super::budget::CpuBudget,
 }
 
 impl WasiView for InstanceState {

@@ -80,7 +80,8 @@ pub struct Transform {
     label: SinkLabel,
     sha256: String,
     timeout: Duration,
-    pool: InstancePool<TransformExports>,
+    /// Shared by every binding that chains it alike.
+    pool: Arc<InstancePool<TransformExports>>,
 }
 
 impl Transform {
@@ -88,9 +89,19 @@ impl Transform {
         label: SinkLabel,
         sha256: String,
         timeout: Duration,
-        pool: InstancePool<TransformExports>,
+        pool: Arc<InstancePool<TransformExports>>,
     ) -> Self {
         Transform { label, sha256, timeout, pool }
+    }
+
+    /// The same loaded transform, with calls bounded by `timeout`.
+    pub(crate) fn with_timeout(&self, timeout: Duration) -> Transform {
+        Transform { label: self.label.clone(), sha256: self.sha256.clone(), timeout, pool: self.pool.clone() }
+    }
+
+    /// Whether a binding holds it (not only the runtime's shelf).
+    pub(crate) fn in_use(&self) -> bool {
+        Arc::strong_count(&self.pool) > 1
     }
 
     /// The transform's name.
@@ -112,7 +123,7 @@ impl Transform {
     /// As [`Transform::apply`], with an explicit deadline.
     pub async fn apply_within(&self, hook: &mut Hook, timeout: Duration) -> Result<Applied, Failure> {
         let mut warm = self.pool.checkout(timeout).await?;
-        arm(&mut warm, timeout);
+        arm(&mut warm, timeout, &hook.source);
         let call = warm.exports.0.call_transform(&mut warm.store, hook);
         let result = tokio::time::timeout(timeout, call).await;
         let reported = self.pool.settle_call(warm, result, timeout);

@@ -97,6 +97,9 @@ impl From<ReplayError> for ApiError {
     }
 }
 
+/// The largest JSON body the admin API reads (axum's default limit).
+pub const MAX_JSON_BODY: usize = 2 << 20;
+
 /// `Json<T>` whose rejections are [`ApiError`]s (`invalid_body`, with the
 /// key that failed).
 pub struct Body<T>(pub T);
@@ -113,10 +116,19 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
 }
 
 /// A body that is not JSON, or not of the expected shape, is `400` like
-/// every other invalid body (a missing `Content-Type` is `415`).
+/// every other invalid body (a missing `Content-Type` is `415`, a body
+/// over the API's limit `413`).
 fn json_rejection(rejection: JsonRejection) -> ApiError {
     if rejection.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE {
         return ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", rejection.body_text());
+    }
+    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        crate::metrics::metrics().admin_refused("payload_too_large");
+        return ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!("the body is over the admin API's limit of {} bytes", MAX_JSON_BODY),
+        );
     }
     ApiError::bad_request("invalid_body", rejection.body_text())
 }

@@ -6,8 +6,10 @@
 //! router and `/openapi.json` are both generated from those declarations.
 //! When a token is configured, every route but `/health` and `/ready`
 //! needs `Authorization: Bearer <token>`; a non-loopback bind without one
-//! is refused by the config check.
+//! is refused by the config check. What a browser may send it, token or
+//! not, is `browser`'s to judge (DNS rebinding, cross-site requests).
 
+mod browser;
 mod console;
 mod dlq;
 mod error;
@@ -112,6 +114,7 @@ pub fn router(node: Arc<Node>) -> Router {
         .merge(console::routes())
         .fallback(no_route)
         .layer(axum::middleware::from_fn_with_state(node.clone(), authorize))
+        .layer(axum::middleware::from_fn_with_state(node.clone(), browser::guard))
         .layer(axum::middleware::from_fn(request_id))
         .with_state(node)
 }
@@ -129,23 +132,21 @@ pub async fn serve(listener: TcpListener, node: Arc<Node>, shutdown: impl Future
 }
 
 fn refused(refusal: crate::edge::Refusal) -> Response {
-    match refusal {
-        crate::edge::Refusal::UriTooLong => ApiError::new(
-            StatusCode::URI_TOO_LONG,
-            "uri_too_long",
-            format!("the request line is over {} bytes", crate::edge::DEFAULT_MAX_LINE),
-        ),
-        crate::edge::Refusal::HeadTooLarge => ApiError::new(
-            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            "header_too_large",
-            format!("the request line and headers are over {} bytes", crate::edge::DEFAULT_MAX_HEADER_BYTES),
-        ),
-        crate::edge::Refusal::FramedTwoWays => ApiError::bad_request(
-            "ambiguous_framing",
-            "both Content-Length and Transfer-Encoding: the request is framed two ways",
-        ),
-    }
-    .into_response()
+    use crate::edge::Refusal;
+    let (status, code) = refusal.answer();
+    crate::metrics::metrics().admin_refused(code);
+    let message = match refusal {
+        Refusal::UriTooLong => format!("the request line is over {} bytes", crate::edge::DEFAULT_MAX_LINE),
+        Refusal::HeadTooLarge => {
+            format!("the request line and headers are over {} bytes", crate::edge::DEFAULT_MAX_HEADER_BYTES)
+        }
+        Refusal::TooManyHeaders => "more than 100 header fields".to_string(),
+        Refusal::BodyTooLarge => "a Content-Length larger than any body this API takes".to_string(),
+        Refusal::FramedTwoWays => {
+            "both Content-Length and Transfer-Encoding: the request is framed two ways".to_string()
+        }
+    };
+    ApiError::new(status, code, message).into_response()
 }
 
 async fn no_route() -> ApiError {

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use utoipa::ToSchema;
 
 use super::ApiError;
-use crate::metrics::{SinkLabels, StateLabels};
+use crate::metrics::{PoolLabels, StateLabels};
 use crate::node::Node;
 use crate::queue::now_ms;
 
@@ -67,10 +67,16 @@ fn refresh_levels(node: &Node) {
     if let Some(dispatcher) = &node.dispatcher {
         m.breakers_open.set(dispatcher.breakers_open() as i64);
     }
+    // A sink's instances are shared by the sources bound to it: each sink
+    // once, whatever binds it.
+    let mut seen = std::collections::HashSet::new();
     for (source, _) in node.sources.all() {
         for binding in &source.sinks {
             let sink = &binding.sink;
-            let labels = SinkLabels { source: source.name.clone(), sink: sink.label().sink.clone() };
+            if !seen.insert(sink.label().sink.clone()) {
+                continue;
+            }
+            let labels = PoolLabels { sink: sink.label().sink.clone() };
             let pool = sink.instances();
             m.sink_instances.get_or_create(&labels).set(pool.created.saturating_sub(pool.retired) as i64);
             m.sink_memory_cap_bytes.get_or_create(&labels).set(sink.memory_bytes() as i64);

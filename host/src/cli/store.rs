@@ -192,8 +192,10 @@ fn repair_store(store: &crate::store::RocksStore, report: &crate::store::VerifyR
 fn print_repair(repaired: &Repaired) {
     for family in &repaired.salvaged {
         println!("repaired: the {} family, {} keys kept", family.family, family.kept);
-        for lost in &family.lost {
-            println!("  lost: {}", lost_range(family.family, lost));
+        for damaged in &family.damaged {
+            for line in describe_damage(family.family, damaged) {
+                println!("  {line}");
+            }
         }
     }
     println!(
@@ -202,27 +204,84 @@ fn print_repair(repaired: &Repaired) {
     );
 }
 
-/// A passed-over range, in seqs where the family is keyed by seq (its
-/// keys begin with one): the range the lost keys lie in, bounds included.
-fn lost_range(family: &str, lost: &crate::store::Skipped) -> String {
-    let seq = |key: &[u8]| {
-        let mut padded = [0u8; 8];
-        let n = key.len().min(8);
-        padded[..n].copy_from_slice(&key[..n]);
-        u64::from_be_bytes(padded)
-    };
-    match family {
-        "hooks" | "deliveries" => format!(
-            "seqs {} to {}",
-            seq(&lost.after),
-            lost.resumed.as_deref().map_or("the last".to_string(), |key| seq(key).to_string())
+/// What a repair says of one damaged range: where it lay, and what of it
+/// was kept or lost. Families keyed by seq are told in seqs: from the keys
+/// other families name in the range where there are any (exactly the
+/// rows or hooks it held), else from its bounds.
+fn describe_damage(family: &str, damaged: &crate::store::DamagedRange) -> Vec<String> {
+    let by_seq = matches!(family, "hooks" | "deliveries");
+    let named = damaged.named();
+    let at = match (by_seq, named.first(), named.last()) {
+        (true, Some(first), Some(last)) => format!("seqs {} to {}", seq_of(first), seq_of(last)),
+        (true, _, _) => format!(
+            "seqs after {} and before {}",
+            seq_of(&damaged.after),
+            damaged.before.as_deref().map_or("the last".to_string(), |key| first_seq_from(family, key).to_string())
         ),
-        _ => format!(
+        (false, _, _) => format!(
             "keys after {} and before {}",
-            if lost.after.is_empty() { "the first".to_string() } else { hex::encode(&lost.after) },
-            lost.resumed.as_deref().map_or("the end".to_string(), hex::encode)
+            if damaged.after.is_empty() { "the first".to_string() } else { shown(&damaged.after) },
+            damaged.before.as_deref().map_or("the end".to_string(), shown)
         ),
+    };
+    if !matches!(family, "hooks" | "deliveries" | "dedupe") {
+        return vec![format!("damaged: {at}; lost: what it held (no other family names these keys)")];
     }
+    let mut lines = vec![format!(
+        "damaged: {at}: {} keys named there, {} kept from newer copies, {} made again, {} lost",
+        named.len(),
+        damaged.recovered.len(),
+        damaged.remade.len(),
+        damaged.unreadable.len()
+    )];
+    if !damaged.unreadable.is_empty() {
+        let lost = match by_seq {
+            true => format!("seqs {}", seq_ranges(damaged.unreadable.iter().map(|k| seq_of(k)))),
+            false => format!("{} keys", damaged.unreadable.len()),
+        };
+        lines.push(format!("lost: {lost}"));
+    }
+    lines
+}
+
+/// A key as text, its bytes that are not printable escaped (`\x07`).
+fn shown(key: &[u8]) -> String {
+    format!("\"{}\"", key.escape_ascii())
+}
+
+/// The seq a key of the hooks or deliveries family begins with.
+fn seq_of(key: &[u8]) -> u64 {
+    let mut padded = [0u8; 8];
+    let n = key.len().min(8);
+    padded[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(padded)
+}
+
+/// The first seq whose keys all lie at or after `key` (the first key that
+/// reads past a damaged block): `key`'s own seq if `key` is no more than
+/// that seq's first key, else the next.
+fn first_seq_from(family: &str, key: &[u8]) -> u64 {
+    // Hooks are keyed by their seq; delivery rows by seq and sink index.
+    let whole = if family == "hooks" { 8 } else { 10 };
+    let within_first = key.len() <= whole && key.iter().skip(8).all(|b| *b == 0);
+    seq_of(key) + u64::from(!within_first)
+}
+
+/// `1 to 3, 7, 9 to 10`: seqs told as runs.
+fn seq_ranges(seqs: impl Iterator<Item = u64>) -> String {
+    let mut seqs: Vec<u64> = seqs.collect();
+    seqs.sort_unstable();
+    seqs.dedup();
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    for seq in seqs {
+        match runs.last_mut() {
+            Some((_, end)) if *end + 1 == seq => *end = seq,
+            _ => runs.push((seq, seq)),
+        }
+    }
+    let told: Vec<String> =
+        runs.iter().map(|(from, to)| if from == to { from.to_string() } else { format!("{from} to {to}") }).collect();
+    told.join(", ")
 }
 
 async fn stats(store: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {
@@ -255,4 +314,22 @@ async fn stats(store: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> 
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn damaged_seqs_are_told_as_runs_and_bounds_by_whole_seqs() {
+        assert_eq!(seq_ranges([7, 1, 2, 3, 9, 10, 3].into_iter()), "1 to 3, 7, 9 to 10");
+        let row = |seq: u64, sink: u16| [seq.to_be_bytes().as_slice(), &sink.to_be_bytes()].concat();
+        // The first key that reads is a row's own key: its seq is whole.
+        assert_eq!(first_seq_from("deliveries", &row(59, 0)), 59);
+        // Just past a damaged row's key: the next seq is the first whole.
+        assert_eq!(first_seq_from("deliveries", &[row(58, 0).as_slice(), &[0]].concat()), 59);
+        assert_eq!(first_seq_from("deliveries", &row(58, 1)), 59);
+        assert_eq!(first_seq_from("hooks", &59u64.to_be_bytes()), 59);
+        assert_eq!(first_seq_from("hooks", &[58u64.to_be_bytes().as_slice(), &[0]].concat()), 59);
+    }
 }

@@ -132,14 +132,21 @@ pub struct AdminSection {
     /// Where the admin API and the console listen.
     #[schema(value_type = String)]
     pub listen: SocketAddr,
-    /// Bearer token for the admin API; required when `listen` is not a
-    /// loopback address.
+    /// Bearer token for the admin API (at least 16 characters); required
+    /// when `listen` is not a loopback address.
     pub token: Option<Secret>,
+    /// Names (`host` or `host:port`) a browser may use for the admin API
+    /// besides loopback ones: without a token, a request whose `Host` or
+    /// `Origin` names anything else is refused (DNS rebinding).
+    pub allowed_hosts: Vec<String>,
 }
+
+/// The shortest admin token taken: a guessable one protects nothing.
+pub const MIN_ADMIN_TOKEN: usize = 16;
 
 impl Default for AdminSection {
     fn default() -> Self {
-        AdminSection { listen: SocketAddr::from(([127, 0, 0, 1], 4002)), token: None }
+        AdminSection { listen: SocketAddr::from(([127, 0, 0, 1], 4002)), token: None, allowed_hosts: Vec::new() }
     }
 }
 

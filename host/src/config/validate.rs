@@ -19,8 +19,18 @@ pub fn check(config: &Config) -> Vec<Problem> {
     config.http.check(&mut c.section("http"));
     if config.admin.token.as_ref().is_some_and(|t| t.0.is_empty()) {
         c.add("admin.token", "empty: give a token, or leave the key out");
+    } else if config.admin.token.as_ref().is_some_and(|t| t.0.chars().count() < super::MIN_ADMIN_TOKEN) {
+        c.add("admin.token", format!("too short: at least {} characters", super::MIN_ADMIN_TOKEN));
     } else if !config.admin.listen.ip().is_loopback() && config.admin.token.is_none() {
         c.add("admin.token", format!("required: admin.listen {} is reachable beyond this host", config.admin.listen));
+    }
+    for (i, host) in config.admin.allowed_hosts.iter().enumerate() {
+        if !valid_allowed_host(host) {
+            c.add(
+                &format!("admin.allowed_hosts[{i}]"),
+                "a host name or address, with an optional :port (no scheme or path)",
+            );
+        }
     }
     config.log.check(&mut c.section("log"));
 
@@ -78,4 +88,25 @@ fn attempt_within_lease(config: &Config, c: &mut Checker) {
             ),
         );
     }
+}
+
+/// An `admin.allowed_hosts` entry: `name`, `name:port`, an IP address or
+/// `[v6]:port`; never a scheme, a path or a wildcard.
+fn valid_allowed_host(entry: &str) -> bool {
+    let (name, port) = match entry.rsplit_once(':') {
+        Some((name, _)) if !name.ends_with(']') && name.contains(':') => (entry, None),
+        Some((name, port)) => (name, Some(port)),
+        None => (entry, None),
+    };
+    let port_ok = port.is_none_or(|p| p.parse::<u16>().is_ok());
+    let literal = name.strip_prefix('[').and_then(|n| n.strip_suffix(']'));
+    let name_ok = match literal {
+        Some(v6) => v6.parse::<std::net::Ipv6Addr>().is_ok(),
+        None => {
+            !name.is_empty()
+                && name.len() <= 253
+                && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_')
+        }
+    };
+    port_ok && name_ok
 }

@@ -57,6 +57,7 @@ impl Dispatcher {
         directory: Arc<dyn Directory>,
         config: DispatchConfig,
     ) -> std::io::Result<Dispatcher> {
+        deliveries.set_sink_names(Arc::new(BoundNames(directory.clone())));
         let settler = settle::start(deliveries.clone())?;
         let stop = Arc::new(Notify::new());
         let breakers = Breakers::default();
@@ -98,5 +99,17 @@ impl Dispatcher {
     pub async fn stop(self) {
         self.stop.notify_one();
         let _ = self.task.await;
+    }
+}
+
+/// The sink a source's binding at an index delivers to, for rows the queue
+/// makes again from their hooks.
+struct BoundNames(Arc<dyn Directory>);
+
+impl crate::queue::SinkNames for BoundNames {
+    fn sink_name(&self, tenant: &str, source: &str, index: u16) -> Option<String> {
+        let source = self.0.resolve(Some(tenant), source)?;
+        let binding = source.sinks.iter().find(|b| b.index == index)?;
+        Some(binding.sink.label().sink.clone())
     }
 }

@@ -327,11 +327,14 @@ impl Scheduler {
 
     /// The sink bound to the row at ack time, if its source still has it:
     /// the same index with the same sink (its component may have been
-    /// reloaded since).
+    /// reloaded since). A row that lost its sink's name (made again from
+    /// its hook after damage, by a version that did not name it) takes
+    /// the binding at its index.
     fn bound_sink(&self, row: &DeliveryRow) -> Option<Target> {
         let source = self.directory.resolve(Some(&row.tenant), &row.source)?;
         let binding = source.sinks.iter().find(|b| b.index == row.sink)?;
-        (binding.sink.label().sink == row.sink_name).then(|| Target {
+        let same = row.sink_name.is_empty() || binding.sink.label().sink == row.sink_name;
+        same.then(|| Target {
             sink: binding.sink.clone(),
             transforms: binding.transforms.clone(),
             forward: source.forward_headers.clone(),

@@ -46,6 +46,24 @@ pub enum Refusal {
     UriTooLong,
     /// A head (request line and headers) over the limit: `431`.
     HeadTooLarge,
+    /// More header fields than hyper reads (100): `431`.
+    TooManyHeaders,
+    /// A `Content-Length` larger than any body hyper can frame: `413`.
+    BodyTooLarge,
+}
+
+impl Refusal {
+    /// Its status and its `error` code.
+    pub fn answer(self) -> (http::StatusCode, &'static str) {
+        use http::StatusCode;
+        match self {
+            Refusal::FramedTwoWays => (StatusCode::BAD_REQUEST, "ambiguous_framing"),
+            Refusal::UriTooLong => (StatusCode::URI_TOO_LONG, "uri_too_long"),
+            Refusal::HeadTooLarge => (StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, "header_too_large"),
+            Refusal::TooManyHeaders => (StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, "too_many_headers"),
+            Refusal::BodyTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+        }
+    }
 }
 
 /// What the byte walk tells the service, per connection.
@@ -102,8 +120,10 @@ enum State {
     /// A too-long request line's rest, dropped up to its end; then the
     /// head, begun with the line handed on in its place.
     DropLine(Vec<u8>),
-    /// The head so far, request line included.
-    Head(Vec<u8>),
+    /// The head so far, request line included, held back from its
+    /// fields on (`handed`: the bytes of it already handed on) until it
+    /// is whole and judged.
+    Head { head: Vec<u8>, handed: usize },
     /// `Content-Length` body bytes still to come.
     Body(u64),
     /// A chunk-size line so far.
@@ -172,8 +192,10 @@ impl Framing {
 
     /// The connection ended: bytes held back are handed on as they came.
     pub fn finish(&mut self, out: &mut Vec<u8>) {
-        if let State::Line(line) = &mut self.state {
-            out.append(line);
+        match &mut self.state {
+            State::Line(line) => out.append(line),
+            State::Head { head, handed } => out.extend_from_slice(&head[*handed..]),
+            _ => {}
         }
         self.state = State::Opaque;
     }
@@ -184,22 +206,28 @@ impl Framing {
         match &mut self.state {
             State::DropLine(_) => return self.drop_line(bytes),
             State::Discard => return Step::Taken(bytes.len()),
-            State::Head(head) => {
+            State::Head { head, handed } => {
                 let room = self.max_head.saturating_sub(head.len());
-                let needs = find_end_of_head(head, bytes).unwrap_or(bytes.len());
-                if needs > room {
-                    if room > 0 {
-                        // What fits goes on as it is...
-                        head.extend_from_slice(&bytes[..room]);
-                        return Step::Unchanged(room);
-                    }
-                    // ... then an end of the head, and nothing after it.
+                if let Some(needs) = find_end_of_head(head, bytes).filter(|needs| *needs <= room) {
+                    // Whole: judged before hyper reads a byte of its fields.
+                    let nothing_held = *handed == head.len();
+                    head.extend_from_slice(&bytes[..needs]);
+                    let (head, handed) = (std::mem::take(head), *handed);
+                    return self.head_ended(head, handed, needs, out, in_place && nothing_held);
+                }
+                let take = bytes.len().min(room);
+                if take == 0 {
+                    // Over the limit: what was held goes on, then an end
+                    // of the head, and nothing after it.
+                    out.extend_from_slice(&head[*handed..]);
                     out.extend_from_slice(head_end(head));
                     self.watch.refuse(self.heads, Refusal::HeadTooLarge);
                     self.heads += 1;
                     self.state = State::Discard;
                     return Step::Taken(0);
                 }
+                head.extend_from_slice(&bytes[..take]);
+                return Step::Taken(take);
             }
             _ => {}
         }
@@ -257,26 +285,38 @@ impl Framing {
 
     /// A request line was handed on: the head goes on from it.
     fn head_begun(&mut self, line: &[u8]) {
-        self.state = State::Head(Vec::new());
-        self.follow(line);
+        self.state = State::Head { head: line.to_vec(), handed: line.len() };
+    }
+
+    /// A whole head (its last `used` bytes from this read; `handed` of it
+    /// already handed on): handed on as it is (in place when nothing of
+    /// it was held), or, if hyper would refuse it untyped, rewritten so
+    /// that hyper reads it and the service answers the refusal.
+    fn head_ended(&mut self, head: Vec<u8>, handed: usize, used: usize, out: &mut Vec<u8>, in_place: bool) -> Step {
+        match judge_head(&head) {
+            None => {
+                self.state = self.after_head(&head);
+                if in_place {
+                    return Step::Unchanged(used);
+                }
+                out.extend_from_slice(&head[handed..]);
+            }
+            Some((why, rewritten)) => {
+                out.extend_from_slice(rewritten.get(handed..).unwrap_or_default());
+                self.watch.refuse(self.heads, why);
+                self.heads += 1;
+                self.state = State::Discard;
+            }
+        }
+        Step::Taken(used)
     }
 
     /// Follow the front of `bytes` in a state that hands bytes on as they
     /// are; returns how many it used.
     fn follow(&mut self, bytes: &[u8]) -> usize {
         match &mut self.state {
-            State::Opaque | State::Line(_) | State::DropLine(_) | State::Discard => bytes.len(),
-            State::Head(head) => {
-                // Within the limit (`step` cuts a head that is not).
-                let end = find_end_of_head(head, bytes);
-                let take = end.unwrap_or(bytes.len());
-                head.extend_from_slice(&bytes[..take]);
-                if end.is_some() {
-                    let head = std::mem::take(head);
-                    self.state = self.after_head(&head);
-                }
-                take
-            }
+            // `step` holds a head back itself.
+            State::Opaque | State::Line(_) | State::DropLine(_) | State::Discard | State::Head { .. } => bytes.len(),
             State::Body(left) => {
                 let (take, done) = count_down(left, bytes);
                 if done {
@@ -370,6 +410,42 @@ impl Framing {
             },
         }
     }
+}
+
+/// The header fields hyper reads at most (its default); a head with more
+/// is refused here, typed, rather than by hyper with an empty `431`.
+const MAX_FIELDS: usize = 100;
+/// The largest `Content-Length` hyper frames; a larger one is refused
+/// here `413` rather than by hyper with an empty `431`.
+const MAX_LENGTH: u64 = u64::MAX - 2;
+
+/// What hyper would refuse untyped in a whole `head`, and the head it is
+/// handed instead (the request line, at most [`MAX_FIELDS`] fields, no
+/// `Content-Length` it cannot frame): the service answers the refusal.
+fn judge_head(head: &[u8]) -> Option<(Refusal, Vec<u8>)> {
+    let mut lines = head.split_inclusive(|b| *b == b'\n');
+    let request = lines.next()?;
+    let fields: Vec<&[u8]> = lines.take_while(|line| !matches!(*line, b"\r\n" | b"\n")).collect();
+    let unframeable = |line: &&[u8]| {
+        let Some(colon) = line.iter().position(|b| *b == b':') else { return false };
+        let (name, value) = (&line[..colon], &line[colon + 1..]);
+        name.trim_ascii().eq_ignore_ascii_case(b"content-length")
+            && std::str::from_utf8(value.trim_ascii())
+                .ok()
+                .and_then(|v| v.parse::<u64>().ok())
+                .is_some_and(|n| n > MAX_LENGTH)
+    };
+    let why = match () {
+        () if fields.len() > MAX_FIELDS => Refusal::TooManyHeaders,
+        () if fields.iter().any(unframeable) => Refusal::BodyTooLarge,
+        () => return None,
+    };
+    let mut rewritten = request.to_vec();
+    for line in fields.iter().filter(|line| !unframeable(line)).take(MAX_FIELDS) {
+        rewritten.extend_from_slice(line);
+    }
+    rewritten.extend_from_slice(b"\r\n");
+    Some((why, rewritten))
 }
 
 /// How many leading bytes are CR or LF (RFC 9112 §2.2: a server ignores

@@ -120,11 +120,7 @@ fn closing(mut response: Response) -> Response {
 
 /// The edge's answer to a request refused before its handler.
 fn refused(refusal: Refusal) -> Response {
-    let (status, code) = match refusal {
-        Refusal::FramedTwoWays => (axum::http::StatusCode::BAD_REQUEST, "ambiguous_framing"),
-        Refusal::UriTooLong => (axum::http::StatusCode::URI_TOO_LONG, "uri_too_long"),
-        Refusal::HeadTooLarge => (axum::http::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, "header_too_large"),
-    };
+    let (status, code) = refusal.answer();
     crate::metrics::ingest(code);
     (status, axum::Json(serde_json::json!({ "error": code }))).into_response()
 }

@@ -52,7 +52,7 @@ pub enum OrderingKey {
 }
 
 /// Keys longer than this are kept as their digest (a line's key is part
-/// of every index key of its rows).
+/// of every index key of its rows; `digest::capped_key`).
 const MAX_KEY_BYTES: usize = 128;
 
 impl OrderingSection {
@@ -114,10 +114,7 @@ impl OrderingRule {
                 }
             }
         };
-        let key = match key.len() > MAX_KEY_BYTES {
-            true => format!("sha256:{}", crate::digest::sha256_hex(key.as_bytes())),
-            false => key,
-        };
+        let key = crate::digest::capped_key(&key, MAX_KEY_BYTES).into_owned();
         Some(Line { key, hold: self.on_dead == OnDead::Hold })
     }
 }

@@ -23,6 +23,9 @@ use thiserror::Error;
 
 /// At most this many secrets per source (rotation, newest first).
 pub const MAX_SECRETS: usize = 8;
+/// The longest secret taken: an HMAC key past a few hundred bytes adds
+/// nothing, and one of megabytes is a mistake (a file pasted whole).
+pub const MAX_SECRET_BYTES: usize = 1024;
 /// Default timestamp tolerance, seconds either side of now.
 pub const DEFAULT_TOLERANCE_S: u64 = 300;
 
@@ -326,6 +329,12 @@ impl Verifier {
         if secrets.is_empty() || secrets.len() > MAX_SECRETS {
             return Err(SchemeError::Invalid(format!("between 1 and {MAX_SECRETS} secrets, got {}", secrets.len())));
         }
+        if let Some(long) = secrets.iter().find(|s| s.len() > MAX_SECRET_BYTES) {
+            return Err(SchemeError::Invalid(format!(
+                "a secret of {} bytes: at most {MAX_SECRET_BYTES} (providers issue tens of bytes)",
+                long.len()
+            )));
+        }
         let algorithm = scheme.hash.algorithm();
         let keys = secrets
             .iter()
@@ -334,6 +343,7 @@ impl Verifier {
                     .decode(b64)
                     .map_err(|_| SchemeError::Invalid("a `whsec_` secret is not valid base64".into())),
                 None if s.is_empty() => Err(SchemeError::Invalid("an empty secret".into())),
+
                 None => Ok(s.as_bytes().to_vec()),
             })
             .map(|secret| secret.map(|secret| hmac::Key::new(algorithm, &secret)))

@@ -11,11 +11,27 @@
 use super::rows::{DeliveryRow, RowState};
 use super::{Core, Envelope, QueueError, counter_key};
 use crate::error_class::ErrorClass;
-use crate::store::keys::{deliveries, hooks, index};
-use crate::store::{Batch, Cf, Durability, KeyRead, Store, StoreError};
+use crate::store::keys::{dedupe, deliveries, hooks, index};
+use crate::store::{Batch, Cf, Durability, KeyRead, NamedKey, Store, StoreError};
 
 /// Index entries written per batch of a rebuild.
 const REBUILD_BATCH: usize = 4096;
+
+/// The name of the sink a source's binding at an index delivers to: a
+/// delivery row made again from its hook (its own copy damaged) is filed
+/// under it, so a replay of it finds its sink. Dispatch, which knows the
+/// sources, gives the queue one (`Deliveries::set_sink_names`).
+pub trait SinkNames: Send + Sync + 'static {
+    fn sink_name(&self, tenant: &str, source: &str, index: u16) -> Option<String>;
+}
+
+impl super::Deliveries {
+    /// Give the queue the names of the sources' sinks (see [`SinkNames`]);
+    /// the first given stands.
+    pub fn set_sink_names(&self, names: std::sync::Arc<dyn SinkNames>) {
+        let _ = self.sink_names.set(names);
+    }
+}
 
 impl Core {
     /// Rebuild the index family if it is known damaged. Called by claims
@@ -46,18 +62,22 @@ impl Core {
     pub(super) fn bury_unreadable_row(&self, batch: &mut Batch, seq: u64, sink: u16, due_key: Vec<u8>, error: &str) {
         let hook = self.store.get(Cf::Hooks, &hooks::hook(seq)).ok().flatten();
         let envelope = hook.and_then(|bytes| Envelope::decode(seq, &bytes).ok());
-        let (tenant, source) = match &envelope {
-            Some(hook) => (hook.tenant_id.clone(), hook.source_id.clone()),
-            None => (crate::queue::DEFAULT_TENANT.to_string(), String::new()),
+        let (tenant, source, bytes) = match &envelope {
+            Some(hook) => (hook.tenant_id.clone(), hook.source_id.clone(), hook.size()),
+            None => (crate::queue::DEFAULT_TENANT.to_string(), String::new(), 0),
         };
+        // Unknown when the source has gone or no names were given: a
+        // replay then takes the binding at the row's index.
+        let sink_name =
+            self.sink_names.get().and_then(|names| names.sink_name(&tenant, &source, sink)).unwrap_or_default();
         let now = self.config.clock.now_ms();
         let row = DeliveryRow {
             seq,
             sink,
             tenant,
             source,
-            sink_name: String::new(),
-            bytes: 0,
+            sink_name,
+            bytes,
             attempts: 0,
             replay_id: None,
             state: RowState::Dead {
@@ -119,29 +139,43 @@ pub fn rebuild_index(store: &dyn Store) -> Result<u64, QueueError> {
     Ok(rows)
 }
 
-/// Keys of `cf` another family names, for a repair to read one by one
-/// where a scan of `cf` passed over damage (a row written again after the
-/// block was damaged reads from its newer copy): delivery rows named by
-/// the index's owner entries, hooks named by the delivery rows.
-pub fn named_keys(store: &dyn Store, cf: Cf) -> Result<Vec<Vec<u8>>, QueueError> {
-    let mut keys = Vec::new();
+/// The keys of `cf` that something else names, for a repair to read on
+/// their own where a scan passed over damage (a key written again after
+/// the block was damaged reads from its newer copy), each with its value
+/// where what names it says it whole (written back if it cannot be read):
+/// delivery rows named by the index's owner entries, hooks named by the
+/// delivery rows, and in the dedupe family each live key by its expiry
+/// entry and each expiry entry (empty, so made again if lost) by its live
+/// key; the two lie far apart in the family's order.
+pub fn named_keys(store: &dyn Store, cf: Cf) -> Result<Vec<NamedKey>, QueueError> {
+    let mut keys: Vec<NamedKey> = Vec::new();
     match cf {
+        Cf::Dedupe => super::recount::walk(store, Cf::Dedupe, &[], |key, value| {
+            if let Some(expiry) = dedupe::parse_expiry(key) {
+                keys.push((expiry.entry(), None));
+            } else if let (Some((tenant, source, stored)), Ok(original)) =
+                (dedupe::parse_entry(key), super::dedupe::Original::decode(value))
+            {
+                keys.push((dedupe::expiry(original.expires_at, &tenant, &source, &stored), Some(Vec::new())));
+            }
+            Ok(())
+        })?,
         Cf::Deliveries => super::recount::walk(store, Cf::Index, &[index::OWNER], |key, _| {
             if let Some((seq, sink)) = index::parse_owner(key) {
-                keys.push(deliveries::row(seq, sink));
+                keys.push((deliveries::row(seq, sink), None));
             }
             Ok(())
         })?,
         Cf::Hooks => super::recount::walk(store, Cf::Deliveries, &[], |key, _| {
             if let Some((seq, _)) = deliveries::parse(key) {
-                keys.push(hooks::hook(seq));
+                keys.push((hooks::hook(seq), None));
             }
             Ok(())
         })?,
         _ => {}
     }
     keys.sort();
-    keys.dedup();
+    keys.dedup_by(|a, b| a.0 == b.0);
     Ok(keys)
 }
 

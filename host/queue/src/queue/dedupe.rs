@@ -6,16 +6,13 @@ use std::collections::{HashMap, VecDeque};
 
 use super::codec::{CodecError, Reader, Writer};
 
-/// Longer keys are stored as `sha256:<hex>`.
+/// Longer keys are stored as `sha256:<hex>` (see `digest::capped_key`:
+/// so is a key that itself begins with `sha256:`, so none can collide).
 pub const MAX_KEY_BYTES: usize = 200;
 
 /// The form a provider's key is stored in.
 pub fn stored_key(key: &str) -> String {
-    if key.len() > MAX_KEY_BYTES {
-        format!("sha256:{}", crate::digest::sha256_hex(key.as_bytes()))
-    } else {
-        key.to_string()
-    }
+    crate::digest::capped_key(key, MAX_KEY_BYTES).into_owned()
 }
 
 /// What a live key remembers of the hook that first carried it.

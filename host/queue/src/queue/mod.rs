@@ -66,7 +66,7 @@ pub const DEFAULT_TENANT: &str = "default";
 
 pub use crate::store::keys::index::LineId;
 pub use claim::ClaimDecision;
-pub use damage::{named_keys, rebuild_index};
+pub use damage::{SinkNames, named_keys, rebuild_index};
 pub use dlq::{DeadEntry, DeadPage, DeadQuery, MAX_EXAMINED, SinkSelector};
 pub use durability::{DurabilityError, SinkDurability, SourceDurability, WalMode, check_durable, validate_config};
 pub use envelope::{Envelope, Verification, VerifyStatus};
@@ -197,6 +197,8 @@ pub struct Core {
     ready: ready::ReadyHeads,
     /// Told of final outcomes once written (`fleet`: for takeovers).
     outcome_log: std::sync::OnceLock<Arc<dyn OutcomeLog>>,
+    /// Names the sinks of rows made again from their hooks (see `damage`).
+    sink_names: std::sync::OnceLock<Arc<dyn SinkNames>>,
     /// No due rows are handed out (see `pause_claims`).
     claims_paused: std::sync::atomic::AtomicBool,
     /// `fleet`: due rows are handed out only before this instant, which

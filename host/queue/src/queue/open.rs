@@ -92,6 +92,7 @@ impl Queue {
         let core = Core {
             store,
             outcome_log: std::sync::OnceLock::new(),
+            sink_names: std::sync::OnceLock::new(),
             claims_paused: std::sync::atomic::AtomicBool::new(false),
             claims_until: std::sync::Mutex::new(None),
             writer: std::sync::RwLock::new(Some(spawned.messages)),

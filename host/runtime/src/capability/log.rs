@@ -19,7 +19,7 @@ use crate::bindings::{Level, ankusa};
 use crate::error::LoadError;
 use crate::labels::SinkLabel;
 use crate::rate::{Limiter, Rate};
-use crate::state::InstanceState;
+use crate::state::{Caller, InstanceState};
 
 pub const MAX_LINE_BYTES: usize = 4096;
 /// How often a sink's suppressed lines are reported, at most: a sink
@@ -87,12 +87,19 @@ impl LogChannel {
     }
 
     pub fn emit(&self, level: Level, message: &str) {
+        self.emit_for("", level, message);
+    }
+
+    /// A line of a call for `caller`'s hook (a sink's instances serve
+    /// every source bound to it); `""`: the channel's own source.
+    pub fn emit_for(&self, caller: &str, level: Level, message: &str) {
         if !self.limiter.try_take() {
             self.suppressed.fetch_add(1, Ordering::Relaxed);
             return;
         }
         let message = cut(message);
-        let (source, sink) = (self.label.source.as_str(), self.label.sink.as_str());
+        let source = if caller.is_empty() { self.label.source.as_str() } else { caller };
+        let sink = self.label.sink.as_str();
         match level {
             Level::Trace => tracing::trace!(target: "ankusa::guest", source, sink, "{message}"),
             Level::Debug => tracing::debug!(target: "ankusa::guest", source, sink, "{message}"),
@@ -152,20 +159,22 @@ fn cut(message: &str) -> &str {
 /// rate-limited like every other guest line).
 pub struct GuestOutput {
     log: Arc<LogChannel>,
+    /// The source the running call is for.
+    caller: Caller,
     level: Level,
     /// stderr only: where an uncaught exception's message is kept.
     error: Option<GuestError>,
 }
 
 impl GuestOutput {
-    pub fn new(log: Arc<LogChannel>, level: Level) -> Self {
-        GuestOutput { log, level, error: None }
+    pub fn new(log: Arc<LogChannel>, caller: Caller, level: Level) -> Self {
+        GuestOutput { log, caller, level, error: None }
     }
 
     /// stderr: also watch for a Python traceback, keep its exception in
     /// `error`, and drop the componentize runtime's panic report after it.
-    pub fn stderr(log: Arc<LogChannel>, error: GuestError) -> Self {
-        GuestOutput { log, level: Level::Warn, error: Some(error) }
+    pub fn stderr(log: Arc<LogChannel>, caller: Caller, error: GuestError) -> Self {
+        GuestOutput { log, caller, level: Level::Warn, error: Some(error) }
     }
 }
 
@@ -208,6 +217,7 @@ impl wasmtime_wasi::cli::StdoutStream for GuestOutput {
     fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
         Box::new(LineWriter {
             log: self.log.clone(),
+            caller: self.caller.clone(),
             level: self.level,
             error: self.error.clone(),
             traceback: Traceback::None,
@@ -218,6 +228,7 @@ impl wasmtime_wasi::cli::StdoutStream for GuestOutput {
 
 struct LineWriter {
     log: Arc<LogChannel>,
+    caller: Caller,
     level: Level,
     error: Option<GuestError>,
     traceback: Traceback,
@@ -230,7 +241,7 @@ impl LineWriter {
         let line = line.trim_end_matches(['\r', '\n']);
         if !line.is_empty() {
             let level = self.level_of(line);
-            self.log.emit(level, line);
+            self.log.emit_for(&self.caller.get(), level, line);
         }
     }
 
@@ -313,8 +324,9 @@ pub struct Log;
 /// One sink's channel, shared by its instances.
 struct SinkLog(Arc<LogChannel>);
 
-/// An instance's handle on its sink's channel.
-struct InstanceLog(Arc<LogChannel>);
+/// An instance's handle on its sink's channel, and its running call's
+/// source.
+struct InstanceLog(Arc<LogChannel>, Caller);
 
 impl Capability for Log {
     fn link(&self, linker: &mut Linker<InstanceState>) -> wasmtime::Result<()> {
@@ -328,10 +340,11 @@ impl Capability for Log {
 
 impl SinkCapability for SinkLog {
     fn prepare(&self, instance: &mut InstanceBuilder) -> wasmtime::Result<()> {
-        instance.wasi.stdout(GuestOutput::new(self.0.clone(), Level::Info));
+        let caller = instance.caller.clone();
+        instance.wasi.stdout(GuestOutput::new(self.0.clone(), caller.clone(), Level::Info));
         let error = GuestError::default();
-        instance.wasi.stderr(GuestOutput::stderr(self.0.clone(), error.clone()));
-        instance.extensions.insert(InstanceLog(self.0.clone()));
+        instance.wasi.stderr(GuestOutput::stderr(self.0.clone(), caller.clone(), error.clone()));
+        instance.extensions.insert(InstanceLog(self.0.clone(), caller));
         instance.extensions.insert(error);
         Ok(())
     }
@@ -339,8 +352,8 @@ impl SinkCapability for SinkLog {
 
 impl ankusa::sink::log::Host for InstanceState {
     fn log(&mut self, level: Level, message: String) -> wasmtime::Result<()> {
-        if let Some(InstanceLog(channel)) = self.extensions.get_mut::<InstanceLog>() {
-            channel.emit(level, &message);
+        if let Some(InstanceLog(channel, caller)) = self.extensions.get_mut::<InstanceLog>() {
+            channel.emit_for(&caller.get(), level, &message);
         }
         Ok(())
     }
@@ -354,9 +367,10 @@ mod tests {
     fn a_python_traceback_gives_its_exception_and_the_runtime_panic_after_it_goes_to_debug() {
         let channel = LogChannel::new(SinkLabel::new("source", "sink"), LogRate::default(), true);
         let error = GuestError::default();
-        let output = GuestOutput::stderr(channel.clone(), error.clone());
+        let output = GuestOutput::stderr(channel.clone(), Caller::default(), error.clone());
         let mut writer = LineWriter {
             log: channel.clone(),
+            caller: output.caller.clone(),
             level: output.level,
             error: output.error.clone(),
             traceback: Traceback::None,

@@ -33,7 +33,7 @@ use wasmtime_wasi::WasiCtxBuilder;
 use super::egress::Egress;
 use super::error::LoadError;
 use super::labels::SinkLabel;
-use super::state::{AttemptTrace, DenialRecord, Extensions, InstanceState};
+use super::state::{AttemptTrace, Caller, DenialRecord, Extensions, InstanceState};
 
 /// One capability of the sink host.
 pub trait Capability: Sync {
@@ -89,6 +89,8 @@ pub struct InstanceBuilder {
     pub denials: DenialRecord,
     /// The running attempt's `traceparent`, for its HTTP requests.
     pub trace: AttemptTrace,
+    /// The source the running call is for, for its log lines.
+    pub caller: Caller,
 }
 
 impl InstanceBuilder {
@@ -98,6 +100,7 @@ impl InstanceBuilder {
             extensions: Extensions::default(),
             denials: DenialRecord::default(),
             trace: AttemptTrace::default(),
+            caller: Caller::default(),
         }
     }
 }

@@ -128,3 +128,51 @@ fn a_line_cut_by_the_end_of_the_connection_is_handed_on() {
     framing.finish(&mut out);
     assert_eq!(out, b"GET /par");
 }
+
+#[test]
+fn more_fields_than_hyper_reads_are_refused_typed_with_the_first_hundred_handed_on() {
+    let fields: String = (0..150).map(|i| format!("X-{i}: v\r\n")).collect();
+    let head = format!("GET /ready HTTP/1.1\r\nHost: x\r\n{fields}\r\n").into_bytes();
+    let mut bytes = CL.to_vec();
+    bytes.extend_from_slice(&head);
+    for pieces in [vec![bytes.as_slice()], bytes.chunks(7).collect::<Vec<_>>()] {
+        let (framing, watch, handed) = walk(65_536, 8192, &pieces);
+        assert_eq!(refused(&watch), Some((1, Refusal::TooManyHeaders)));
+        assert!(matches!(framing.state, State::Discard));
+        let second = &handed[CL.len()..];
+        let lines = second.split(|b| *b == b'\n').count();
+        // The request line, 100 fields, the blank line and the split's tail.
+        assert_eq!(lines, 103, "{}", String::from_utf8_lossy(second));
+        assert!(second.ends_with(b"X-98: v\r\n\r\n"), "{}", String::from_utf8_lossy(second));
+    }
+    // A hundred fields exactly are hyper's to read.
+    let hundred: String = (0..99).map(|i| format!("X-{i}: v\r\n")).collect();
+    let head = format!("GET / HTTP/1.1\r\nHost: x\r\n{hundred}\r\n").into_bytes();
+    let (_, watch, handed) = walk(65_536, 8192, &[&head]);
+    assert_eq!((refused(&watch), handed), (None, head));
+}
+
+#[test]
+fn a_content_length_hyper_cannot_frame_is_refused_as_too_large() {
+    for length in [u64::MAX, u64::MAX - 1] {
+        let head = format!("POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: {length}\r\n\r\nhello");
+        let (framing, watch, handed) = walk(65_536, 8192, &[head.as_bytes()]);
+        assert_eq!(refused(&watch), Some((0, Refusal::BodyTooLarge)));
+        assert!(matches!(framing.state, State::Discard));
+        assert_eq!(handed, b"POST /a HTTP/1.1\r\nHost: x\r\n\r\n", "handed on without it");
+    }
+    let framed = format!("POST /a HTTP/1.1\r\nContent-Length: {}\r\n\r\n", u64::MAX - 2);
+    assert_eq!(refused(&walk(65_536, 8192, &[framed.as_bytes()]).1), None, "hyper frames it; the edge's 413");
+}
+
+#[test]
+fn a_head_the_connection_ends_inside_is_handed_on_as_it_came() {
+    let partial = b"POST /a HTTP/1.1\r\nHost: x\r\nContent-Len";
+    for pieces in [vec![partial.as_slice()], partial.chunks(5).collect::<Vec<_>>()] {
+        let (mut framing, watch, mut handed) = walk(65_536, 8192, &pieces);
+        let mut out = Vec::new();
+        framing.finish(&mut out);
+        handed.extend_from_slice(&out);
+        assert_eq!((handed.as_slice(), refused(&watch)), (partial.as_slice(), None));
+    }
+}

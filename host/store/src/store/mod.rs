@@ -31,7 +31,7 @@ pub use health::{Health, free_bytes};
 pub use rocks::{
     DEFAULT_WAL_MAX_BYTES, Damage, Faults, RocksStore, Skipped, StoreOptions, VerifyProgress, VerifyReport,
 };
-pub use salvage::Salvaged;
+pub use salvage::{DamagedRange, NamedKey, Salvaged};
 
 /// The column families, one per kind of row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -14,14 +14,45 @@ use super::{Batch, Cf, Durability, KeyValue, Scan, Store, StoreError, keys};
 /// Keys read, and written back, per step.
 const CHUNK: usize = 4096;
 
+/// A key something else names, and its value where that says it whole.
+pub type NamedKey = (Vec<u8>, Option<Vec<u8>>);
+
 /// What the repair of one family did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Salvaged {
     pub family: &'static str,
     /// Keys read and written back.
     pub kept: u64,
-    /// The ranges passed over: what was in them is lost.
-    pub lost: Vec<Skipped>,
+    /// Each damaged range the scan passed over, and what of it was saved.
+    pub damaged: Vec<DamagedRange>,
+}
+
+/// A damaged block's keys, as far as a repair can tell them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DamagedRange {
+    /// Its keys lie after this one (the last key below the block, found
+    /// by probing backwards from the damage)...
+    pub after: Vec<u8>,
+    /// ... and before this one (`None`: to the end of the family).
+    pub before: Option<Vec<u8>>,
+    /// Keys another family names that lay in it and read from a newer
+    /// copy: kept.
+    pub recovered: Vec<Vec<u8>>,
+    /// Keys another family names that lay in it, did not read, and were
+    /// written again from what names them (a dedupe key's expiry entry).
+    pub remade: Vec<Vec<u8>>,
+    /// Keys another family names that lay in it and do not read: lost.
+    pub unreadable: Vec<Vec<u8>>,
+}
+
+impl DamagedRange {
+    /// The keys named in it, kept or lost, in order.
+    pub fn named(&self) -> Vec<&[u8]> {
+        let mut named: Vec<&[u8]> =
+            self.recovered.iter().chain(&self.remade).chain(&self.unreadable).map(Vec::as_slice).collect();
+        named.sort_unstable();
+        named
+    }
 }
 
 fn spill_path(store: &Path, cf: Cf) -> PathBuf {
@@ -34,10 +65,11 @@ fn io_error(what: &'static str) -> impl Fn(std::io::Error) -> StoreError {
 
 impl RocksStore {
     /// Make `cf` again from what can be read of it (see the module).
-    /// `named` are keys of the family another family names: each that
+    /// `named` are keys of the family something else names: each that
     /// lies in a range the scan passed over is read on its own, and kept
-    /// if a newer copy than the damaged block's can be read.
-    pub fn salvage(&self, cf: Cf, named: &[Vec<u8>]) -> Result<Salvaged, StoreError> {
+    /// if a newer copy than the damaged block's can be read, or written
+    /// again where its name says its value.
+    pub fn salvage(&self, cf: Cf, named: &[NamedKey]) -> Result<Salvaged, StoreError> {
         let spill = spill_path(self.path(), cf);
         let mut salvaged = Salvaged { family: cf.name(), ..Salvaged::default() };
         if !spill.exists() {
@@ -48,9 +80,10 @@ impl RocksStore {
                     self.scan_around(&Scan { cf, from: from.clone(), to: None, reverse: false, limit: CHUNK })?;
                 let mut rows = rows;
                 for range in &skipped {
-                    rows.extend(self.read_within(cf, range, named)?);
+                    let (found, damaged) = self.read_within(cf, range, named)?;
+                    rows.extend(found);
+                    salvaged.damaged.push(damaged);
                 }
-                salvaged.lost.extend(skipped);
                 for (key, value) in &rows {
                     for part in [key, value] {
                         out.write_all(&(part.len() as u32).to_be_bytes()).map_err(io_error("writing a spill file"))?;
@@ -75,17 +108,39 @@ impl RocksStore {
 
 impl RocksStore {
     /// The keys of `candidates` inside `range` that read (a newer copy
-    /// than the damaged block's), with their values.
-    fn read_within(&self, cf: Cf, range: &Skipped, candidates: &[Vec<u8>]) -> Result<Vec<KeyValue>, StoreError> {
+    /// than the damaged block's), with their values; and the range as
+    /// the report gives it, its lower end found by probing backwards.
+    fn read_within(
+        &self,
+        cf: Cf,
+        range: &Skipped,
+        candidates: &[NamedKey],
+    ) -> Result<(Vec<KeyValue>, DamagedRange), StoreError> {
         let inside = |key: &[u8]| key > range.after.as_slice() && range.resumed.as_deref().is_none_or(|end| key < end);
-        let keys: Vec<Vec<u8>> = candidates.iter().filter(|key| inside(key)).cloned().collect();
+        let named: Vec<&NamedKey> = candidates.iter().filter(|(key, _)| inside(key)).collect();
+        let keys: Vec<Vec<u8>> = named.iter().map(|(key, _)| key.clone()).collect();
         let mut found = Vec::new();
-        for (key, read) in keys.iter().zip(self.multi_get_each(cf, &keys)?) {
-            if let Ok(Some(value)) = read {
-                found.push((key.clone(), value));
+        let mut damaged = DamagedRange {
+            after: self.damage_start(cf, &range.after, range.resumed.as_deref())?,
+            before: range.resumed.clone(),
+            ..DamagedRange::default()
+        };
+        for ((key, said), read) in named.into_iter().zip(self.multi_get_each(cf, &keys)?) {
+            match (read, said) {
+                (Ok(Some(value)), _) => {
+                    found.push((key.clone(), value));
+                    damaged.recovered.push(key.clone());
+                }
+                // Deleted since: nothing to keep, nothing lost.
+                (Ok(None), _) => {}
+                (Err(_), Some(value)) => {
+                    found.push((key.clone(), value.clone()));
+                    damaged.remade.push(key.clone());
+                }
+                (Err(_), None) => damaged.unreadable.push(key.clone()),
             }
         }
-        Ok(found)
+        Ok((found, damaged))
     }
 }
 

@@ -14,7 +14,7 @@ use crate::queue::envelope::Envelope;
 use crate::queue::tenants::{TenantBook, TenantRefusal};
 use crate::queue::{DeliveryRow, EntryOutcome, QueueError, Refusal, RowState, counter_key};
 use crate::store::keys::{archive, dedupe, deliveries, hooks, index, meta};
-use crate::store::{Batch, Cf, Store};
+use crate::store::{Batch, Cf, Store, StoreError};
 
 /// The bounds the writer enforces.
 #[derive(Clone, Debug)]
@@ -470,7 +470,14 @@ fn whole_call_refusal(outcomes: &[EntryOutcome]) -> Option<Refusal> {
 /// The envelope a duplicate answers with: the original hook if it is still
 /// stored, else what the dedupe entry remembers of it (id and seq).
 fn original_envelope(store: &dyn Store, original: &Original, incoming: &Envelope) -> Result<Envelope, QueueError> {
-    if let Some(bytes) = store.get(Cf::Hooks, &hooks::hook(original.seq))? {
+    let stored = match store.get(Cf::Hooks, &hooks::hook(original.seq)) {
+        Ok(stored) => stored,
+        // Its block is damaged: the dedupe entry still says which hook
+        // the retry repeats (the store told the damage already).
+        Err(StoreError::Corruption { .. }) => None,
+        Err(e) => return Err(e.into()),
+    };
+    if let Some(bytes) = stored {
         if let Ok(envelope) = Envelope::decode(original.seq, &bytes) {
             return Ok(envelope);
         }

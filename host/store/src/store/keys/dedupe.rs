@@ -11,6 +11,15 @@ pub fn entry(tenant: &str, source: &str, stored: &str) -> Vec<u8> {
     KeyBuf::new().tag(ENTRY).short(tenant).short(source).tail(stored.as_bytes()).build()
 }
 
+/// A live key read back: (tenant, source, stored form).
+pub fn parse_entry(key: &[u8]) -> Option<(String, String, String)> {
+    let mut r = KeyReader::new(key);
+    r.expect(ENTRY)?;
+    let tenant = r.short()?.to_string();
+    let source = r.short()?.to_string();
+    Some((tenant, source, r.text()?))
+}
+
 /// Every live key.
 pub fn entries() -> Vec<u8> {
     vec![ENTRY]
@@ -78,5 +87,6 @@ mod tests {
         assert_eq!(parsed, Expiry { expires_at: 9, tenant: "t".into(), source: "s".into(), stored: "k:1".into() });
         assert_eq!(parsed.entry(), entry("t", "s", "k:1"));
         assert_eq!(entry_tenant(&entry("acme", "s", "k")), Some("acme"));
+        assert_eq!(parse_entry(&entry("acme", "s", "k:1")), Some(("acme".into(), "s".into(), "k:1".into())));
     }
 }

@@ -307,6 +307,45 @@ impl RocksStore {
         Ok((rows, damage))
     }
 
+    /// The greatest key below the damage a forward scan met past `after`
+    /// (and before `before`): the last one at which a reverse seek still
+    /// reads, found by bisecting the keys between the two (as numbers of
+    /// their first 16 bytes). A repair reports the damaged range from it.
+    pub(super) fn damage_start(&self, cf: Cf, after: &[u8], before: Option<&[u8]>) -> Result<Vec<u8>, StoreError> {
+        const WIDEST: usize = 16;
+        let width = after.len().max(before.map_or(0, <[u8]>::len)).clamp(1, WIDEST);
+        let number = |key: &[u8]| {
+            let mut padded = [0u8; WIDEST];
+            let n = key.len().min(width);
+            padded[WIDEST - width..WIDEST - width + n].copy_from_slice(&key[..n]);
+            u128::from_be_bytes(padded)
+        };
+        let key_of = |n: u128| n.to_be_bytes()[WIDEST - width..].to_vec();
+        let top = if width == WIDEST { u128::MAX } else { (1u128 << (8 * width)) - 1 };
+        self.with_db(|db| {
+            let family = handle(db, cf)?;
+            let reads = |key: &[u8]| {
+                let mut probe = db.raw_iterator_cf(family);
+                probe.seek_for_prev(key);
+                probe.status().is_ok()
+            };
+            let (mut low, mut high) = (number(after), before.map_or(top, number));
+            if low >= high || !reads(&key_of(low)) {
+                return Ok(after.to_vec());
+            }
+            // `low` reads, `high` does not (or bounds the search).
+            while high - low > 1 {
+                let mid = low + (high - low) / 2;
+                if reads(&key_of(mid)) {
+                    low = mid;
+                } else {
+                    high = mid;
+                }
+            }
+            Ok(if low == number(after) { after.to_vec() } else { key_of(low) })
+        })
+    }
+
     /// A read's result, with the damage it met noted.
     fn noted<T>(&self, cf: Cf, read: Result<T, StoreError>) -> Result<T, StoreError> {
         if let Err(StoreError::Corruption { reason, .. }) = &read {
