@@ -7,7 +7,11 @@
 //! - the time a restart takes to be ready with them stored;
 //! - ingest acks/s at 64 connections, each request to the next source in
 //!   turn, while the node delivers;
-//! - delivered hooks/s, from the first request to the last delivery.
+//! - delivered hooks/s, from the first request to the last delivery, and
+//!   the memory and the sink's instances after it.
+//!
+//! Tenants' rate limits are lifted on both, so the node's own rate is
+//! what is measured.
 //!
 //! `cargo build --release --workspace --bins && cargo run --release -p ankusa-bench --bin bench-tenants`
 //! (`ANKUSA_BENCH_SOURCES` changes the 10 000.)
@@ -44,13 +48,16 @@ struct Measured {
     rss_after_boot_mib: f64,
     acks_per_sec: f64,
     delivered_per_sec: f64,
+    rss_after_load_mib: f64,
+    instances_after_load: f64,
 }
 
 fn config(receiver: &Receiver) -> String {
     let origin = format!("http://{}", receiver.addr);
     format!(
         "sinks:\n  out:\n    component: http\n    options: {{url: \"{}\"}}\n    allow: [\"{origin}\"]\n\
-         sources:\n  seed: {{sinks: [out]}}\n",
+         sources:\n  seed: {{sinks: [out]}}\n\
+         rate_limits: {{default: {{rate: 1000000, burst: 1000000}}}}\n",
         receiver.url()
     )
 }
@@ -144,8 +151,8 @@ async fn measure(bin: &Path, dir: &Path, sources: usize) -> anyhow::Result<Measu
     let receiver = Receiver::start()?;
     let name = format!("{sources}");
     let node = start_node(bin, dir, &name, &config(&receiver)).await;
-    // The config's own source is one of them.
-    let create = create(&node, sources - 1).await?;
+    // Besides the config's own `seed`.
+    let create = create(&node, sources).await?;
     // A hook through the first source starts the sink's first instance.
     let warm = request(node.ingest, "POST", "/webhooks/seed", &[], Some("{}".into())).await;
     anyhow::ensure!(warm.0 == 201, "seed answered {}", warm.0);
@@ -171,6 +178,8 @@ async fn measure(bin: &Path, dir: &Path, sources: usize) -> anyhow::Result<Measu
         anyhow::ensure!(loading.elapsed() < Duration::from_secs(300), "not every acked hook was delivered");
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
+    let rss_after_load = rss_mib(node.pid());
+    let instances_after_load = gauge(&node, "ankusa_sink_instances{sink=\"out\"} ").await;
     node.kill();
     Ok(Measured {
         create,
@@ -180,6 +189,8 @@ async fn measure(bin: &Path, dir: &Path, sources: usize) -> anyhow::Result<Measu
         rss_after_boot_mib: rss_after_boot,
         acks_per_sec: acks as f64 / took.as_secs_f64(),
         delivered_per_sec: acks as f64 / delivered_by.as_secs_f64(),
+        rss_after_load_mib: rss_after_load,
+        instances_after_load,
     })
 }
 
@@ -193,6 +204,8 @@ fn print(prefix: &str, sources: usize, m: &Measured) {
     report(&format!("{prefix}.rss_after_boot"), m.rss_after_boot_mib, "MiB");
     report(&format!("{prefix}.ingest"), m.acks_per_sec, "acks/s");
     report(&format!("{prefix}.delivered"), m.delivered_per_sec, "hooks/s");
+    report(&format!("{prefix}.rss_after_load"), m.rss_after_load_mib, "MiB");
+    report(&format!("{prefix}.sink_instances_after_load"), m.instances_after_load, "instances");
 }
 
 #[tokio::main]
@@ -205,6 +218,7 @@ async fn main() -> anyhow::Result<()> {
     let lots = measure(&bin, dir.path(), many).await?;
     print("tenants.many", many, &lots);
     ratio("tenants.rss_many_vs_few", lots.rss_mib, few.rss_mib);
+    ratio("tenants.rss_after_load_many_vs_few", lots.rss_after_load_mib, few.rss_after_load_mib);
     ratio("tenants.boot_many_vs_few", lots.boot.as_secs_f64(), few.boot.as_secs_f64());
     ratio("tenants.ingest_many_vs_few", lots.acks_per_sec, few.acks_per_sec);
     ratio("tenants.delivered_many_vs_few", lots.delivered_per_sec, few.delivered_per_sec);

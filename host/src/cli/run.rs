@@ -108,10 +108,22 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     for server in servers {
         let _ = server.await;
     }
-    // The servers have let go of the node; the rest shuts down in order.
-    match Arc::try_unwrap(node) {
-        Ok(node) => node.shutdown().await,
-        Err(_) => tracing::warn!("the node is still referenced at shutdown; leaving its last writes to recovery"),
+    // The servers and their connections have let go of the node (a task
+    // that held it a moment longer, a request finishing, is waited for);
+    // the rest shuts down in order.
+    let mut held = Some(node);
+    for _ in 0..50 {
+        let Some(node) = held.take() else { break };
+        match Arc::try_unwrap(node) {
+            Ok(alone) => alone.shutdown().await,
+            Err(shared) => {
+                held = Some(shared);
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
+    }
+    if held.is_some() {
+        tracing::warn!("the node is still referenced 5 s after the stop; leaving its last writes to recovery");
     }
     // The last spans go out before the process ends.
     let _ = tokio::task::spawn_blocking(crate::telemetry::traces::shutdown).await;

@@ -58,9 +58,16 @@ pub struct Limits {
     pub max_line: usize,
 }
 
+/// How long a stop waits for open connections to finish the request
+/// each is serving; what is left then is cut.
+const DRAIN: Duration = Duration::from_secs(5);
+
 /// Serve `app` over HTTP/1 on `listener` until `shutdown` resolves: each
 /// connection's bytes followed (see `framing`), a request framed two ways
 /// or with a too-long line answered by `refuse` and its connection closed.
+/// At `shutdown` no connection is accepted, each open one finishes the
+/// request it serves and closes (keep-alive ends), and this returns once
+/// they have (at most [`DRAIN`]): nothing holds `app` after it.
 pub async fn serve_router(
     listener: TcpListener,
     app: Router,
@@ -69,6 +76,8 @@ pub async fn serve_router(
     shutdown: impl Future<Output = ()>,
 ) {
     let max_head = limits.max_head.max(MIN_MAX_HEADER_BYTES);
+    let (stopping, stop) = tokio::sync::watch::channel(false);
+    let mut connections = tokio::task::JoinSet::new();
     tokio::pin!(shutdown);
     loop {
         let (stream, _) = tokio::select! {
@@ -80,8 +89,10 @@ pub async fn serve_router(
                     continue;
                 }
             },
-            () = &mut shutdown => return,
+            () = &mut shutdown => break,
         };
+        // Finished connections' results go as new ones come.
+        while connections.try_join_next().is_some() {}
         let _ = stream.set_nodelay(true);
         let watch = Arc::new(Watch::default());
         let stream = Followed::new(stream, Framing::new(max_head, limits.max_line, watch.clone()));
@@ -96,7 +107,8 @@ pub async fn serve_router(
                 }
             }
         });
-        tokio::spawn(async move {
+        let mut stop = stop.clone();
+        connections.spawn(async move {
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(limits.header_timeout)
@@ -104,10 +116,27 @@ pub async fn serve_router(
                 // larger head itself, for a typed 431.
                 .max_buf_size(max_head + HEAD_SLACK)
                 .serve_connection(TokioIo::new(stream), service);
-            if let Err(e) = connection.await {
+            tokio::pin!(connection);
+            let stopping = async move {
+                let _ = stop.wait_for(|stopping| *stopping).await;
+            };
+            let ended = tokio::select! {
+                ended = connection.as_mut() => ended,
+                () = stopping => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+            };
+            if let Err(e) = ended {
                 tracing::debug!("connection ended: {e}");
             }
         });
+    }
+    drop(listener);
+    let _ = stopping.send(true);
+    if tokio::time::timeout(DRAIN, async { while connections.join_next().await.is_some() {} }).await.is_err() {
+        tracing::warn!(left = connections.len(), "connections still open {DRAIN:?} after the stop; cut");
+        connections.shutdown().await;
     }
 }
 
