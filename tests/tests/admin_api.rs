@@ -1,6 +1,7 @@
 //! The admin API of the real binary: every endpoint, its bad input, paging
-//! through a DLQ larger than a page, and the OpenAPI document against the
-//! routes actually served.
+//! through a DLQ larger than a page, the OpenAPI document against the
+//! routes actually served, and more runtime sources than a node has
+//! instances.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -83,6 +84,54 @@ sources:
         failing_url = failing.url("/in"),
         failing_origin = failing.origin(),
     )
+}
+
+/// 400 runtime sources over 40 tenants, every one bound to one http sink,
+/// on a node of 16 instances: each source's hook is delivered and no
+/// attempt fails (a source used to hold instances of its own, and past
+/// the node's instances healthy sinks failed as `fault`); the sink's
+/// instances stay within the node's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_sources_than_instances_all_deliver() {
+    const SOURCES: usize = 400;
+    let receiver = Receiver::start(Reply::status(200)).await;
+    let dir = tempfile::tempdir().expect("dir");
+    let path = write_config(
+        dir.path(),
+        &format!(
+            "runtime: {{max_instances: 16}}\nsinks:\n{}sources:\n  seed: {{sinks: [hook]}}\n",
+            receiver.http_sink("hook", "/in")
+        ),
+    );
+    let node = RunningNode::start(&path, &dir.path().join("data"), &[]).await;
+    for n in 0..SOURCES {
+        let body = json!({"name": format!("src-{n}"), "sinks": ["hook"]});
+        let (status, answer) = node.admin("POST", &format!("/v1/tenants/t{}/sources", n / 10), Some(body), None).await;
+        assert_eq!(status, 201, "source {n}: {answer}");
+    }
+    for n in 0..SOURCES {
+        let (status, answer) = node.post_hook(&format!("src-{n}"), &[], &format!(r#"{{"n":{n}}}"#)).await;
+        assert_eq!(status, 201, "{answer}");
+    }
+    eventually("every source's hook delivered", Duration::from_secs(60), async || {
+        receiver.received().iter().filter(|r| r.status == 200).count() >= SOURCES
+    })
+    .await;
+    let (_, metrics) = node.admin("GET", "/metrics", None, None).await;
+    let metrics = metrics.as_str().unwrap_or_default().to_string();
+    let failed = metrics
+        .lines()
+        .filter(|l| l.starts_with("ankusa_deliveries_total{") && !l.contains("class=\"ok\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>();
+    assert_eq!(failed, 0.0, "no attempt failed:\n{metrics}");
+    let instances = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("ankusa_sink_instances{sink=\"hook\"} ")?.trim().parse::<f64>().ok())
+        .unwrap_or(f64::MAX);
+    assert!(instances <= 16.0, "the sink's instances within the node's: {instances}");
+    let (status, _) = node.stop();
+    assert!(status.success());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
