@@ -188,13 +188,18 @@ impl Node {
         let engines = Engines::embedded(&path, &queue_config).map_err(store_error)?;
         let (store, fresh) = (engines.store.clone(), engines.store.created());
         let fleet = Fleet::connect(config.fleet_settings(), store.as_ref()).await?;
-        fleet.wait_for_own_lease().await?;
+        let lease = fleet.take_up_lease().await?;
         let intake = crate::intake::Intake::Hooks(Box::new(fleet.intake_log()));
         let engines = Engines { store: engines.store, intake: Some(intake) };
         let queue = Queue::start(engines, queue_config).map_err(store_error)?;
         boot.recovered = queue.recover_inflight(crate::queue::now_ms()).map_err(store_error)? as u64;
         let handover = queue.handover();
         fleet.rejoin(&handover, store.as_ref(), fresh).await?;
+        if let crate::fleet::AtBoot::Claimed { by } = lease {
+            // Settled with the takeover: the lease is this node's again.
+            fleet.take_back_lease().await?;
+            tracing::warn!(by, "this node's lease was claimed by a peer while it was away; taken back after settling");
+        }
         // Hooks this store logged and lacks (a crash before a write was
         // synced, a round that failed after the log took them) are
         // committed before the edge or dispatch start.

@@ -4,15 +4,25 @@
 //! it (hosts' clocks may disagree, or jump), and a peer not yet watched
 //! for a whole lease, as every peer is at boot, counts as alive.
 //!
+//! Every write of a lease is a compare-and-set on the revision its writer
+//! last saw, so exactly one of two writers wins (the protocol, as a state
+//! machine: `docs/src/fleet/workings.md`):
+//! - the node renews at the revision it last wrote; a renewal that finds
+//!   the lease moved reads it: a peer's claim in it means this node was
+//!   taken over while it ran, and it stops at once;
+//! - a peer that judged the lease lapsed at a revision claims the node
+//!   there first (`claimed_by`), and only then takes it over: a node that
+//!   renewed meanwhile has moved the revision, and the claim fails;
+//! - a node restarted on its own store (its lease names the store) renews
+//!   at the revision it finds, unless a peer has claimed it: a restart
+//!   within the lease is no takeover. A lease of another store with this
+//!   node id is watched until it lapses, as before.
+//!
 //! Every call the loop makes to NATS is bounded by the renewal period, so
 //! a stalled bucket (a leader election) cannot hold the loop past a lease.
 //! A node measures its own lease from when it sent the last renewal that
-//! succeeded: peers cannot have seen it earlier.
-//!
-//! The same loop watches `taken.<this node>`: a node that finds a peer has
-//! taken it over while it ran (it was cut off for longer than the lease)
-//! stops at once, since the peer now delivers what it holds. A restart
-//! settles with the takeover (`takeover::rejoin`).
+//! succeeded: peers cannot have seen it earlier. A restart that found its
+//! lease claimed settles with the takeover (`takeover::rejoin`) first.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -34,6 +44,24 @@ pub struct Lease {
     /// Undelivered and dead rows in its store (its lag).
     pub pending: i64,
     pub dead: i64,
+    /// The store (hex id) of the process renewing it: a node restarted on
+    /// that store takes the lease up again (empty: a lease from before).
+    #[serde(default)]
+    pub store: String,
+    /// The peer that judged it lapsed and claimed the node: no renewal of
+    /// the node's moves it from here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claimed_by: Option<String>,
+}
+
+/// What a node found of its own lease as it started.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AtBoot {
+    /// It holds the lease (made, taken up again on its own store, or
+    /// after another store's lapsed), at this revision.
+    Held,
+    /// A peer claimed it: the takeover is settled before it renews.
+    Claimed { by: String },
 }
 
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
@@ -113,62 +141,196 @@ impl Fleet {
         }
     }
 
-    /// Wait for a lease this node id left behind (a restart within the
-    /// lease) to lapse; refuse if something keeps renewing it. The lease's
-    /// own stamp (another host's clock) only shortens the wait when it is
-    /// many leases old; otherwise the lease is watched unmoved for a whole
-    /// lease.
-    pub async fn wait_for_own_lease(&self) -> Result<(), FleetError> {
+    /// Take this node's lease up as it starts (see the module): made if
+    /// there is none, renewed at once if it is this store's, watched until
+    /// it lapses if another store's (refused if that one keeps renewing),
+    /// left alone if a peer claimed it.
+    pub async fn take_up_lease(&self) -> Result<AtBoot, FleetError> {
         let ttl = self.settings.lease_ttl;
         let deadline = Instant::now() + ttl * 3;
-        let mut last_revision = None;
-        let mut moved_at = Instant::now();
+        let mut watched: Option<(u64, Instant)> = None;
+        let mut tries = 0u32;
         loop {
-            let Some((lease, revision)) = self.read::<Lease>(&lease_key(self.node())).await? else { return Ok(()) };
-            if last_revision != Some(revision) {
-                if last_revision.is_some() {
+            // A write that lost a race reads again; one that keeps failing
+            // (NATS not answering) gives up with the rest of the start.
+            tries += 1;
+            if tries > 1 {
+                if Instant::now() >= deadline {
+                    return Err(FleetError::Nats("this node's lease could not be written".into()));
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            let found = self.read::<Lease>(&lease_key(self.node())).await?;
+            let Some((lease, revision)) = found else {
+                if self.write_lease(None).await? {
+                    return Ok(AtBoot::Held);
+                }
+                continue;
+            };
+            if let Some(by) = lease.claimed_by {
+                return Ok(AtBoot::Claimed { by });
+            }
+            if lease.store == self.store_hex() {
+                // This store's own lease, left by the run before: no other
+                // process can hold this store, so it is taken up at once.
+                if self.write_lease(Some(revision)).await? {
+                    tracing::info!(node = self.node(), "took up this node's lease again: no takeover");
+                    return Ok(AtBoot::Held);
+                }
+                continue;
+            }
+            // Another store's lease under this node id: a process elsewhere,
+            // or this node's lost disk. Watched until it has not moved for a
+            // whole lease (or its stamp is many leases old), then written at
+            // the revision watched, so a peer's claim meanwhile wins.
+            let moved_at = match watched {
+                Some((seen, at)) if seen == revision => at,
+                Some(_) => {
                     return Err(FleetError::NodeIdInUse {
                         node: self.node().to_string(),
                         ago_ms: now_ms().saturating_sub(lease.at_ms),
                     });
                 }
-                last_revision = Some(revision);
-                moved_at = Instant::now();
-            }
+                None => watched.insert((revision, Instant::now())).1,
+            };
             let age = Duration::from_millis(now_ms().saturating_sub(lease.at_ms));
             if age >= ttl * STAMP_TRUSTED_PAST || moved_at.elapsed() >= ttl {
-                return Ok(());
+                if self.write_lease(Some(revision)).await? {
+                    return Ok(AtBoot::Held);
+                }
+                watched = None;
+                continue;
             }
             if Instant::now() >= deadline {
                 return Err(FleetError::NodeIdInUse { node: self.node().to_string(), ago_ms: age.as_millis() as u64 });
             }
-            tracing::info!(node = self.node(), "waiting for this node id's previous lease to lapse");
+            tracing::info!(node = self.node(), "waiting for this node id's lease from another store to lapse");
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
     }
 
-    async fn renew(&self, handover: &Handover) -> Result<(), FleetError> {
-        let (pending, dead) = handover.node_levels().unwrap_or((0, 0));
-        let lease =
-            Lease { node: self.node().to_string(), at_ms: now_ms(), started_ms: self.started_ms, pending, dead };
-        let value = serde_json::to_vec(&lease).map_err(|e| FleetError::Nats(e.to_string()))?;
-        self.connection
-            .bucket
-            .put(lease_key(self.node()), value.into())
-            .await
-            .map_err(|e| FleetError::Nats(format!("renewing the lease: {e}")))?;
-        Ok(())
+    /// Take this node's lease back once a peer's takeover of it is settled
+    /// (its claim stays in the lease until then).
+    pub async fn take_back_lease(&self) -> Result<(), FleetError> {
+        for _ in 0..20 {
+            let found = self.read::<Lease>(&lease_key(self.node())).await?;
+            let revision = found.map(|(_, revision)| revision);
+            if self.write_lease(revision).await? {
+                return Ok(());
+            }
+        }
+        Err(FleetError::Nats("this node's lease keeps moving: another process renews it".into()))
     }
 
-    /// A peer took this node over while it ran: it must stop.
+    /// This node's lease now, as it writes it.
+    fn lease_now(&self, handover: Option<&Handover>) -> Lease {
+        let (pending, dead) = handover.and_then(|h| h.node_levels().ok()).unwrap_or((0, 0));
+        Lease {
+            node: self.node().to_string(),
+            at_ms: now_ms(),
+            started_ms: self.started_ms,
+            pending,
+            dead,
+            store: self.store_hex(),
+            claimed_by: None,
+        }
+    }
+
+    /// Write this node's lease where it stood at `revision` (`None`: where
+    /// there is none): `false` if it moved meanwhile.
+    async fn write_lease(&self, revision: Option<u64>) -> Result<bool, FleetError> {
+        let value = serde_json::to_vec(&self.lease_now(None)).map_err(|e| FleetError::Nats(e.to_string()))?;
+        let key = lease_key(self.node());
+        let bucket = &self.connection.bucket;
+        let written = match revision {
+            None => bucket.create(&key, value.into()).await.map_err(|e| e.to_string()),
+            Some(revision) => bucket.update(&key, value.into(), revision).await.map_err(|e| e.to_string()),
+        };
+        match written {
+            Ok(revision) => {
+                self.lease_revision.store(revision, std::sync::atomic::Ordering::Release);
+                Ok(true)
+            }
+            Err(e) => {
+                tracing::debug!("writing this node's lease: {e}");
+                Ok(false)
+            }
+        }
+    }
+
+    /// Renew at the revision this node last wrote. A lease that moved
+    /// otherwise is read: a peer's claim in it is returned (this node was
+    /// taken over); this node's own lease (a renewal whose answer was lost)
+    /// is adopted.
+    async fn renew(&self, handover: &Handover) -> Result<Option<String>, FleetError> {
+        let value = serde_json::to_vec(&self.lease_now(Some(handover))).map_err(|e| FleetError::Nats(e.to_string()))?;
+        let expected = self.lease_revision.load(std::sync::atomic::Ordering::Acquire);
+        let renewed = self.connection.bucket.update(lease_key(self.node()), value.into(), expected).await;
+        match renewed {
+            Ok(revision) => {
+                self.lease_revision.store(revision, std::sync::atomic::Ordering::Release);
+                Ok(None)
+            }
+            Err(e) if e.kind() == async_nats::jetstream::kv::UpdateErrorKind::WrongLastRevision => {
+                match self.read::<Lease>(&lease_key(self.node())).await? {
+                    Some((lease, _)) if lease.claimed_by.is_some() => Ok(lease.claimed_by),
+                    Some((lease, revision)) if lease.store == self.store_hex() => {
+                        self.lease_revision.store(revision, std::sync::atomic::Ordering::Release);
+                        Err(FleetError::Nats("the lease had moved by this node's own renewal; renewing again".into()))
+                    }
+                    Some((lease, _)) => Ok(Some(format!("a process on store {}", lease.store))),
+                    None => Err(FleetError::Nats("this node's lease is gone from the bucket".into())),
+                }
+            }
+            Err(e) => Err(FleetError::Nats(format!("renewing the lease: {e}"))),
+        }
+    }
+
+    /// Claim `node`, whose lease this node judged lapsed at `revision`:
+    /// the lease is written with this node's claim at that revision, so a
+    /// renewal meanwhile (the node is alive) wins. `true`: this node holds
+    /// the claim (made now, or earlier and still standing).
+    pub(super) async fn claim_lease(&self, node: &str, revision: u64) -> Result<bool, FleetError> {
+        let Some((mut lease, now)) = self.read::<Lease>(&lease_key(node)).await? else { return Ok(false) };
+        match lease.claimed_by.as_deref() {
+            Some(by) if by == self.node() => return Ok(true),
+            // Another peer's claim stands while that peer lives.
+            Some(by) if self.seen_alive(by) => return Ok(false),
+            Some(_) => {}
+            None if now != revision => return Ok(false),
+            None => {}
+        }
+        lease.claimed_by = Some(self.node().to_string());
+        let value = serde_json::to_vec(&lease).map_err(|e| FleetError::Nats(e.to_string()))?;
+        match self.connection.bucket.update(lease_key(node), value.into(), now).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == async_nats::jetstream::kv::UpdateErrorKind::WrongLastRevision => Ok(false),
+            // Not answered (a leader election): the claim is tried again.
+            Err(e) => Err(FleetError::Nats(format!("claiming the lease of {node}: {e}"))),
+        }
+    }
+
+    fn store_hex(&self) -> String {
+        format!("{:016x}", self.store_id)
+    }
+
+    /// A peer took this node over while it ran (a record of a takeover that
+    /// took something, newer than what this node settled with): it must
+    /// stop. (A claim is also written into the lease, which a renewal finds
+    /// first; a record closed having taken nothing is no takeover.)
     async fn fenced(&self) -> Result<Option<Taken>, FleetError> {
         let Some((taken, revision)) = self.read::<Taken>(&taken_key(self.node())).await? else { return Ok(None) };
         let ours = taken.by == self.node();
-        Ok((!ours && revision > self.reconciled.load(std::sync::atomic::Ordering::Acquire)).then_some(taken))
+        // A running record may yet be closed having taken nothing (its
+        // taker then loses the lease to this node's renewal).
+        let took = taken.state == TakenState::Done && taken.through >= taken.from;
+        let newer = revision > self.reconciled.load(std::sync::atomic::Ordering::Acquire);
+        Ok((!ours && took && newer).then_some(taken))
     }
 
-    /// Peers whose leases have lapsed, by this node's observation.
-    async fn lapsed_peers(&self) -> Result<Vec<String>, FleetError> {
+    /// Peers whose leases have lapsed, by this node's observation, each
+    /// with the revision judged.
+    async fn lapsed_peers(&self) -> Result<Vec<(String, u64)>, FleetError> {
         let mut keys =
             self.connection.bucket.keys().await.map_err(|e| FleetError::Nats(format!("listing leases: {e}")))?;
         let mut peers = Vec::new();
@@ -182,7 +344,7 @@ impl Fleet {
         for node in peers {
             let Some((_, revision)) = self.read::<Lease>(&lease_key(&node)).await? else { continue };
             if self.observe(&node, revision) {
-                lapsed.push(node);
+                lapsed.push((node, revision));
             }
         }
         Ok(lapsed)
@@ -224,38 +386,49 @@ impl Fleet {
                 tick.tick().await;
                 let sent = Instant::now();
                 let renewal = bounded(period, "renewing the lease", fleet.renew(&handover)).await;
-                if let Err(e) = renewal {
-                    tracing::warn!("{e}");
-                    // Peers wait a whole lease before they take over; this
-                    // node stops delivering after half of one.
-                    if !paused && renewed.elapsed() >= fleet.settings.lease_ttl / 2 {
-                        tracing::error!("the lease cannot be renewed: delivery paused until NATS answers again");
-                        handover.pause_claims(true);
-                        paused = true;
+                let claimed = match renewal {
+                    Ok(None) => None,
+                    Ok(Some(by)) => Some(by),
+                    Err(e) => {
+                        tracing::warn!("{e}");
+                        // Peers wait a whole lease before they take over; this
+                        // node stops delivering after half of one.
+                        if !paused && renewed.elapsed() >= fleet.settings.lease_ttl / 2 {
+                            tracing::error!("the lease cannot be renewed: delivery paused until NATS answers again");
+                            handover.pause_claims(true);
+                            paused = true;
+                        }
+                        continue;
                     }
-                    continue;
+                };
+                // A peer claimed this node (its lease lapsed) or took it over
+                // by an older record: it stops, so the two never deliver the
+                // same hooks.
+                let taken = match claimed {
+                    Some(by) => Some(by),
+                    None => match bounded(period, "reading this node's takeover record", fleet.fenced()).await {
+                        Ok(taken) => taken.map(|t| t.by),
+                        Err(e) => {
+                            tracing::warn!("{e}");
+                            None
+                        }
+                    },
+                };
+                if let Some(by) = taken {
+                    tracing::error!(
+                        by,
+                        "this node was taken over while it ran (its lease lapsed); it stops so the two do not \
+                         deliver the same hooks. Restart it to rejoin the fleet."
+                    );
+                    std::process::exit(75);
                 }
                 renewed = sent;
-                match bounded(period, "reading this node's takeover record", fleet.fenced()).await {
-                    Ok(Some(taken)) => {
-                        tracing::error!(
-                            by = taken.by,
-                            through = taken.through,
-                            "this node was taken over while it ran (its lease lapsed); it stops so the two do not \
-                             deliver the same hooks. Restart it to rejoin the fleet."
-                        );
-                        std::process::exit(75);
-                    }
-                    Ok(None) => {
-                        // The lease is proven from when the renewal left.
-                        handover.prove_claims_until(sent + fleet.settings.lease_ttl / 2);
-                        if paused {
-                            tracing::warn!("the lease is renewed again: delivery resumes");
-                            handover.pause_claims(false);
-                            paused = false;
-                        }
-                    }
-                    Err(e) => tracing::warn!("{e}"),
+                // The lease is proven from when the renewal left.
+                handover.prove_claims_until(sent + fleet.settings.lease_ttl / 2);
+                if paused {
+                    tracing::warn!("the lease is renewed again: delivery resumes");
+                    handover.pause_claims(false);
+                    paused = false;
                 }
                 let lapsed = match bounded(period, "watching the peers' leases", fleet.lapsed_peers()).await {
                     Ok(lapsed) => lapsed,
@@ -264,7 +437,7 @@ impl Fleet {
                         continue;
                     }
                 };
-                for node in lapsed {
+                for (node, revision) in lapsed {
                     let mut watch = fleet.watch.lock().unwrap_or_else(|e| e.into_inner());
                     if !watch.taking.insert(node.clone()) {
                         continue;
@@ -272,7 +445,7 @@ impl Fleet {
                     drop(watch);
                     let (fleet, handover) = (fleet.clone(), handover.clone());
                     tokio::spawn(async move {
-                        if let Err(e) = fleet.take_over(&handover, &node).await {
+                        if let Err(e) = fleet.take_over(&handover, &node, revision).await {
                             tracing::warn!(node, "takeover failed (tried again): {e}");
                         }
                         fleet.watch.lock().unwrap_or_else(|e| e.into_inner()).taking.remove(&node);

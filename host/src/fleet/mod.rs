@@ -45,7 +45,7 @@ use crate::intake::{JetStreamLog, PublishStats, Streams};
 use crate::store::keys::meta;
 use crate::store::{Batch, Cf, Durability, Store};
 
-pub use lease::{Lease, Taken, TakenState};
+pub use lease::{AtBoot, Lease, Taken, TakenState};
 pub use settings::{FleetSettings, TlsFiles};
 pub use status::{FleetStatus, NodeStatus, PublishFigures};
 
@@ -122,6 +122,9 @@ pub struct Fleet {
     store_id: u64,
     /// The revision of `taken.<this node>` this node has settled with.
     reconciled: AtomicU64,
+    /// The revision of `lease.<this node>` this node last wrote: its next
+    /// renewal is a compare-and-set on it.
+    lease_revision: AtomicU64,
     started_ms: u64,
     watch: std::sync::Mutex<lease::Watch>,
     /// Takeovers this node ran since it started.
@@ -150,6 +153,7 @@ impl Fleet {
             publish: Arc::default(),
             store_id,
             reconciled: AtomicU64::new(reconciled),
+            lease_revision: AtomicU64::new(0),
             started_ms: crate::queue::now_ms(),
             watch: Default::default(),
             ran: Default::default(),

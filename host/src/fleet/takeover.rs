@@ -115,9 +115,26 @@ impl Fleet {
         }
     }
 
-    /// Take `node` over if its hooks need taking and this node wins the claim.
-    pub(super) async fn take_over(&self, handover: &Handover, node: &str) -> Result<(), FleetError> {
+    /// Take `node`, whose lease this node judged lapsed at `judged`, over
+    /// if its hooks need taking: the takeover record is claimed first, then
+    /// the lease at the revision judged (see `lease`). A node that renewed
+    /// meanwhile (a restart in time) wins the lease; the record is then
+    /// closed having taken nothing.
+    pub(super) async fn take_over(&self, handover: &Handover, node: &str, judged: u64) -> Result<(), FleetError> {
         let Some((mut claim, revision)) = self.claim(node).await? else { return Ok(()) };
+        if !self.claim_lease(node, judged).await? {
+            tracing::info!(node, "its lease moved (it renewed in time) or a live peer claims it: not taken over");
+            claim.through = claim.from.saturating_sub(1);
+            claim.state = TakenState::Done;
+            claim.done_ms = Some(now_ms());
+            let value = serde_json::to_vec(&claim).map_err(|e| FleetError::Nats(e.to_string()))?.into();
+            self.connection
+                .bucket
+                .update(taken_key(node), value, revision)
+                .await
+                .map_err(|e| FleetError::Nats(format!("closing the takeover record of {node}: {e}")))?;
+            return Ok(());
+        }
         tracing::warn!(node, from = claim.from, through = claim.through, "taking over a node whose lease lapsed");
         let moved = self.import_range(handover, node, claim.from, claim.through).await?;
         claim.state = TakenState::Done;
