@@ -30,6 +30,19 @@ pub fn node_yaml(nats: &str, node_id: &str, receiver: &Receiver, replicas: usize
 /// [`node_yaml`] with the `orders` source's one binding written as
 /// `binding` (a sink's name, or a flow map with `ordering`).
 pub fn node_yaml_binding(nats: &str, node_id: &str, receiver: &Receiver, replicas: usize, binding: &str) -> String {
+    node_yaml_with(nats, node_id, receiver, replicas, binding, "")
+}
+
+/// [`node_yaml_binding`] with `extra` lines (top-level keys, or indented
+/// ones of `fleet:`) after the fleet's own.
+pub fn node_yaml_with(
+    nats: &str,
+    node_id: &str,
+    receiver: &Receiver,
+    replicas: usize,
+    binding: &str,
+    extra: &str,
+) -> String {
     format!(
         "wal: {{mode: fleet}}
 fleet:
@@ -39,6 +52,7 @@ fleet:
   lease_ttl_ms: {LEASE_TTL_MS}
   publish_timeout_ms: 2000
   connect_timeout_ms: 2000
+{extra}
 dispatch:
   concurrency: 2
   sink_concurrency: 2
@@ -65,6 +79,8 @@ pub struct Fleet {
     bin: Option<PathBuf>,
     /// The `orders` source's binding (default: `out`, unordered).
     binding: String,
+    /// Lines added to each node's config (see [`node_yaml_with`]).
+    extra: String,
 }
 
 impl Default for Fleet {
@@ -75,7 +91,7 @@ impl Default for Fleet {
 
 impl Fleet {
     pub fn new() -> Fleet {
-        Fleet { dir: tempfile::tempdir().expect("dir"), bin: None, binding: "out".into() }
+        Fleet { dir: tempfile::tempdir().expect("dir"), bin: None, binding: "out".into(), extra: String::new() }
     }
 
     /// Nodes run from `bin` (a benchmark's release build).
@@ -86,6 +102,11 @@ impl Fleet {
     /// Nodes whose `orders` source delivers in order by `key`.
     pub fn ordered(key: &str) -> Fleet {
         Fleet { binding: format!("{{sink: out, ordering: {{key: \"{key}\"}}}}"), ..Fleet::new() }
+    }
+
+    /// Nodes whose configs carry `extra` lines too (see [`node_yaml_with`]).
+    pub fn with_config(extra: &str) -> Fleet {
+        Fleet { extra: extra.to_string(), ..Fleet::new() }
     }
 
     pub fn data(&self, node: &str) -> PathBuf {
@@ -119,7 +140,7 @@ impl Fleet {
     async fn try_start_via(&self, nats: &str, node: &str, receiver: &Receiver) -> Result<RunningNode, String> {
         let config_dir = self.dir.path().join(format!("config-{node}"));
         std::fs::create_dir_all(&config_dir).expect("config dir");
-        let config = write_config(&config_dir, &node_yaml_binding(nats, node, receiver, 3, &self.binding));
+        let config = write_config(&config_dir, &node_yaml_with(nats, node, receiver, 3, &self.binding, &self.extra));
         let bin = self.bin.clone().unwrap_or_else(ankusa_bin);
         RunningNode::try_start_bin(&bin, &config, &self.data(node), &[], "127.0.0.1:0").await
     }

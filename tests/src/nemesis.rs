@@ -278,7 +278,8 @@ pub async fn run(schedule: Schedule, bin: Option<PathBuf>) -> Verdict {
             node.kill();
         }
     }
-    let evidence = if lost.is_empty() && wrong_bytes.is_empty() {
+    let bound = lapses * per_lapse;
+    let evidence = if lost.is_empty() && wrong_bytes.is_empty() && duplicates <= bound {
         None
     } else {
         let stream = stream_evidence(&cluster, &lost).await;
@@ -291,7 +292,7 @@ pub async fn run(schedule: Schedule, bin: Option<PathBuf>) -> Verdict {
         lost,
         wrong_bytes,
         duplicates,
-        bound: lapses * per_lapse,
+        bound,
         unowed,
         fenced: nodes.fenced,
         took: started.elapsed(),

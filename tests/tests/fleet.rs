@@ -175,6 +175,48 @@ async fn a_rolling_restart_within_the_lease_moves_nothing() {
     assert!(duplicates <= 2, "{duplicates} duplicate deliveries");
 }
 
+/// A node back after a takeover drops exactly the hooks its peer read,
+/// no more: a dead letter whose stream copy aged out before the takeover
+/// (short `retention_ms`) was never read by the peer, and stays in the
+/// node's DLQ. (A node used to drop every row at or below the highest seq
+/// its peer took, that dead letter with them: its only copy.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_back_after_a_takeover_keeps_what_its_peer_never_read() {
+    let cluster = Cluster::start(3).await;
+    let open = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let gate = open.clone();
+    let receiver = Receiver::judging(move |_, request| match request.body.windows(6).any(|w| w == b"doomed") {
+        true => Reply::status(400),
+        false => Reply::status(if gate.load(Ordering::SeqCst) { 200 } else { 503 }),
+    })
+    .await;
+    let fleet = Fleet::with_config("  retention_ms: 4000\ndedupe: {ttl_ms: 2000}");
+    let a = fleet.start(&cluster, "a", &receiver).await;
+    let b = fleet.start(&cluster, "b", &receiver).await;
+    let (status, doomed, _) = try_post(a.ingest, "doomed", "{\"doomed\":true}").await.expect("answer");
+    assert_eq!(status, 201, "{doomed}");
+    let dead_on = async |node: &ankusa_tests::binary::RunningNode| {
+        let (_, page) = node.admin("GET", "/v1/dlq", None, None).await;
+        page["entries"].as_array().is_some_and(|e| e.iter().any(|e| e["id"] == doomed["id"]))
+    };
+    eventually("the doomed hook dead on a", Duration::from_secs(20), async || dead_on(&a).await).await;
+    // Past the stream's retention: the dead letter's stream copy is gone.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let (backlog, refused) = load(a.ingest, "backlog", 20, 4).await;
+    assert!(refused.is_empty(), "{refused:?}");
+    a.kill();
+    let taken = wait_taken(&b, "b", "a", Duration::from_secs(60)).await;
+    assert_eq!(taken["imported"], 20, "{taken}");
+
+    let a = fleet.start(&cluster, "a", &receiver).await;
+    assert!(a.log().contains("took this node over while it was away"), "{}", a.log());
+    assert!(dead_on(&a).await, "the dead letter its peer never read is still in a's DLQ");
+    open.store(true, Ordering::SeqCst);
+    all_delivered("the backlog, by b", &backlog, &receiver, Duration::from_secs(60)).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(check_delivered(&backlog, &receiver), 0, "a delivered none of what b took");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_publish_round_cut_midway_leaves_no_ack_undelivered() {
     let cluster = Cluster::start(3).await;

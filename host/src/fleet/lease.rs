@@ -94,9 +94,14 @@ pub struct Taken {
     pub delivered: u64,
     /// Dead letters carried over.
     pub dead_letters: u64,
-    /// Per store of the node (hex id): the highest seq taken, so a node
-    /// that comes back with that store drops those hooks.
+    /// Per store of the node (hex id): the highest seq taken.
     pub through_seqs: std::collections::BTreeMap<String, u64>,
+    /// Per store of the node (hex id): the seqs of every hook the taker
+    /// read, as inclusive ranges in order, so a node that comes back with
+    /// that store drops exactly those hooks (a record from before names
+    /// only the highest, and the node drops every hook at or below it).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub read_seqs: std::collections::BTreeMap<String, Vec<(u64, u64)>>,
 }
 
 impl Taken {

@@ -37,6 +37,58 @@ struct Moved {
     delivered: u64,
     dead_letters: u64,
     through_seqs: BTreeMap<String, u64>,
+    /// Per store: the seqs of the hooks read.
+    read: BTreeMap<String, Vec<u64>>,
+}
+
+impl Moved {
+    /// The seqs read, per store, as inclusive ranges in order.
+    fn read_ranges(&mut self) -> BTreeMap<String, Vec<(u64, u64)>> {
+        std::mem::take(&mut self.read).into_iter().map(|(store, seqs)| (store, ranges(seqs))).collect()
+    }
+}
+
+/// What takeovers of a node read, carried from one record to the next: a
+/// node that comes back settles with the last record only, so each names
+/// every hook read since (ranges of one store join up as seqs go on), and
+/// the highest seq per store.
+fn carry(into: &mut Taken, from: &Taken) {
+    for (store, ranges_read) in &from.read_seqs {
+        let seqs = into.read_seqs.entry(store.clone()).or_default();
+        seqs.extend_from_slice(ranges_read);
+        *seqs = join(std::mem::take(seqs));
+    }
+    for (store, through) in &from.through_seqs {
+        let best = into.through_seqs.entry(store.clone()).or_insert(0);
+        *best = (*best).max(*through);
+    }
+}
+
+/// Inclusive ranges, sorted and joined where they touch or overlap.
+fn join(mut ranges: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    ranges.sort_unstable();
+    let mut joined: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
+    for (start, end) in ranges {
+        match joined.last_mut() {
+            Some((_, last)) if start <= last.saturating_add(1) => *last = (*last).max(end),
+            _ => joined.push((start, end)),
+        }
+    }
+    joined
+}
+
+/// `seqs` as inclusive ranges of consecutive seqs, in order.
+fn ranges(mut seqs: Vec<u64>) -> Vec<(u64, u64)> {
+    seqs.sort_unstable();
+    seqs.dedup();
+    let mut ranges: Vec<(u64, u64)> = Vec::new();
+    for seq in seqs {
+        match ranges.last_mut() {
+            Some((_, end)) if end.checked_add(1) == Some(seq) => *end = seq,
+            _ => ranges.push((seq, seq)),
+        }
+    }
+    ranges
 }
 
 impl Fleet {
@@ -86,7 +138,7 @@ impl Fleet {
         if from > last && settled {
             return Ok(None);
         }
-        let claim = Taken {
+        let mut claim = Taken {
             node: node.to_string(),
             by: self.node().to_string(),
             from,
@@ -99,7 +151,13 @@ impl Fleet {
             delivered: 0,
             dead_letters: 0,
             through_seqs: BTreeMap::new(),
+            read_seqs: BTreeMap::new(),
         };
+        if let Some((taken, _)) = &previous
+            && taken.of_stream(&claim.stream)
+        {
+            carry(&mut claim, taken);
+        }
         let value = serde_json::to_vec(&claim).map_err(|e| FleetError::Nats(e.to_string()))?.into();
         let bucket = &self.connection.bucket;
         let written = match &previous {
@@ -136,11 +194,12 @@ impl Fleet {
             return Ok(());
         }
         tracing::warn!(node, from = claim.from, through = claim.through, "taking over a node whose lease lapsed");
-        let moved = self.import_range(handover, node, claim.from, claim.through).await?;
+        let mut moved = self.import_range(handover, node, claim.from, claim.through).await?;
         claim.state = TakenState::Done;
         claim.done_ms = Some(now_ms());
         (claim.imported, claim.delivered, claim.dead_letters) = (moved.imported, moved.delivered, moved.dead_letters);
-        claim.through_seqs = moved.through_seqs;
+        let done = Taken { read_seqs: moved.read_ranges(), through_seqs: moved.through_seqs, ..claim.clone() };
+        carry(&mut claim, &done);
         let value = serde_json::to_vec(&claim).map_err(|e| FleetError::Nats(e.to_string()))?.into();
         self.connection
             .bucket
@@ -183,6 +242,7 @@ impl Fleet {
             let seq = seq.unwrap_or(0);
             let best = moved.through_seqs.entry(store.clone()).or_insert(0);
             *best = (*best).max(seq);
+            moved.read.entry(store.clone()).or_default().push(seq);
             let decoded = match self.connection.bodies.payload(&message.headers, &message.payload).await {
                 Ok(payload) => handoff::decode(&payload).map_err(|e| (e.to_string(), payload)),
                 Err(BodyError::Missing(e)) => Err((e, Vec::new())),
@@ -298,12 +358,16 @@ impl Fleet {
                         && revision > self.reconciled.load(std::sync::atomic::Ordering::Acquire) =>
                 {
                     let own = format!("{:016x}", self.store_id);
-                    let dropped = match taken.through_seqs.get(&own) {
-                        Some(&through) => {
+                    // Exactly the hooks the peer read; a record from before
+                    // names only the highest, and everything at or below
+                    // it but what was logged past its range goes.
+                    let dropped = match (taken.read_seqs.get(&own), taken.through_seqs.get(&own)) {
+                        (Some(ranges), _) => handover.purge_ranges(ranges)?,
+                        (None, Some(&through)) if taken.read_seqs.is_empty() => {
                             let keep = self.logged_past(&taken).await?;
                             handover.purge_through(through, &keep)?
                         }
-                        None => 0,
+                        _ => 0,
                     };
                     tracing::warn!(
                         by = taken.by,
@@ -335,16 +399,17 @@ impl Fleet {
                 }
             };
             tracing::warn!(from = claim.from, through = claim.through, "taking back this node's logged hooks");
-            let moved = self.import_range(handover, self.node(), claim.from, claim.through).await?;
-            let done = Taken {
+            let mut moved = self.import_range(handover, self.node(), claim.from, claim.through).await?;
+            let read = Taken { read_seqs: moved.read_ranges(), through_seqs: moved.through_seqs, ..claim.clone() };
+            let mut done = Taken {
                 state: TakenState::Done,
                 done_ms: Some(now_ms()),
                 imported: moved.imported,
                 delivered: moved.delivered,
                 dead_letters: moved.dead_letters,
-                through_seqs: moved.through_seqs,
                 ..claim
             };
+            carry(&mut done, &read);
             let value = serde_json::to_vec(&done).map_err(|e| FleetError::Nats(e.to_string()))?.into();
             match self.connection.bucket.update(&key, value, revision).await {
                 Ok(revision) => {
@@ -472,4 +537,21 @@ fn buried(row: &[u8], dead_at: u64, reason: &str, class: ErrorClass, attempts: u
     let row = DeliveryRow::decode(0, 0, row).map_err(|e| QueueError::Corrupt(format!("a taken-over row: {e}")))?;
     let state = RowState::Dead { dead_at, reason: reason.to_string(), class: Some(class) };
     Ok(DeliveryRow { attempts, state, ..row }.encode())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{join, ranges};
+
+    #[test]
+    fn ranges_carried_from_record_to_record_join_up() {
+        assert_eq!(join(vec![(10, 12), (1, 5), (6, 8), (11, 20), (30, 30)]), [(1, 8), (10, 20), (30, 30)]);
+    }
+
+    #[test]
+    fn seqs_read_are_kept_as_ranges_of_consecutive_seqs() {
+        assert_eq!(ranges(vec![7, 3, 4, 5, 9, 8, 12, 4]), [(3, 5), (7, 9), (12, 12)]);
+        assert_eq!(ranges(vec![]), []);
+        assert_eq!(ranges(vec![u64::MAX, u64::MAX - 1]), [(u64::MAX - 1, u64::MAX)]);
+    }
 }

@@ -97,16 +97,41 @@ impl Tenants {
     }
 }
 
+/// Which hooks a purge takes, by seq: those at or below `through` that
+/// `takes` names.
+pub(super) struct Seqs<'a> {
+    pub through: u64,
+    pub takes: &'a dyn Fn(u64) -> bool,
+}
+
 impl Handover {
     /// Remove every row (of every tenant) of a hook with seq at or below
     /// `through`, but those of `keep`, in synced chunks: what a peer took
-    /// over while this node was away (`fleet`). Returns the rows removed.
+    /// over while this node was away (`fleet`), as a record from before
+    /// takeovers named the seqs they read says it. Returns the rows removed.
     pub fn purge_through(&self, through: u64, keep: &HashSet<u64>) -> Result<u64, QueueError> {
+        self.purge_seqs(&Seqs { through, takes: &|seq| !keep.contains(&seq) })
+    }
+
+    /// Remove every row (of every tenant) of a hook whose seq lies in one
+    /// of `ranges` (inclusive, in order), in synced chunks: exactly the
+    /// hooks a peer read when it took this node over (`fleet`), no more.
+    /// Returns the rows removed.
+    pub fn purge_ranges(&self, ranges: &[(u64, u64)]) -> Result<u64, QueueError> {
+        let Some(&(_, through)) = ranges.last() else { return Ok(0) };
+        let takes = |seq: u64| {
+            let at = ranges.partition_point(|(_, end)| *end < seq);
+            ranges.get(at).is_some_and(|(start, _)| *start <= seq)
+        };
+        self.purge_seqs(&Seqs { through, takes: &takes })
+    }
+
+    fn purge_seqs(&self, seqs: &Seqs<'_>) -> Result<u64, QueueError> {
         let mut removed = 0;
         for tenant in self.tenants.holding_list() {
             let mut after = None;
             loop {
-                let step = self.purge_chunk(&tenant, PurgeKinds::all(), after, Some((through, keep)))?;
+                let step = self.purge_chunk(&tenant, PurgeKinds::all(), after, Some(seqs))?;
                 removed += step.removed.pending + step.removed.inflight.unwrap_or(0) + step.removed.dead;
                 match step.next {
                     Some(next) => after = Some(next),
@@ -120,13 +145,14 @@ impl Handover {
 
 impl Core {
     /// One chunk of a purge walk over the tenant's owner index, up to the
-    /// rows of seq `through` if given, passing over the seqs kept with it.
+    /// rows of seq `seqs.through` if given, passing over the seqs it does
+    /// not take.
     pub(super) fn purge_chunk(
         &self,
         tenant: &str,
         kinds: PurgeKinds,
         after: Option<(u64, u16)>,
-        through: Option<(u64, &HashSet<u64>)>,
+        seqs: Option<&Seqs<'_>>,
     ) -> Result<PurgeStep, QueueError> {
         let _serial = self.transitions.lock().unwrap_or_else(|e| e.into_inner());
         let prefix = index::owner_prefix(tenant);
@@ -137,8 +163,8 @@ impl Core {
         let owned = self.store.scan(&Scan {
             cf: Cf::Index,
             from,
-            to: match through {
-                Some((seq, _)) => Some(index::owner(tenant, seq.saturating_add(1), 0)),
+            to: match seqs {
+                Some(seqs) => Some(index::owner(tenant, seqs.through.saturating_add(1), 0)),
                 None => prefix_end(&prefix),
             },
             reverse: false,
@@ -163,7 +189,7 @@ impl Core {
             };
             let row = DeliveryRow::decode(seq, sink, &bytes)
                 .map_err(|e| QueueError::Corrupt(format!("row {seq}/{sink}: {e}")))?;
-            let kept = through.is_some_and(|(_, keep)| keep.contains(&seq));
+            let kept = seqs.is_some_and(|seqs| !(seqs.takes)(seq));
             if kept || !kinds.wants(&row.state) {
                 continue;
             }
