@@ -208,6 +208,7 @@ impl Node {
         if settled > 0 {
             tracing::warn!(hooks = settled, "committed hooks this node had logged but not stored");
         }
+        fleet.drop_abandoned_imports(&handover, store.as_ref()).await?;
         handover.set_outcome_log(fleet.outcome_log());
         // No row is claimed before the lease loop first proves the lease.
         handover.prove_claims_until(std::time::Instant::now());

@@ -5,7 +5,8 @@
 //! nothing twice; losing NATS servers costs acks, never a false one; a
 //! publish round cut midway, a hook over the servers' message limit, a
 //! stream made again, a node paused past its lease and a takeover during a
-//! bucket leader election lose nothing; a taker delivers each ordering
+//! bucket leader election lose nothing; a taker killed mid-import costs no
+//! duplicate; a taker delivers each ordering
 //! key's hooks in order; bad fleet config is refused by name.
 
 use std::path::Path;
@@ -215,6 +216,46 @@ async fn a_node_back_after_a_takeover_keeps_what_its_peer_never_read() {
     all_delivered("the backlog, by b", &backlog, &receiver, Duration::from_secs(60)).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(check_delivered(&backlog, &receiver), 0, "a delivered none of what b took");
+}
+
+/// The taker dies mid-import and the node comes back on its own disk
+/// first: the node keeps its hooks and closes the takeover having taken
+/// nothing, and the taker, back too, drops what it had imported of them,
+/// so no hook is delivered twice. (A node used to take its own hooks back
+/// into the store that still held them: every hook of the backlog twice.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_taker_killed_mid_import_costs_no_duplicate() {
+    let cluster = Cluster::start(3).await;
+    let (receiver, open) = gated_receiver().await;
+    let fleet = Fleet::new();
+    let a = fleet.start(&cluster, "a", &receiver).await;
+    let b = fleet.start(&cluster, "b", &receiver).await;
+    let (acked, refused) = load(a.ingest, "backlog", 3000, 16).await;
+    assert!(refused.is_empty(), "{refused:?}");
+    a.kill();
+
+    eventually("b begins its takeover of a", Duration::from_secs(30), async || {
+        b.log().contains("taking over a node whose lease lapsed")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let b_log = b.log();
+    b.kill();
+    assert!(!b_log.contains("takeover done"), "b finished its import before it was killed: {b_log}");
+
+    let a = fleet.start(&cluster, "a", &receiver).await;
+    assert!(a.log().contains("died mid-import"), "{}", a.log());
+    let b = fleet.start(&cluster, "b", &receiver).await;
+    open.store(true, Ordering::SeqCst);
+    all_delivered("every acked hook delivered", &acked, &receiver, Duration::from_secs(120)).await;
+    tokio::time::sleep(Duration::from_millis(2 * LEASE_TTL_MS)).await;
+    let duplicates = check_delivered(&acked, &receiver);
+    let dropped = b.log().lines().any(|line| line.contains("what it had imported is dropped here"));
+    println!(
+        "a taker killed mid-import: {} hooks delivered, {duplicates} twice; b dropped its part: {dropped}",
+        acked.len()
+    );
+    assert_eq!(duplicates, 0, "hooks delivered twice");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -102,6 +102,14 @@ pub struct Taken {
     /// only the highest, and the node drops every hook at or below it).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub read_seqs: std::collections::BTreeMap<String, Vec<(u64, u64)>>,
+    /// The first position of the taker's own hook subject its imports of
+    /// this takeover could be logged at (0 in a record from before).
+    #[serde(default)]
+    pub logged_from: u64,
+    /// Earlier runs of a takeover of this node whose taker died mid-import
+    /// while the node came back holding its hooks (see `abandoned`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub abandoned: Vec<super::abandoned::Abandoned>,
 }
 
 impl Taken {
@@ -315,7 +323,7 @@ impl Fleet {
         }
     }
 
-    fn store_hex(&self) -> String {
+    pub(super) fn store_hex(&self) -> String {
         format!("{:016x}", self.store_id)
     }
 

@@ -23,12 +23,14 @@
 //!   `taken.<node>` (create or compare-and-set: one winner) and commits the
 //!   lapsed node's undelivered hooks into its own store and subject. A node
 //!   that comes back drops what was taken (`rejoin`); a node that finds
-//!   itself taken while running stops.
+//!   itself taken while running stops; a takeover whose taker died
+//!   mid-import is closed by its node, back on its store (`abandoned`).
 //!
 //! Subjects: `<stream>.hook.<node>` and `<stream>.outcome.<node>` (the
 //! stream's name in lower case); bucket `<stream>-fleet`; hooks over the
 //! servers' message limit in the object store `<stream>-bodies`.
 
+mod abandoned;
 mod lease;
 pub mod outcomes;
 mod settings;

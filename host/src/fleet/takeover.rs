@@ -53,6 +53,7 @@ impl Moved {
 /// every hook read since (ranges of one store join up as seqs go on), and
 /// the highest seq per store.
 fn carry(into: &mut Taken, from: &Taken) {
+    super::abandoned::carry_abandoned(&mut into.abandoned, &from.abandoned);
     for (store, ranges_read) in &from.read_seqs {
         let seqs = into.read_seqs.entry(store.clone()).or_default();
         seqs.extend_from_slice(ranges_read);
@@ -78,7 +79,7 @@ fn join(mut ranges: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
 }
 
 /// `seqs` as inclusive ranges of consecutive seqs, in order.
-fn ranges(mut seqs: Vec<u64>) -> Vec<(u64, u64)> {
+pub(super) fn ranges(mut seqs: Vec<u64>) -> Vec<(u64, u64)> {
     seqs.sort_unstable();
     seqs.dedup();
     let mut ranges: Vec<(u64, u64)> = Vec::new();
@@ -110,7 +111,13 @@ impl Fleet {
     }
 
     /// Reads `subject` at `from..=through` (see `intake::Read`).
-    async fn reader(&self, read: Read, subject: &str, from: u64, through: u64) -> Result<SubjectReader, FleetError> {
+    pub(super) async fn reader(
+        &self,
+        read: Read,
+        subject: &str,
+        from: u64,
+        through: u64,
+    ) -> Result<SubjectReader, FleetError> {
         SubjectReader::open(read, &self.connection.stream, subject, from, through, self.settings.publish_timeout)
             .await
             .map_err(FleetError::Nats)
@@ -152,6 +159,8 @@ impl Fleet {
             dead_letters: 0,
             through_seqs: BTreeMap::new(),
             read_seqs: BTreeMap::new(),
+            logged_from: self.last_position(&self.settings.subjects().hooks(self.node())).await? + 1,
+            abandoned: Vec::new(),
         };
         if let Some((taken, _)) = &previous
             && taken.of_stream(&claim.stream)
@@ -234,6 +243,7 @@ impl Fleet {
         }
         let outcomes = self.read_outcomes(node).await?;
         let subject = self.settings.subjects().hooks(node);
+        let void = self.void_imports(node).await?;
         let mut reader = self.reader(Read::Exact, &subject, from, through).await?;
         let mut batch = Vec::new();
         while let Some(message) = reader.next().await.map_err(FleetError::Nats)? {
@@ -243,6 +253,10 @@ impl Fleet {
             let best = moved.through_seqs.entry(store.clone()).or_insert(0);
             *best = (*best).max(seq);
             moved.read.entry(store.clone()).or_default().push(seq);
+            // An import of an abandoned run: its node kept that hook.
+            if void(&message.headers) {
+                continue;
+            }
             let decoded = match self.connection.bodies.payload(&message.headers, &message.payload).await {
                 Ok(payload) => handoff::decode(&payload).map_err(|e| (e.to_string(), payload)),
                 Err(BodyError::Missing(e)) => Err((e, Vec::new())),
@@ -343,13 +357,21 @@ impl Fleet {
         for _ in 0..1200 {
             let record = self.read::<Taken>(&key).await?;
             match record {
-                Some((taken, _)) if taken.state == TakenState::Running && taken.by != self.node() => {
+                Some((taken, revision)) if taken.state == TakenState::Running && taken.by != self.node() => {
                     if self.peer_alive(&taken.by).await? {
                         tracing::info!(by = taken.by, "waiting for a peer's takeover of this node to finish");
                         tokio::time::sleep(Duration::from_millis(500)).await;
                         continue;
                     }
-                    // Its taker lapsed too: this node runs it again, below.
+                    // Its taker lapsed too. Back on its own store, this
+                    // node still holds the hooks: it keeps them (see
+                    // `abandoned`). A new store runs the takeover again,
+                    // below.
+                    if !fresh_store {
+                        // Closed, or the record moved: read it again.
+                        self.close_abandoned(handover, store, &taken, revision).await?;
+                        continue;
+                    }
                     taken_back = false;
                 }
                 Some((taken, revision))
