@@ -470,6 +470,56 @@ async fn losing_nats_servers_costs_acks_never_a_false_one() {
     println!("fleet: {settled} of the {answered_503} hooks answered 503 were settled from the stream and delivered");
 }
 
+/// Two of three NATS servers gone for three leases while both nodes hold
+/// backlogs, then back: neither node is taken over or fenced (a peer
+/// judges a lapse only by a lease it watched unmoved while it could read
+/// it, and a node reconnects within an eighth of a lease of the servers'
+/// return), nothing acked is lost, and a hook is delivered twice only
+/// where an attempt in flight was withdrawn when the lease's proof ran
+/// out (at most `dispatch.concurrency`, 2, a node). (A node used to judge
+/// by when it last saw a lease move, before its own outage: the first
+/// node back took its peer over, and the peer exited.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_quorum_lost_for_three_leases_with_backlogs_takes_no_node_over() {
+    let mut cluster = Cluster::start(3).await;
+    // Slow enough that both nodes still hold backlogs when the quorum goes.
+    let receiver = Receiver::start(Reply::status(200).delay(Duration::from_millis(30))).await;
+    let fleet = Fleet::new();
+    let mut a = fleet.start(&cluster, "a", &receiver).await;
+    let mut b = fleet.start(&cluster, "b", &receiver).await;
+    let (on_a, on_b) = tokio::join!(load(a.ingest, "a", 400, 8), load(b.ingest, "b", 400, 8));
+    let mut acked = Acked::new();
+    for (got, refused) in [on_a, on_b] {
+        assert!(refused.is_empty(), "{refused:?}");
+        acked.extend(got);
+    }
+    let delivered_before = deliveries(&receiver).len();
+    assert!(delivered_before < acked.len() / 2, "both nodes hold backlogs ({delivered_before} delivered)");
+
+    cluster.kill_server(0);
+    cluster.kill_server(1);
+    tokio::time::sleep(Duration::from_millis(3 * LEASE_TTL_MS)).await;
+    cluster.start_server(0);
+    cluster.start_server(1);
+
+    all_delivered("every acked hook delivered", &acked, &receiver, Duration::from_secs(120)).await;
+    tokio::time::sleep(Duration::from_millis(2 * LEASE_TTL_MS)).await;
+    for (name, node) in [("a", &mut a), ("b", &mut b)] {
+        let exited = node.exited_within(Duration::from_millis(10)).await;
+        assert!(exited.is_none(), "node {name} exited ({exited:?}): {}", node.log());
+    }
+    let takeovers: Vec<String> = [a.log(), b.log()].iter().flat_map(|log| takeover_lines(log)).collect();
+    let duplicates = check_delivered(&acked, &receiver);
+    println!(
+        "quorum lost for {} ms with backlogs ({delivered_before} of {} delivered when it went): all delivered, \
+         {duplicates} twice, no takeover",
+        3 * LEASE_TTL_MS,
+        acked.len()
+    );
+    assert!(takeovers.is_empty(), "a node was taken over: {takeovers:?}");
+    assert!(duplicates <= 4, "{duplicates} duplicate deliveries");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_hook_over_the_servers_message_limit_is_acked_and_survives_a_takeover() {
     let cluster = Cluster::start(3).await;

@@ -135,10 +135,18 @@ pub fn taken_key(node: &str) -> String {
 /// What this node has seen of its peers' leases.
 #[derive(Default)]
 pub struct Watch {
-    /// Per peer: the last revision seen and when it last moved.
-    seen: HashMap<String, (u64, Instant)>,
+    /// Per peer: the last revision seen, since when it has been watched
+    /// unmoved, and when it was last read.
+    seen: HashMap<String, Seen>,
     /// Peers with a takeover running from here.
     taking: std::collections::HashSet<String>,
+}
+
+/// One peer's lease as this node watches it.
+struct Seen {
+    revision: u64,
+    unmoved_since: Instant,
+    read_at: Instant,
 }
 
 impl Fleet {
@@ -365,24 +373,34 @@ impl Fleet {
 
     /// Note `node`'s lease at `revision`: whether it has now been seen
     /// unmoved for a whole lease.
+    ///
+    /// Watched means read at every turn of the lease loop: a lease this
+    /// node could not read for more than half a lease (its own NATS or KV
+    /// outage) is watched anew from its next read, since the peer may have
+    /// been as cut off as this node and is renewing now. (Judged by the
+    /// time it last moved, the first node back from a quorum loss would
+    /// take over live peers.)
     pub(super) fn observe(&self, node: &str, revision: u64) -> bool {
+        let now = Instant::now();
         let mut watch = self.watch.lock().unwrap_or_else(|e| e.into_inner());
-        let seen = watch.seen.entry(node.to_string()).or_insert((revision, Instant::now()));
-        if seen.0 != revision {
-            *seen = (revision, Instant::now());
+        let seen = watch.seen.entry(node.to_string()).or_insert(Seen { revision, unmoved_since: now, read_at: now });
+        if seen.revision != revision || now.duration_since(seen.read_at) > self.settings.lease_ttl / 2 {
+            (seen.revision, seen.unmoved_since) = (revision, now);
         }
-        seen.1.elapsed() >= self.settings.lease_ttl
+        seen.read_at = now;
+        seen.unmoved_since.elapsed() >= self.settings.lease_ttl
     }
 
     /// Whether `node` may be alive as this node sees it: anything but a
-    /// lease watched unmoved for a whole lease (a node not watched yet, as
-    /// every node at boot, may be alive).
+    /// lease watched unmoved for a whole lease and read lately (a node not
+    /// watched yet, as every node at boot, may be alive).
     pub(super) fn seen_alive(&self, node: &str) -> bool {
         if node == self.node() {
             return true;
         }
         let watch = self.watch.lock().unwrap_or_else(|e| e.into_inner());
-        watch.seen.get(node).is_none_or(|(_, moved)| moved.elapsed() < self.settings.lease_ttl)
+        let ttl = self.settings.lease_ttl;
+        watch.seen.get(node).is_none_or(|seen| seen.read_at.elapsed() > ttl / 2 || seen.unmoved_since.elapsed() < ttl)
     }
 
     /// Renew this node's lease, stop if taken over, and take over lapsed

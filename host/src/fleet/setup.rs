@@ -22,7 +22,8 @@ pub async fn connect(settings: &FleetSettings) -> Result<Connected, FleetError> 
     let mut options = async_nats::ConnectOptions::new()
         .name(format!("ankusa-{}", settings.node_id))
         .connection_timeout(settings.connect_timeout)
-        .request_timeout(Some(settings.publish_timeout));
+        .request_timeout(Some(settings.publish_timeout))
+        .reconnect_delay_callback(reconnect_delay(settings.lease_ttl));
     if let Some(path) = &settings.credentials {
         options = options
             .credentials_file(path)
@@ -184,4 +185,31 @@ async fn ensure_bodies(
             replicas: settings.replicas,
             reason: e.to_string(),
         })
+}
+
+/// The wait before reconnect attempt `attempts`: doubling from 1 ms, at
+/// most an eighth of the lease. The client's own cap (4 s) would leave a
+/// node back from a quorum loss up to 4 s after its peers, who, watching
+/// its lease anew from their own return, may then find it unmoved for a
+/// whole lease and take it over.
+fn reconnect_delay(lease_ttl: std::time::Duration) -> impl Fn(usize) -> std::time::Duration + Send + Sync + 'static {
+    let cap = lease_ttl / 8;
+    move |attempts| {
+        let doubled = std::time::Duration::from_millis(1u64 << attempts.saturating_sub(1).min(20));
+        doubled.min(cap)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    #[test]
+    fn reconnects_back_off_to_an_eighth_of_the_lease() {
+        let delay = super::reconnect_delay(Duration::from_secs(2));
+        assert_eq!(delay(0), Duration::from_millis(1));
+        assert_eq!(delay(4), Duration::from_millis(8));
+        assert_eq!(delay(30), Duration::from_millis(250));
+        assert_eq!(delay(usize::MAX), Duration::from_millis(250));
+    }
 }
