@@ -1,7 +1,8 @@
 //! Reading a subject of a JetStream stream back (`intake::SubjectReader`,
 //! what a takeover and a settle read) against the machine's NATS server:
 //! every message of the subject in `from..=through` arrives, in order,
-//! the last one included, whatever other subjects interleave.
+//! the last one included, whatever other subjects interleave; a message
+//! missing before `through` is an error, never the end.
 
 use std::time::Duration;
 
@@ -60,6 +61,41 @@ async fn a_subject_is_read_whole_through_its_last_message() {
         let expected: Vec<u64> = mine.iter().copied().filter(|p| (from..=through).contains(p)).collect();
         assert_eq!(read(&stream, &subject, from, through).await, expected, "{from}..={through}");
     }
-    assert!(read(&stream, &subject, last + 1, last + 50).await.is_empty(), "nothing past the end");
+    assert!(read(&stream, &subject, last + 1, last).await.is_empty(), "nothing past the end");
+    let _ = js.delete_stream(&name).await;
+}
+
+/// An exact read whose last message is missing though the stream still
+/// holds its position (a server that lost it) fails rather than ending
+/// early, so a takeover never records as taken what it did not read; a
+/// range the stream's limits dropped is the end. (An exact read used to
+/// end at the first message it could not find.)
+#[tokio::test]
+async fn a_missing_message_is_an_error_and_a_dropped_range_the_end() {
+    let name = ankusa_tests::unique_name("GAP", "_", "t").to_uppercase();
+    let (js, stream) = stream(&name).await;
+    let subject = format!("{}.hook.a", name.to_lowercase());
+    let mut positions = Vec::new();
+    for i in 0..10u64 {
+        let ack = js.publish(subject.clone(), format!("{i}").into()).await.expect("publish").await.expect("ack");
+        positions.push(ack.sequence);
+    }
+    let (from, through) = (positions[5], positions[9]);
+    let wait = Duration::from_secs(2);
+    assert!(stream.delete_message(through).await.expect("delete"), "the last message deleted");
+    let mut reader = SubjectReader::open(Read::Exact, &stream, &subject, from, through, wait).await.expect("open");
+    let mut read = Vec::new();
+    let end = loop {
+        match reader.next().await {
+            Ok(Some(message)) => read.push(message.position),
+            other => break other.map(|m| m.map(|m| m.position)),
+        }
+    };
+    assert_eq!(read, positions[5..9]);
+    assert!(end.is_err(), "a message missing before `through` is an error: {end:?}");
+
+    stream.purge().sequence(through + 1).await.expect("purge through the range");
+    let mut reader = SubjectReader::open(Read::Exact, &stream, &subject, from, through, wait).await.expect("open");
+    assert_eq!(reader.next().await.map(|m| m.map(|m| m.position)), Ok(None), "a dropped range is the end");
     let _ = js.delete_stream(&name).await;
 }

@@ -374,21 +374,25 @@ impl Fleet {
     /// Note `node`'s lease at `revision`: whether it has now been seen
     /// unmoved for a whole lease.
     ///
-    /// Watched means read at every turn of the lease loop: a lease this
-    /// node could not read for more than half a lease (its own NATS or KV
-    /// outage) is watched anew from its next read, since the peer may have
-    /// been as cut off as this node and is renewing now. (Judged by the
-    /// time it last moved, the first node back from a quorum loss would
-    /// take over live peers.)
+    /// Watched means read at every turn of the lease loop. After a blind
+    /// spot of more than half a lease (this node's own NATS or KV outage,
+    /// a leader election) the peer may have been as cut off and be
+    /// reconnecting now: it is given three quarters of a lease from this
+    /// node's next read to renew (it reconnects within an eighth and
+    /// renews within a quarter), and is judged lapsed no sooner. (Judged
+    /// by the time it last moved, the first node back from a quorum loss
+    /// took live peers over.)
     pub(super) fn observe(&self, node: &str, revision: u64) -> bool {
-        let now = Instant::now();
+        let (now, ttl) = (Instant::now(), self.settings.lease_ttl);
         let mut watch = self.watch.lock().unwrap_or_else(|e| e.into_inner());
         let seen = watch.seen.entry(node.to_string()).or_insert(Seen { revision, unmoved_since: now, read_at: now });
-        if seen.revision != revision || now.duration_since(seen.read_at) > self.settings.lease_ttl / 2 {
+        if seen.revision != revision {
             (seen.revision, seen.unmoved_since) = (revision, now);
+        } else if now.duration_since(seen.read_at) > ttl / 2 {
+            seen.unmoved_since = now.checked_sub(ttl / 4).map_or(now, |grace| seen.unmoved_since.max(grace));
         }
         seen.read_at = now;
-        seen.unmoved_since.elapsed() >= self.settings.lease_ttl
+        seen.unmoved_since.elapsed() >= ttl
     }
 
     /// Whether `node` may be alive as this node sees it: anything but a

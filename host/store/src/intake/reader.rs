@@ -4,7 +4,9 @@
 //! - [`Read::Exact`]: one request per message to the stream's leader, each
 //!   for the first message of the subject at or after a position. What a
 //!   takeover and a settle read hooks with: nothing is skipped, whatever a
-//!   consumer's replica has seen.
+//!   consumer's replica has seen. Its `through` is a position of the
+//!   subject (its last when the read was planned), so finding none left
+//!   before it is an error unless the stream's limits dropped it.
 //! - [`Read::Batched`]: an ordered consumer (ephemeral, one replica, no
 //!   acks) delivering many messages a round trip, for the outcome history,
 //!   where a message missed costs a duplicate delivery, never a hook.
@@ -133,15 +135,38 @@ impl SubjectReader {
             .map_err(|_| format!("reading {subject} at {next}: no answer within {wait:?}"))?;
         let message = match first {
             Ok(message) => message,
-            Err(e) if matches!(e.kind(), LastRawMessageErrorKind::NoMessageFound) => return Ok(None),
+            Err(e) if matches!(e.kind(), LastRawMessageErrorKind::NoMessageFound) => return self.none_left().await,
             Err(e) => return Err(format!("reading {subject} at {next}: {e}")),
         };
         if message.sequence > self.through {
-            self.next = message.sequence;
-            return Ok(None);
+            return self.none_left().await;
         }
         self.next = message.sequence + 1;
         Ok(Some(StoredMessage { position: message.sequence, headers: message.headers, payload: message.payload }))
+    }
+
+    /// No message of the subject at `next..=through`, though `through` is
+    /// one of its positions (see [`Read::Exact`]): the end only if the
+    /// stream no longer holds that position (its limits dropped everything
+    /// up to it, said at WARN: those hooks have only their node's copy); a
+    /// message missing from positions the stream still holds is an error,
+    /// never an end.
+    async fn none_left(&mut self) -> Result<Option<StoredMessage>, String> {
+        let (subject, next, through, wait) = (&self.subject, self.next, self.through, self.wait);
+        let info = tokio::time::timeout(wait, self.stream.get_info())
+            .await
+            .map_err(|_| format!("reading {subject}: no stream info within {wait:?}"))?
+            .map_err(|e| format!("reading {subject}: {e}"))?;
+        let first = info.state.first_sequence;
+        if first <= through {
+            return Err(format!(
+                "reading {subject}: no message at {next}..={through}, though the stream still holds position \
+                 {through} (its first is {first})"
+            ));
+        }
+        tracing::warn!(subject, from = next, through, first, "messages aged out of the stream before they were read");
+        self.next = through + 1;
+        Ok(None)
     }
 }
 
