@@ -101,9 +101,8 @@ impl Fleet {
             ..taken.clone()
         };
         carry_abandoned(&mut closed.abandoned, &[run]);
-        let value = serde_json::to_vec(&closed).map_err(|e| FleetError::Nats(e.to_string()))?.into();
-        match self.connection.bucket.update(taken_key(self.node()), value, revision).await {
-            Ok(revision) => {
+        match self.update_record(&closed, revision).await? {
+            Some(revision) => {
                 tracing::warn!(
                     by = taken.by,
                     from = taken.from,
@@ -114,8 +113,7 @@ impl Fleet {
                 self.set_reconciled(store, revision)?;
                 Ok(true)
             }
-            Err(e) if e.kind() == async_nats::jetstream::kv::UpdateErrorKind::WrongLastRevision => Ok(false),
-            Err(e) => Err(FleetError::Nats(format!("closing an abandoned takeover of this node: {e}"))),
+            None => Ok(false),
         }
     }
 

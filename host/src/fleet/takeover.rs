@@ -54,15 +54,34 @@ impl Moved {
 /// the highest seq per store.
 fn carry(into: &mut Taken, from: &Taken) {
     super::abandoned::carry_abandoned(&mut into.abandoned, &from.abandoned);
-    for (store, ranges_read) in &from.read_seqs {
+    add_read(into, &from.read_seqs, &from.through_seqs);
+}
+
+/// Add the seq ranges read and the highest seqs, per store, to `into`'s.
+fn add_read(into: &mut Taken, read_seqs: &BTreeMap<String, Vec<(u64, u64)>>, through_seqs: &BTreeMap<String, u64>) {
+    for (store, ranges_read) in read_seqs {
         let seqs = into.read_seqs.entry(store.clone()).or_default();
         seqs.extend_from_slice(ranges_read);
         *seqs = join(std::mem::take(seqs));
     }
-    for (store, through) in &from.through_seqs {
+    for (store, through) in through_seqs {
         let best = into.through_seqs.entry(store.clone()).or_insert(0);
         *best = (*best).max(*through);
     }
+}
+
+/// `claim`, its run ended: done, with what it moved and read.
+fn finished(claim: Taken, mut moved: Moved) -> Taken {
+    let mut done = Taken {
+        state: TakenState::Done,
+        done_ms: Some(now_ms()),
+        imported: moved.imported,
+        delivered: moved.delivered,
+        dead_letters: moved.dead_letters,
+        ..claim
+    };
+    add_read(&mut done, &moved.read_ranges(), &moved.through_seqs);
+    done
 }
 
 /// Inclusive ranges, sorted and joined where they touch or overlap.
@@ -194,27 +213,17 @@ impl Fleet {
             claim.through = claim.from.saturating_sub(1);
             claim.state = TakenState::Done;
             claim.done_ms = Some(now_ms());
-            let value = serde_json::to_vec(&claim).map_err(|e| FleetError::Nats(e.to_string()))?.into();
-            self.connection
-                .bucket
-                .update(taken_key(node), value, revision)
-                .await
-                .map_err(|e| FleetError::Nats(format!("closing the takeover record of {node}: {e}")))?;
+            self.update_record(&claim, revision)
+                .await?
+                .ok_or_else(|| FleetError::Nats(format!("closing the takeover record of {node}: it moved")))?;
             return Ok(());
         }
         tracing::warn!(node, from = claim.from, through = claim.through, "taking over a node whose lease lapsed");
-        let mut moved = self.import_range(handover, node, claim.from, claim.through).await?;
-        claim.state = TakenState::Done;
-        claim.done_ms = Some(now_ms());
-        (claim.imported, claim.delivered, claim.dead_letters) = (moved.imported, moved.delivered, moved.dead_letters);
-        let done = Taken { read_seqs: moved.read_ranges(), through_seqs: moved.through_seqs, ..claim.clone() };
-        carry(&mut claim, &done);
-        let value = serde_json::to_vec(&claim).map_err(|e| FleetError::Nats(e.to_string()))?.into();
-        self.connection
-            .bucket
-            .update(taken_key(node), value, revision)
-            .await
-            .map_err(|e| FleetError::Nats(format!("recording the takeover of {node}: {e}")))?;
+        let moved = self.import_range(handover, node, claim.from, claim.through).await?;
+        let claim = finished(claim, moved);
+        self.update_record(&claim, revision)
+            .await?
+            .ok_or_else(|| FleetError::Nats(format!("recording the takeover of {node}: the record moved")))?;
         crate::metrics::metrics().fleet_takeovers.inc();
         tracing::warn!(
             node,
@@ -421,20 +430,9 @@ impl Fleet {
                 }
             };
             tracing::warn!(from = claim.from, through = claim.through, "taking back this node's logged hooks");
-            let mut moved = self.import_range(handover, self.node(), claim.from, claim.through).await?;
-            let read = Taken { read_seqs: moved.read_ranges(), through_seqs: moved.through_seqs, ..claim.clone() };
-            let mut done = Taken {
-                state: TakenState::Done,
-                done_ms: Some(now_ms()),
-                imported: moved.imported,
-                delivered: moved.delivered,
-                dead_letters: moved.dead_letters,
-                ..claim
-            };
-            carry(&mut done, &read);
-            let value = serde_json::to_vec(&done).map_err(|e| FleetError::Nats(e.to_string()))?.into();
-            match self.connection.bucket.update(&key, value, revision).await {
-                Ok(revision) => {
+            let moved = self.import_range(handover, self.node(), claim.from, claim.through).await?;
+            match self.update_record(&finished(claim, moved), revision).await? {
+                Some(revision) => {
                     self.set_reconciled(store, revision)?;
                     taken_back = true;
                 }
@@ -443,14 +441,24 @@ impl Fleet {
                 // waited for and what it took dropped here, like any other.
                 // What this run committed was logged under the same message
                 // ids the peer's import uses, so nothing is taken twice.
-                Err(e) if e.kind() == async_nats::jetstream::kv::UpdateErrorKind::WrongLastRevision => {
+                None => {
                     tracing::warn!("a peer claimed this node while it took its hooks back; waiting for that takeover");
                     taken_back = false;
                 }
-                Err(e) => return Err(FleetError::Nats(format!("recording the takeback: {e}"))),
             }
         }
         Err(FleetError::Nats("gave up waiting for a peer's takeover of this node".into()))
+    }
+
+    /// Write `taken` over its node's takeover record at `revision`: the
+    /// revision written, or `None` if the record moved since.
+    pub(super) async fn update_record(&self, taken: &Taken, revision: u64) -> Result<Option<u64>, FleetError> {
+        let value = serde_json::to_vec(taken).map_err(|e| FleetError::Nats(e.to_string()))?.into();
+        match self.connection.bucket.update(taken_key(&taken.node), value, revision).await {
+            Ok(revision) => Ok(Some(revision)),
+            Err(e) if e.kind() == async_nats::jetstream::kv::UpdateErrorKind::WrongLastRevision => Ok(None),
+            Err(e) => Err(FleetError::Nats(format!("writing the takeover record of {}: {e}", taken.node))),
+        }
     }
 
     /// Seqs of this store's hooks logged past what `taken` took: a seq at
