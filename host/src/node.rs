@@ -19,6 +19,9 @@ use crate::runtime::{ComponentSource, Runtime, RuntimeError};
 use crate::source::{LiveDirectory, Origin, ReloadReport, Specs};
 use crate::tenant::{Erasures, SourceRecords};
 
+/// A stop's drain ends once this passes with no row delivered.
+const DRAIN_STALLED: Duration = Duration::from_secs(1);
+
 #[derive(Debug, Error)]
 pub enum StartError {
     /// The configuration cannot run: every problem found, by key.
@@ -187,7 +190,7 @@ impl Node {
         let queue_config = config.queue_config();
         let engines = Engines::embedded(&path, &queue_config).map_err(store_error)?;
         let (store, fresh) = (engines.store.clone(), engines.store.created());
-        let fleet = Fleet::connect(config.fleet_settings(), store.as_ref()).await?;
+        let fleet = Fleet::connect(config.fleet_settings(), store.clone()).await?;
         let lease = fleet.take_up_lease().await?;
         let intake = crate::intake::Intake::Hooks(Box::new(fleet.intake_log()));
         let engines = Engines { store: engines.store, intake: Some(intake) };
@@ -210,6 +213,7 @@ impl Node {
         }
         fleet.drop_abandoned_imports(&handover, store.as_ref()).await?;
         handover.set_outcome_log(fleet.outcome_log());
+        fleet.settle_delivered_by_taker(&queue.deliveries())?;
         // No row is claimed before the lease loop first proves the lease.
         handover.prove_claims_until(std::time::Instant::now());
         let stats = queue.stats().map_err(store_error)?;
@@ -303,6 +307,41 @@ impl Node {
         }
     }
 
+    /// The first step of a graceful stop: every hook from now on is
+    /// refused `503` with `Retry-After` (see [`Edge::stop_taking_hooks`]).
+    pub fn stop_taking_hooks(&self) {
+        if let Some(edge) = &self.edge {
+            edge.stop_taking_hooks();
+        }
+    }
+
+    /// `fleet`, at a graceful stop, hooks refused already: deliver what
+    /// this node holds while deliveries go on draining it, for at most
+    /// `fleet.stop_drain_ms`, so that what a restart or a peer finds is
+    /// as little as the sinks allow. Ends early once nothing is left
+    /// undelivered, or once a whole second passes without a delivery (a
+    /// sink that is down, rows waiting out a retry). What is left: the
+    /// rows a stopped node holds.
+    pub async fn drain(&self) -> i64 {
+        let (Some(fleet), Some(queue), Some(_)) = (&self.fleet, &self.queue, &self.dispatcher) else { return 0 };
+        let handover = queue.handover();
+        let left = || handover.node_levels().map_or(0, |(pending, _)| pending);
+        let deadline = std::time::Instant::now() + fleet.settings().stop_drain;
+        let (mut last, mut moved_at) = (left(), std::time::Instant::now());
+        while last > 0 && std::time::Instant::now() < deadline && moved_at.elapsed() < DRAIN_STALLED {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let now = left();
+            if now < last {
+                moved_at = std::time::Instant::now();
+            }
+            last = now;
+        }
+        if last > 0 {
+            tracing::info!(undelivered = last, "stopping with rows undelivered");
+        }
+        last
+    }
+
     /// Keep a background task of the node, stopped at shutdown.
     pub fn adopt(&self, task: JoinHandle<()>) {
         self.tasks.lock().unwrap_or_else(|e| e.into_inner()).push(task);
@@ -328,6 +367,10 @@ impl Node {
         for task in tasks.into_inner().unwrap_or_else(|e| e.into_inner()) {
             task.abort();
             let _ = task.await;
+        }
+        // The lease loop is stopped and nothing delivers here any more.
+        if let (Some(fleet), Some(queue)) = (&fleet, &queue) {
+            fleet.release_lease(&queue.handover()).await;
         }
         drop((edge, sources, source_records));
         let Some(mut queue) = queue else { return };

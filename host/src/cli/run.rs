@@ -101,7 +101,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         })
     };
     wait_for_shutdown().await?;
-    tracing::info!("stopping");
+    // A graceful stop: hooks are refused first (503, Retry-After), a fleet
+    // node delivers what it holds while it can, then the listeners close
+    // (each connection finishes its request) and the node shuts down.
+    tracing::info!("stopping: hooks are refused from now on");
+    node.stop_taking_hooks();
+    node.drain().await;
     let _ = stop.send(true);
     reloader.abort();
     let _ = reloader.await;

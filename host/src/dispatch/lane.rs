@@ -208,6 +208,11 @@ impl Lane {
         self.batching
     }
 
+    /// Every row waiting for a slot, taken out (at a stop).
+    pub fn take_waiting(&mut self) -> Vec<Claimed> {
+        self.waiting.drain(..).collect()
+    }
+
     pub fn has_waiting(&self) -> bool {
         !self.waiting.is_empty()
     }

@@ -42,8 +42,15 @@ pub struct Dispatcher {
     stop: Arc<Notify>,
     control: mpsc::UnboundedSender<scheduler::Control>,
     task: tokio::task::JoinHandle<()>,
+    /// Ends once the scheduler and every attempt have let go of it and
+    /// their outcomes are written.
+    settler: std::thread::JoinHandle<()>,
     breakers: Breakers,
 }
+
+/// How long a stop waits for the settler to write the last outcomes after
+/// the attempts ended.
+const SETTLE_AT_STOP: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The breaker state of every key whose breaker is not plainly closed.
 type Breakers = Arc<std::sync::Mutex<HashMap<SinkKey, BreakerState>>>;
@@ -58,7 +65,7 @@ impl Dispatcher {
         config: DispatchConfig,
     ) -> std::io::Result<Dispatcher> {
         deliveries.set_sink_names(Arc::new(BoundNames(directory.clone())));
-        let settler = settle::start(deliveries.clone())?;
+        let (settler, settler_thread) = settle::start(deliveries.clone())?;
         let stop = Arc::new(Notify::new());
         let breakers = Breakers::default();
         let (control, control_rx) = mpsc::unbounded_channel();
@@ -72,7 +79,7 @@ impl Dispatcher {
             stop.clone(),
         );
         let task = tokio::spawn(run);
-        Ok(Dispatcher { stop, control, task, breakers })
+        Ok(Dispatcher { stop, control, task, settler: settler_thread, breakers })
     }
 
     /// The breaker of one sink key (`None`: closed, no recent failures).
@@ -95,10 +102,19 @@ impl Dispatcher {
         breakers.values().filter(|s| !matches!(s, BreakerState::Closed { .. })).count()
     }
 
-    /// Stop claiming; deliveries already running finish on their own.
+    /// Stop claiming; rows claimed and not started are handed back (due
+    /// again), the attempts running finish (within their timeout), and
+    /// every outcome is written before this returns.
     pub async fn stop(self) {
         self.stop.notify_one();
         let _ = self.task.await;
+        let settler = self.settler;
+        let written = tokio::time::timeout(SETTLE_AT_STOP, tokio::task::spawn_blocking(move || settler.join())).await;
+        if written.is_err() {
+            tracing::warn!(
+                "delivery outcomes still being written at the stop: their rows are due again at the next start"
+            );
+        }
     }
 }
 

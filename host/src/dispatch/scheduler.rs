@@ -14,7 +14,7 @@ use super::lane::{Admit, Claimed, Lane, Offer, SinkKey, Target, batching};
 use super::outcome::{Done, Report, RowDone};
 use super::{BreakerState, Breakers, DispatchConfig, Transition, attempt, settle, stalled};
 use crate::error_class::ErrorClass;
-use crate::queue::{ClaimDecision, Deliveries, DeliveryRow, Envelope, QueueError, now_ms};
+use crate::queue::{ClaimDecision, Deliveries, DeliveryRow, Envelope, QueueError, Settlement, now_ms};
 use crate::runtime::BatchLimits;
 use crate::source::Directory;
 
@@ -165,7 +165,46 @@ impl Scheduler {
                 () = commits.notified() => self.next_due = NextDue::Unknown,
                 Some(Control::Swapped { source, sink }) = control.recv() => self.swapped(&source, &sink),
                 () = tokio::time::sleep_until(wake_at) => {}
-                () = stop.notified() => return,
+                () = stop.notified() => {
+                    self.hand_back_waiting();
+                    self.let_running_finish(&mut done_rx).await;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// At a stop: rows claimed but not started are due again at once, as
+    /// if never claimed (a peer taking this node over, or its next start,
+    /// finds them due, not inflight).
+    fn hand_back_waiting(&mut self) {
+        let now = now_ms();
+        for lane in self.lanes.values_mut() {
+            for Claimed { row, .. } in lane.take_waiting() {
+                self.claimed -= 1;
+                self.claimed_bytes -= row.bytes;
+                if self.settler.send((row.seq, row.sink, Settlement::Park { due_at: now })).is_err() {
+                    tracing::error!(seq = row.seq, sink = row.sink, "cannot hand a row back: the settler has stopped");
+                }
+            }
+        }
+    }
+
+    /// At a stop: the attempts running end (each within its attempt
+    /// timeout) and their outcomes reach the settler, so a stopped node
+    /// delivers none of them again.
+    async fn let_running_finish(&mut self, done_rx: &mut mpsc::UnboundedReceiver<Done>) {
+        let deadline = tokio::time::Instant::now() + self.config.attempt_timeout + Duration::from_secs(1);
+        while self.running > 0 {
+            match tokio::time::timeout_at(deadline, done_rx.recv()).await {
+                Ok(Some(done)) => self.finish(done),
+                Ok(None) | Err(_) => {
+                    tracing::warn!(
+                        running = self.running,
+                        "attempts still running at the stop: due again at the next start"
+                    );
+                    return;
+                }
             }
         }
     }

@@ -32,10 +32,10 @@ pub(super) type Settling = (u64, u16, Settlement);
 
 /// Start the settler thread; it ends once every sender is dropped and
 /// what they sent is written (or, with the store failing, given up).
-pub(super) fn start(deliveries: Deliveries) -> std::io::Result<Sender<Settling>> {
+pub(super) fn start(deliveries: Deliveries) -> std::io::Result<(Sender<Settling>, std::thread::JoinHandle<()>)> {
     let (tx, rx) = channel();
-    std::thread::Builder::new().name("ankusa-settle".into()).spawn(move || run(&deliveries, &rx))?;
-    Ok(tx)
+    let thread = std::thread::Builder::new().name("ankusa-settle".into()).spawn(move || run(&deliveries, &rx))?;
+    Ok((tx, thread))
 }
 
 fn run(deliveries: &Deliveries, rx: &Receiver<Settling>) {

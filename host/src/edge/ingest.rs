@@ -10,6 +10,8 @@
 //! 5. the signature: `401`, `202` (quarantined) or flagged;
 //! 6. the tenant's rate: `429` with `Retry-After`;
 //! 7. the commit (or, in direct mode, every sink's confirmation).
+//!
+//! A node that is stopping answers every hook `503` with `Retry-After`.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -85,7 +87,18 @@ pub async fn health() -> Response {
 }
 
 pub async fn ready(State(edge): State<Arc<Edge>>) -> Response {
+    if edge.stopping() {
+        return stopping().response;
+    }
     readiness(edge.intake())
+}
+
+/// The answer while the node stops: `503` with `Retry-After`, and the
+/// connection closed, so the client's retry opens a new one (to a peer).
+fn stopping() -> Answer {
+    let mut answer = unavailable("stopping");
+    answer.response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    answer
 }
 
 /// `/ready` of the edge and of the admin API: `200` when the store takes
@@ -128,6 +141,9 @@ fn content_length(headers: &HeaderMap) -> Option<u64> {
 
 async fn handle(edge: Arc<Edge>, source: Option<Arc<Source>>, request: Request) -> Answer {
     let arrived = SystemTime::now();
+    if edge.stopping() {
+        return stopping();
+    }
     let Some(source) = source else { return error(StatusCode::NOT_FOUND, "unknown_source") };
     let max = edge.config.http.max_body_bytes;
     let (parts, body) = request.into_parts();

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::batcher::Batcher;
 use super::rate::Gcra;
@@ -25,6 +26,8 @@ pub struct Edge {
     pub mode: Mode,
     pub tenant_limits: Gcra,
     pub pen_limits: Gcra,
+    /// Set when the node begins to stop: hooks are refused `503` from then.
+    stopping: AtomicBool,
 }
 
 impl Edge {
@@ -47,7 +50,19 @@ impl Edge {
             config,
             directory,
             mode,
+            stopping: AtomicBool::new(false),
         }
+    }
+
+    /// The node is stopping: every hook from now on is answered `503` with
+    /// `Retry-After` (a provider's retry goes to a peer or to this node
+    /// back again), and `/ready` says so, so a load balancer turns away.
+    pub fn stop_taking_hooks(&self) {
+        self.stopping.store(true, Ordering::Release);
+    }
+
+    pub fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::Acquire)
     }
 
     /// The queue's intake, unless hooks go straight to the sinks.

@@ -9,7 +9,10 @@
 //! node's, so
 //! - the taker, back on its store, drops them before it delivers
 //!   (`drop_abandoned_imports`), and
-//! - a peer that takes the taker over passes them by (`void_imports`).
+//! - a peer that takes the taker over passes them by (`void_imports`);
+//! - the node settles as delivered the rows the taker delivered of its
+//!   imports before it died (its published outcomes say which), so they
+//!   are not delivered again (`delivered_by_taker`).
 //!
 //! Without this, the node would import its own hooks into the store that
 //! still held them, and the taker would deliver its part again: each
@@ -51,9 +54,15 @@ impl Abandoned {
     /// Whether the import logged as `msg_id` (`import.<node>.<position>`)
     /// was of this run of `node`.
     fn voids(&self, node: &str, msg_id: &str) -> bool {
-        let position = msg_id.strip_prefix("import.").and_then(|rest| rest.strip_prefix(node)?.strip_prefix('.'));
-        position.and_then(|p| p.parse::<u64>().ok()).is_some_and(|p| (self.from..=self.through).contains(&p))
+        imported_position(node, msg_id).is_some_and(|p| (self.from..=self.through).contains(&p))
     }
+}
+
+/// The position of `node`'s subject an import logged as `msg_id`
+/// (`import.<node>.<position>`) was of.
+fn imported_position(node: &str, msg_id: &str) -> Option<u64> {
+    let position = msg_id.strip_prefix("import.").and_then(|rest| rest.strip_prefix(node)?.strip_prefix('.'))?;
+    position.parse().ok()
 }
 
 /// Add `runs` to those `into` names, oldest dropped past `KEPT`.
@@ -101,6 +110,7 @@ impl Fleet {
             ..taken.clone()
         };
         carry_abandoned(&mut closed.abandoned, &[run]);
+        let delivered = self.delivered_by_taker(taken).await?;
         match self.update_record(&closed, revision).await? {
             Some(revision) => {
                 tracing::warn!(
@@ -111,10 +121,76 @@ impl Fleet {
                      what it had imported of them"
                 );
                 self.set_reconciled(store, revision)?;
+                self.delivered_by_dead_taker.lock().unwrap_or_else(|e| e.into_inner()).extend(delivered);
                 Ok(true)
             }
             None => Ok(false),
         }
+    }
+
+    /// The rows of this node's hooks that the taker of `taken`, which died
+    /// mid-import, delivered before it died: its imports (logged on its own
+    /// subject from `logged_from` under `import.<this node>.<position>`)
+    /// whose outcomes it published delivered, as this store's (seq, sink).
+    async fn delivered_by_taker(&self, taken: &Taken) -> Result<Vec<(u64, u16)>, FleetError> {
+        let taker_subject = self.settings.subjects().hooks(&taken.by);
+        let last =
+            crate::intake::last_position(&self.connection.stream, &taker_subject).await.map_err(FleetError::Nats)?;
+        if taken.logged_from == 0 || taken.logged_from > last {
+            return Ok(Vec::new());
+        }
+        let outcomes = self.read_outcomes(&taken.by).await?;
+        let mut sinks_at: std::collections::BTreeMap<u64, Vec<u16>> = std::collections::BTreeMap::new();
+        let mut reader = self.reader(Read::Exact, &taker_subject, taken.logged_from, last).await?;
+        while let Some(message) = reader.next().await.map_err(FleetError::Nats)? {
+            let msg_id = message.headers.get(MSG_ID).map(|v| v.as_str().to_string()).unwrap_or_default();
+            let Some(position) = imported_position(self.node(), &msg_id) else { continue };
+            let (store, seq) = logged_by(&message.headers);
+            let Some(settled) = seq.and_then(|seq| outcomes.get(&(store, seq))) else { continue };
+            let delivered: Vec<u16> = settled
+                .iter()
+                .filter(|(_, outcome)| matches!(outcome, crate::queue::FinalOutcome::Delivered))
+                .map(|(sink, _)| *sink)
+                .collect();
+            if !delivered.is_empty() && (taken.from..=taken.through).contains(&position) {
+                sinks_at.insert(position, delivered);
+            }
+        }
+        let (Some(&first), Some(&through)) = (sinks_at.keys().next(), sinks_at.keys().last()) else {
+            return Ok(Vec::new());
+        };
+        let own = self.store_hex();
+        let mut rows = Vec::new();
+        let own_subject = self.settings.subjects().hooks(self.node());
+        let mut reader = self.reader(Read::Exact, &own_subject, first, through).await?;
+        while let Some(message) = reader.next().await.map_err(FleetError::Nats)? {
+            let Some(sinks) = sinks_at.get(&message.position) else { continue };
+            if let (store, Some(seq)) = logged_by(&message.headers)
+                && store == own
+            {
+                rows.extend(sinks.iter().map(|sink| (seq, *sink)));
+            }
+        }
+        Ok(rows)
+    }
+
+    /// Once this node publishes its outcomes: the rows a dead taker
+    /// delivered of its hooks (see `close_abandoned`) are settled delivered
+    /// here, so neither this node nor a later takeover of it delivers them
+    /// again.
+    pub fn settle_delivered_by_taker(&self, deliveries: &crate::queue::Deliveries) -> Result<usize, FleetError> {
+        let rows = std::mem::take(&mut *self.delivered_by_dead_taker.lock().unwrap_or_else(|e| e.into_inner()));
+        if rows.is_empty() {
+            return Ok(0);
+        }
+        let settled: Vec<_> =
+            rows.iter().map(|(seq, sink)| (*seq, *sink, crate::queue::Settlement::Complete)).collect();
+        deliveries.settle(&settled)?;
+        tracing::warn!(
+            rows = rows.len(),
+            "rows a peer delivered before it died mid-takeover are settled delivered here"
+        );
+        Ok(rows.len())
     }
 
     /// Every abandoned run named in the bucket, by the node it was of.

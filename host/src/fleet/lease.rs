@@ -52,6 +52,20 @@ pub struct Lease {
     /// the node's moves it from here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claimed_by: Option<String>,
+    /// Written by the node's graceful stop, after its last delivery and
+    /// its outcomes: it holds no claim. With rows still undelivered
+    /// (`pending`) a peer takes it over at once rather than wait the lease
+    /// out; with none, nothing is owed, and only a node gone for a whole
+    /// lease is taken over (its dead letters move then).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub released: bool,
+}
+
+impl Lease {
+    /// A stopped node's hooks wait for no lease to lapse.
+    fn owed_now(&self) -> bool {
+        self.released && self.pending > 0 && self.claimed_by.is_none()
+    }
 }
 
 /// What a node found of its own lease as it started.
@@ -110,6 +124,10 @@ pub struct Taken {
     /// while the node came back holding its hooks (see `abandoned`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub abandoned: Vec<super::abandoned::Abandoned>,
+    /// Written back by its taker into a bucket made again (see `bucket`):
+    /// a record of the past, which fences nobody.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub restored: bool,
 }
 
 impl Taken {
@@ -254,6 +272,25 @@ impl Fleet {
             dead,
             store: self.store_hex(),
             claimed_by: None,
+            released: false,
+        }
+    }
+
+    /// At a graceful stop, once nothing delivers here any more and the
+    /// outcomes are published: the lease is written released (a CAS on
+    /// the revision this node last wrote), with the rows left undelivered,
+    /// so no peer waits it out. A restart on this store takes it up again
+    /// as after any stop; a peer's claim meanwhile wins, as ever.
+    pub async fn release_lease(&self, handover: &Handover) {
+        let mut lease = self.lease_now(Some(handover));
+        lease.released = true;
+        let Ok(value) = serde_json::to_vec(&lease) else { return };
+        let expected = self.lease_revision.load(std::sync::atomic::Ordering::Acquire);
+        let write = self.connection.bucket.update(lease_key(self.node()), value.into(), expected);
+        match tokio::time::timeout(self.settings.lease_ttl / 4, write).await {
+            Ok(Ok(_)) => tracing::info!(pending = lease.pending, "the lease is released"),
+            Ok(Err(e)) => tracing::warn!("the lease was not released ({e}): peers wait it out"),
+            Err(_) => tracing::warn!("the lease was not released (no answer): peers wait it out"),
         }
     }
 
@@ -344,7 +381,7 @@ impl Fleet {
         let ours = taken.by == self.node();
         // A running record may yet be closed having taken nothing (its
         // taker then loses the lease to this node's renewal).
-        let took = taken.state == TakenState::Done && taken.through >= taken.from;
+        let took = taken.state == TakenState::Done && taken.through >= taken.from && !taken.restored;
         let newer = revision > self.reconciled.load(std::sync::atomic::Ordering::Acquire);
         Ok((!ours && took && newer).then_some(taken))
     }
@@ -363,8 +400,8 @@ impl Fleet {
         }
         let mut lapsed = Vec::new();
         for node in peers {
-            let Some((_, revision)) = self.read::<Lease>(&lease_key(&node)).await? else { continue };
-            if self.observe(&node, revision) {
+            let Some((lease, revision)) = self.read::<Lease>(&lease_key(&node)).await? else { continue };
+            if self.observe(&node, revision) || lease.owed_now() {
                 lapsed.push((node, revision));
             }
         }
@@ -426,6 +463,11 @@ impl Fleet {
                     Ok(Some(by)) => Some(by),
                     Err(e) => {
                         tracing::warn!("{e}");
+                        // A bucket lost and made again: the lease is written
+                        // anew there, and proven at the next turn.
+                        if let Ok(true) = bounded(period, "checking the leases bucket", fleet.check_bucket()).await {
+                            let _ = bounded(period, "writing the lease anew", fleet.write_lease(None)).await;
+                        }
                         // Peers wait a whole lease before they take over; this
                         // node stops delivering after half of one.
                         if !paused && renewed.elapsed() >= fleet.settings.lease_ttl / 2 {

@@ -31,6 +31,7 @@
 //! servers' message limit in the object store `<stream>-bodies`.
 
 mod abandoned;
+mod bucket;
 mod lease;
 pub mod outcomes;
 mod settings;
@@ -120,7 +121,8 @@ pub struct Fleet {
     settings: FleetSettings,
     connection: setup::Connected,
     publish: Arc<PublishStats>,
-    /// This node's store, as its hooks' headers name it.
+    /// This node's store, and its id as its hooks' headers name it.
+    store: Arc<dyn Store>,
     store_id: u64,
     /// The revision of `taken.<this node>` this node has settled with.
     reconciled: AtomicU64,
@@ -132,35 +134,45 @@ pub struct Fleet {
     /// Takeovers this node ran since it started.
     ran: std::sync::Mutex<Vec<Taken>>,
     outcomes: std::sync::OnceLock<Arc<outcomes::Publisher>>,
+    /// Rows of this node's hooks a taker delivered before it died
+    /// mid-import, to be settled delivered once outcomes publish.
+    delivered_by_dead_taker: std::sync::Mutex<Vec<(u64, u16)>>,
 }
 
 impl Fleet {
     /// Connect, check (or make) the stream and bucket, and name this
     /// node's store. Refuses rather than runs half-configured.
-    pub async fn connect(settings: FleetSettings, store: &dyn Store) -> Result<Arc<Fleet>, FleetError> {
+    pub async fn connect(settings: FleetSettings, store: Arc<dyn Store>) -> Result<Arc<Fleet>, FleetError> {
         let connection = setup::connect(&settings).await?;
-        let store_id = store_id(store)?;
-        let reconciled = read_u64(store, meta::FLEET_RECONCILED)?.unwrap_or(0);
+        let store_id = store_id(store.as_ref())?;
         if store.created() {
-            mark_logged(store)?;
-        } else if read_u64(store, meta::FLEET_LOGGED)?.is_none() {
-            if crate::queue::has_rows(store).map_err(|e| FleetError::Store(e.to_string()))? {
+            mark_logged(store.as_ref())?;
+        } else if read_u64(store.as_ref(), meta::FLEET_LOGGED)?.is_none() {
+            if crate::queue::has_rows(store.as_ref()).map_err(|e| FleetError::Store(e.to_string()))? {
                 return Err(FleetError::UnloggedHooks);
             }
-            mark_logged(store)?;
+            mark_logged(store.as_ref())?;
         }
-        Ok(Arc::new(Fleet {
+        let fleet = Fleet {
             settings,
             connection,
             publish: Arc::default(),
+            store,
             store_id,
-            reconciled: AtomicU64::new(reconciled),
+            reconciled: AtomicU64::new(0),
             lease_revision: AtomicU64::new(0),
             started_ms: crate::queue::now_ms(),
             watch: Default::default(),
             ran: Default::default(),
             outcomes: Default::default(),
-        }))
+            delivered_by_dead_taker: Default::default(),
+        };
+        // A bucket made again since this store last ran is settled with
+        // anew before the settled revision is read.
+        fleet.check_bucket().await?;
+        let reconciled = read_u64(fleet.store.as_ref(), meta::FLEET_RECONCILED)?.unwrap_or(0);
+        fleet.reconciled.store(reconciled, Ordering::Release);
+        Ok(Arc::new(fleet))
     }
 
     /// The intake log the writer publishes through.

@@ -45,6 +45,12 @@ pub struct FleetSettings {
     /// The stream's duplicate window: `dedupe.ttl_ms`, set by the node.
     #[serde(skip)]
     pub dedupe_window: Duration,
+    /// At a graceful stop, how long the node goes on delivering what it
+    /// holds (hooks refused meanwhile) before it stops; a peer takes over
+    /// at once what is left.
+    #[serde(rename = "stop_drain_ms", with = "crate::settings::millis")]
+    #[schema(value_type = u64)]
+    pub stop_drain: Duration,
     /// A NATS credentials file (`.creds`).
     #[schema(value_type = Option<String>)]
     pub credentials: Option<PathBuf>,
@@ -65,6 +71,7 @@ impl Default for FleetSettings {
             connect_timeout: Duration::from_secs(5),
             retention: Duration::from_secs(7 * 24 * 3600),
             dedupe_window: Duration::from_millis(crate::queue::DEFAULT_DEDUPE_TTL_MS),
+            stop_drain: Duration::from_secs(5),
             credentials: None,
             token: None,
             tls: TlsFiles::default(),
@@ -122,6 +129,7 @@ impl FleetSettings {
         c.within_ms("lease_ttl_ms", self.lease_ttl, 500, 600_000);
         c.within_ms("publish_timeout_ms", self.publish_timeout, 100, 120_000);
         c.within_ms("connect_timeout_ms", self.connect_timeout, 100, 120_000);
+        c.within_ms("stop_drain_ms", self.stop_drain, 0, 600_000);
         c.at_least("retention_ms", as_millis(self.retention), as_millis(dedupe_ttl));
         if self.tls.cert_file.is_some() != self.tls.key_file.is_some() {
             c.add("tls", "cert_file and key_file go together");

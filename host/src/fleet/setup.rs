@@ -129,7 +129,24 @@ fn differences(wanted: &stream::Config, found: &stream::Config) -> Vec<String> {
     out
 }
 
-async fn ensure_bucket(context: &jetstream::Context, settings: &FleetSettings) -> Result<kv::Store, FleetError> {
+/// The leases bucket's identity (its stream's name and creation time),
+/// `None` if there is no bucket: one made again has another.
+pub async fn bucket_identity(
+    context: &jetstream::Context,
+    settings: &FleetSettings,
+) -> Result<Option<String>, FleetError> {
+    let name = format!("KV_{}", settings.subjects().bucket());
+    match context.get_stream(&name).await {
+        Ok(mut stream) => {
+            let info = stream.info().await.map_err(|e| FleetError::Nats(format!("reading bucket {name}: {e}")))?;
+            Ok(Some(crate::intake::stream_identity(info)))
+        }
+        Err(e) if is_not_found(&e) => Ok(None),
+        Err(e) => Err(FleetError::Nats(format!("reading bucket {name}: {e}"))),
+    }
+}
+
+pub async fn ensure_bucket(context: &jetstream::Context, settings: &FleetSettings) -> Result<kv::Store, FleetError> {
     let name = settings.subjects().bucket();
     if let Ok(bucket) = context.get_key_value(&name).await {
         return Ok(bucket);

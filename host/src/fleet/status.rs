@@ -28,7 +28,7 @@ pub struct FleetStatus {
 #[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct NodeStatus {
     pub node: String,
-    /// The lease was renewed within `lease_ttl`.
+    /// The lease was renewed within `lease_ttl`, and not released by a stop.
     pub alive: bool,
     pub heartbeat_age_ms: Option<u64>,
     pub lease: Option<Lease>,
@@ -68,7 +68,9 @@ impl Fleet {
             let lease = self.read::<Lease>(&lease_key(&node)).await?.map(|(lease, _)| lease);
             let taken = self.read::<Taken>(&taken_key(&node)).await?.map(|(taken, _)| taken);
             let age = lease.as_ref().map(|l| now_ms().saturating_sub(l.at_ms));
-            out.push(NodeStatus { alive: age.is_some_and(|a| a < ttl_ms), heartbeat_age_ms: age, node, lease, taken });
+            let released = lease.as_ref().is_some_and(|l| l.released);
+            let alive = age.is_some_and(|a| a < ttl_ms) && !released;
+            out.push(NodeStatus { alive, heartbeat_age_ms: age, node, lease, taken });
         }
         let p = &self.publish;
         let (rounds, hooks, micros) =

@@ -180,6 +180,7 @@ impl Fleet {
             read_seqs: BTreeMap::new(),
             logged_from: self.last_position(&self.settings.subjects().hooks(self.node())).await? + 1,
             abandoned: Vec::new(),
+            restored: false,
         };
         if let Some((taken, _)) = &previous
             && taken.of_stream(&claim.stream)
@@ -332,7 +333,7 @@ impl Fleet {
     }
 
     /// Every outcome `node` published: (store, seq) → sink → the last one.
-    async fn read_outcomes(
+    pub(super) async fn read_outcomes(
         &self,
         node: &str,
     ) -> Result<HashMap<(String, u64), HashMap<u16, FinalOutcome>>, FleetError> {
@@ -455,7 +456,10 @@ impl Fleet {
     pub(super) async fn update_record(&self, taken: &Taken, revision: u64) -> Result<Option<u64>, FleetError> {
         let value = serde_json::to_vec(taken).map_err(|e| FleetError::Nats(e.to_string()))?.into();
         match self.connection.bucket.update(taken_key(&taken.node), value, revision).await {
-            Ok(revision) => Ok(Some(revision)),
+            Ok(revision) => {
+                self.keep_finished(taken)?;
+                Ok(Some(revision))
+            }
             Err(e) if e.kind() == async_nats::jetstream::kv::UpdateErrorKind::WrongLastRevision => Ok(None),
             Err(e) => Err(FleetError::Nats(format!("writing the takeover record of {}: {e}", taken.node))),
         }

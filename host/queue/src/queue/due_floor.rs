@@ -57,6 +57,13 @@ struct LineFloor {
     /// The line's entries from the floor on, as far as a walk read them:
     /// the next head is found among them without a seek (see `line_head`).
     ahead: VecDeque<u64>,
+    /// The lowest entry a commit wrote below what was known of the line (a
+    /// hook committed again under the seq it was first logged with), not
+    /// yet seen by a look that started at or below it: no raise passes it.
+    /// (A settle that looked at the line before that commit landed would
+    /// otherwise raise the floor over the entry once its batch is written,
+    /// and hide it from every later look.)
+    low: Option<u64>,
 }
 
 /// Lines whose floors are kept at most; past it they are all forgotten
@@ -68,30 +75,50 @@ impl DueFloor {
     /// waiting rows to.
     pub(crate) fn note(&self, batch: &Batch) {
         let mut min = None;
+        let mut entries = Vec::new();
         let mut waiting = Vec::new();
         for op in batch.ops() {
             let WriteOp::Put { cf: Cf::Index, key, value } = op else { continue };
             if let Some(due) = index::due_time(key) {
                 min = Some(min.map_or(due, |m: u64| m.min(due)));
-            } else if value.as_slice() == index::WRITTEN_WAITING
-                && let Some(entry) = index::parse_line(key)
-            {
-                waiting.push(entry);
+            } else if let Some((line, seq)) = index::parse_line(key) {
+                if value.as_slice() == index::WRITTEN_WAITING {
+                    waiting.push(line.clone());
+                }
+                entries.push((line, seq));
+            }
+        }
+        if !entries.is_empty() {
+            // No raise passes an entry written until a look sees it: a
+            // settle that looked at the line before this write landed
+            // would raise the floor over an entry written below what it
+            // saw (a hook committed again under the seq it was first
+            // logged with). Such an entry below the floor or below one
+            // known ahead also brings the floor down to it, and what is
+            // known ahead is not all there is. (A floor above it hid the
+            // entry from every look for the line's head: a row written
+            // waiting there waited for good.)
+            let mut lines = self.lines();
+            for (line, seq) in entries {
+                let room = lines.len() < MAX_LINE_FLOORS;
+                match lines.get_mut(&line) {
+                    Some(known) => {
+                        if known.floor > seq || known.ahead.back().is_some_and(|last| *last > seq) {
+                            known.floor = known.floor.min(seq);
+                            known.ahead.clear();
+                        }
+                        known.low = Some(known.low.map_or(seq, |low| low.min(seq)));
+                    }
+                    // Known from the line's start: nothing of it is hidden.
+                    None if room => {
+                        lines.insert(line, LineFloor { floor: 0, ahead: VecDeque::new(), low: Some(seq) });
+                    }
+                    None => {}
+                }
             }
         }
         if !waiting.is_empty() {
-            // An entry below one known ahead (a hook committed again under
-            // its old seq): what is known ahead is not all there is.
-            let mut lines = self.lines();
-            for (line, seq) in &waiting {
-                if let Some(known) = lines.get_mut(line)
-                    && known.ahead.back().is_some_and(|last| last > seq)
-                {
-                    known.ahead.clear();
-                }
-            }
-            drop(lines);
-            self.recheck.lock().unwrap_or_else(|e| e.into_inner()).extend(waiting.into_iter().map(|(line, _)| line));
+            self.recheck.lock().unwrap_or_else(|e| e.into_inner()).extend(waiting);
         }
         if let Some(min) = min {
             self.inserted.fetch_min(min, Ordering::AcqRel);
@@ -177,19 +204,33 @@ impl DueFloor {
         }
     }
 
-    /// No live entry of each line is below its seq any more.
+    /// No live entry of each line is below its seq any more (as a look
+    /// that began before the latest commits saw it: never past an entry a
+    /// commit wrote low since, see `LineFloor::low`).
     pub(crate) fn raise_lines(&self, floors: impl IntoIterator<Item = (LineId, u64)>) {
         let mut lines = self.lines();
         for (line, seq) in floors {
             if lines.len() >= MAX_LINE_FLOORS && !lines.contains_key(&line) {
                 lines.clear();
             }
-            let known = lines.entry(line).or_insert(LineFloor { floor: seq, ahead: VecDeque::new() });
-            known.floor = known.floor.max(seq);
+            let known = lines.entry(line).or_insert(LineFloor { floor: seq, ahead: VecDeque::new(), low: None });
+            known.floor = known.floor.max(seq).min(known.low.unwrap_or(u64::MAX));
             while known.ahead.front().is_some_and(|next| *next < known.floor) {
                 known.ahead.pop_front();
             }
         }
+    }
+
+    /// A look for `line`'s head that started at `from` (its floor then)
+    /// found `head` first: an entry written low at or above `from` has been
+    /// seen (it is the head, or it left), and the floor rises to `head`.
+    pub(crate) fn saw_head(&self, line: &LineId, from: Option<u64>, head: u64) {
+        if let Some(known) = self.lines().get_mut(line)
+            && known.low.is_some_and(|low| from.is_none_or(|from| from <= low))
+        {
+            known.low = None;
+        }
+        self.raise_lines([(line.clone(), head)]);
     }
 
     /// The entries of `line` a walk from its floor read (`seqs`, in order,
@@ -214,5 +255,77 @@ impl DueFloor {
     /// Where a read of the earliest due row may start.
     pub(crate) fn peek(&self) -> u64 {
         self.floor.load(Ordering::Acquire).min(self.inserted.load(Ordering::Acquire))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line() -> LineId {
+        LineId { tenant: "default".into(), source: "orders".into(), sink: 0, key: "k".into() }
+    }
+
+    /// A hook committed again under an old seq, below what the line's floor
+    /// says: the floor comes down to it, so a look for the line's head
+    /// finds it, and the line is looked at again.
+    #[test]
+    fn a_line_entry_written_below_the_floor_lowers_it() {
+        let floor = DueFloor::default();
+        floor.raise_lines([(line(), 40)]);
+        floor.saw_ahead(&line(), 40, &[40, 41]);
+        let mut batch = Batch::new();
+        batch.put(Cf::Index, index::line(&line(), 12), index::WRITTEN_WAITING.to_vec());
+        floor.note(&batch);
+        assert_eq!(floor.line_floor(&line()), Some(12));
+        assert_eq!(floor.next_ahead(&line(), &HashSet::new()), None, "what was known ahead is forgotten");
+        assert_eq!(floor.take_recheck(), vec![line()]);
+    }
+
+    /// A settle that looked at the line before a commit wrote an entry low
+    /// raises the floor after it: not past that entry, until a look from
+    /// at or below it has seen it.
+    #[test]
+    fn a_raise_from_an_earlier_look_does_not_hide_an_entry_written_low() {
+        let floor = DueFloor::default();
+        floor.raise_lines([(line(), 40)]);
+        let mut batch = Batch::new();
+        batch.put(Cf::Index, index::line(&line(), 12), index::WRITTEN_WAITING.to_vec());
+        floor.note(&batch);
+        floor.raise_lines([(line(), 41)]);
+        assert_eq!(floor.line_floor(&line()), Some(12), "the settle's raise stops at the entry");
+        floor.saw_head(&line(), Some(40), 41);
+        assert_eq!(floor.line_floor(&line()), Some(12), "a look from above it did not see it");
+        floor.saw_head(&line(), Some(12), 12);
+        floor.raise_lines([(line(), 13)]);
+        assert_eq!(floor.line_floor(&line()), Some(13), "seen, it no longer holds the floor down");
+    }
+
+    /// A line not known yet becomes known at an entry a commit writes, so
+    /// a settle that found the line empty before does not raise past it.
+    #[test]
+    fn an_unknown_line_is_known_from_an_entry_written() {
+        let floor = DueFloor::default();
+        let mut batch = Batch::new();
+        batch.put(Cf::Index, index::line(&line(), 7), Vec::new());
+        floor.note(&batch);
+        assert_eq!(floor.line_floor(&line()), Some(0), "looked at from the line's start");
+        floor.raise_lines([(line(), 30)]);
+        assert_eq!(floor.line_floor(&line()), Some(7));
+    }
+
+    /// An entry above the floor (a new hook of the key) leaves it, and
+    /// only a waiting one asks for a look again.
+    #[test]
+    fn a_line_entry_above_the_floor_leaves_it() {
+        let floor = DueFloor::default();
+        floor.raise_lines([(line(), 40)]);
+        let mut batch = Batch::new();
+        batch.put(Cf::Index, index::line(&line(), 50), Vec::new());
+        floor.note(&batch);
+        assert_eq!(floor.line_floor(&line()), Some(40));
+        assert!(floor.take_recheck().is_empty());
+        floor.raise_lines([(line(), 45)]);
+        assert_eq!(floor.line_floor(&line()), Some(45), "a raise below it is not held back");
     }
 }

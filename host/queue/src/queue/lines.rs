@@ -135,7 +135,7 @@ impl Core {
                 // Nothing live is below the first live entry (rows leaving
                 // with the batch being built are above it).
                 if leaving.iter().all(|leaver| *leaver > seq) {
-                    self.due_floor.raise_lines([(line.clone(), seq)]);
+                    self.due_floor.saw_head(line, floor, seq);
                 }
                 return Ok(Some((seq, row)));
             }

@@ -87,6 +87,17 @@ pub const FLEET_RECONCILED: &[u8] = b"fleet_reconciled";
 pub const FLEET_SETTLED: &[u8] = b"fleet_settled";
 /// `fleet`: every hook this store holds went through the replicated log.
 pub const FLEET_LOGGED: &[u8] = b"fleet_logged";
+/// `fleet`: the leases bucket this store last worked with (its stream's
+/// name and creation time): a bucket made again since is found out.
+pub const FLEET_BUCKET: &[u8] = b"fleet_bucket";
+/// `fleet`: the takeover records this node finished, one per node taken,
+/// kept to be written back into a bucket made again.
+pub const FLEET_RAN: &[u8] = b"fleet_ran.";
+
+/// `fleet`: the key of the last takeover record this node finished of `node`.
+pub fn fleet_ran(node: &str) -> Vec<u8> {
+    [FLEET_RAN, node.as_bytes()].concat()
+}
 
 #[cfg(test)]
 mod tests {
