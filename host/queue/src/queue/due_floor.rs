@@ -242,7 +242,15 @@ impl DueFloor {
         if let Some(known) = self.lines().get_mut(line)
             && known.floor == from
         {
-            known.ahead = seqs.iter().copied().collect();
+            // An entry a commit wrote within what was read and the read
+            // did not see (its snapshot came first): what was read is not
+            // all there is, and is not kept.
+            let missed = known.low.is_some_and(|low| {
+                low < from || (seqs.last().is_some_and(|last| *last >= low) && !seqs.contains(&low))
+            });
+            if !missed {
+                known.ahead = seqs.iter().copied().collect();
+            }
         }
     }
 
@@ -299,6 +307,21 @@ mod tests {
         floor.saw_head(&line(), Some(12), 12);
         floor.raise_lines([(line(), 13)]);
         assert_eq!(floor.line_floor(&line()), Some(13), "seen, it no longer holds the floor down");
+    }
+
+    /// A look whose read came before a commit's write, kept after it:
+    /// what it read ahead is not kept, as it lacks the entry written.
+    #[test]
+    fn a_read_ahead_that_missed_an_entry_written_is_not_kept() {
+        let floor = DueFloor::default();
+        floor.raise_lines([(line(), 10)]);
+        let mut batch = Batch::new();
+        batch.put(Cf::Index, index::line(&line(), 12), index::WRITTEN_WAITING.to_vec());
+        floor.note(&batch);
+        floor.saw_ahead(&line(), 10, &[10, 20, 30]);
+        assert_eq!(floor.next_ahead(&line(), &HashSet::from([10])), None, "12 was missed: nothing kept");
+        floor.saw_ahead(&line(), 10, &[10, 12, 20]);
+        assert_eq!(floor.next_ahead(&line(), &HashSet::from([10])), Some(12), "a read that saw it is kept");
     }
 
     /// A line not known yet becomes known at an entry a commit writes, so
