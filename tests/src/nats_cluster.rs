@@ -51,6 +51,8 @@ impl NatsServer {
 }
 
 pub struct Cluster {
+    /// Its servers' cluster name, its own.
+    name: String,
     pub servers: Vec<Server>,
     /// The binary every server runs.
     pub server: NatsServer,
@@ -59,8 +61,19 @@ pub struct Cluster {
     _dir: tempfile::TempDir,
 }
 
+/// A loopback port free now and never handed out before in this process:
+/// two clusters started at once by tests running side by side must not
+/// share a port (their servers would route to each other).
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("its address").port()
+    static HANDED_OUT: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("its address").port();
+        if !handed_out.contains(&port) {
+            handed_out.push(port);
+            return port;
+        }
+    }
 }
 
 impl Cluster {
@@ -73,7 +86,7 @@ impl Cluster {
     /// [`Cluster::start`] with the servers of `server`.
     pub async fn start_on(size: usize, server: NatsServer) -> Cluster {
         let dir = tempfile::tempdir().expect("cluster dir");
-        let servers = (0..size)
+        let servers: Vec<Server> = (0..size)
             .map(|i| Server {
                 name: format!("n{i}"),
                 port: free_port(),
@@ -82,7 +95,8 @@ impl Cluster {
                 child: None,
             })
             .collect();
-        let mut cluster = Cluster { servers, server, log: Output::default(), _dir: dir };
+        let name = format!("ankusa-test-{}", servers.first().map_or(0, |s: &Server| s.port));
+        let mut cluster = Cluster { name, servers, server, log: Output::default(), _dir: dir };
         for i in 0..size {
             cluster.start_server(i);
         }
@@ -126,7 +140,9 @@ impl Cluster {
             .args(["-a", "127.0.0.1", "-p", &server.port.to_string(), "-js", "-n", &server.name])
             .arg("-sd")
             .arg(&server.dir)
-            .args(["--cluster_name", "ankusa-test"])
+            // A name of its own: servers of another test's cluster that
+            // reach a port of this one are refused.
+            .args(["--cluster_name", &self.name])
             .args(["--cluster", &format!("nats://127.0.0.1:{}", server.cluster_port)])
             .args(["--routes", &routes.join(",")])
             // Clients keep to the servers they were given: a node reaching

@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use ankusa_tests::ankusa_bin;
-use ankusa_tests::binary::{collect, eventually, write_config};
+use ankusa_tests::binary::{RunningNode, collect, eventually, write_config};
 use ankusa_tests::fault_proxy::{FaultProxy, Mode};
 use ankusa_tests::fleet::{
     Acked, Fleet, LEASE_TTL_MS, all_delivered, check_delivered, deliveries, gated_receiver, load, node_yaml, try_post,
@@ -230,6 +230,21 @@ async fn a_node_back_after_a_takeover_keeps_what_its_peer_never_read() {
     assert_eq!(check_delivered(&backlog, &receiver), 0, "a delivered none of what b took");
 }
 
+/// Two nodes, a backlog of 3 000 hooks on a (the sink down), a killed:
+/// once b begins its takeover of a, what a acked and b.
+async fn backlog_being_taken(cluster: &Cluster, fleet: &Fleet, receiver: &Receiver) -> (Acked, RunningNode) {
+    let a = fleet.start(cluster, "a", receiver).await;
+    let b = fleet.start(cluster, "b", receiver).await;
+    let (acked, refused) = load(a.ingest, "backlog", 3000, 16).await;
+    assert!(refused.is_empty(), "{refused:?}");
+    a.kill();
+    eventually("b begins its takeover of a", Duration::from_secs(30), async || {
+        b.log().contains("taking over a node whose lease lapsed")
+    })
+    .await;
+    (acked, b)
+}
+
 /// The taker dies mid-import and the node comes back on its own disk
 /// first: the node keeps its hooks and closes the takeover having taken
 /// nothing, and the taker, back too, drops what it had imported of them,
@@ -240,16 +255,7 @@ async fn a_taker_killed_mid_import_costs_no_duplicate() {
     let cluster = Cluster::start(3).await;
     let (receiver, open) = gated_receiver().await;
     let fleet = Fleet::new();
-    let a = fleet.start(&cluster, "a", &receiver).await;
-    let b = fleet.start(&cluster, "b", &receiver).await;
-    let (acked, refused) = load(a.ingest, "backlog", 3000, 16).await;
-    assert!(refused.is_empty(), "{refused:?}");
-    a.kill();
-
-    eventually("b begins its takeover of a", Duration::from_secs(30), async || {
-        b.log().contains("taking over a node whose lease lapsed")
-    })
-    .await;
+    let (acked, b) = backlog_being_taken(&cluster, &fleet, &receiver).await;
     tokio::time::sleep(Duration::from_millis(150)).await;
     let b_log = b.log();
     b.kill();
@@ -282,16 +288,7 @@ async fn a_taker_killed_mid_import_after_delivering_some_repeats_only_its_last_m
     let cluster = Cluster::start(3).await;
     let (receiver, open) = gated_receiver().await;
     let fleet = Fleet::new();
-    let a = fleet.start(&cluster, "a", &receiver).await;
-    let b = fleet.start(&cluster, "b", &receiver).await;
-    let (acked, refused) = load(a.ingest, "backlog", 3000, 16).await;
-    assert!(refused.is_empty(), "{refused:?}");
-    a.kill();
-
-    eventually("b begins its takeover of a", Duration::from_secs(30), async || {
-        b.log().contains("taking over a node whose lease lapsed")
-    })
-    .await;
+    let (acked, b) = backlog_being_taken(&cluster, &fleet, &receiver).await;
     open.store(true, Ordering::SeqCst);
     eventually("b delivers some of what it imports", Duration::from_secs(30), async || {
         deliveries(&receiver).len() >= 200

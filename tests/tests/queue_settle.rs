@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ankusa::intake::{Appended, HookLog, HookRecord, Intake, IntakeError, LoggedHook, Sent};
-use ankusa::queue::{Engines, Entry, EntryOutcome, Envelope, Queue, QueueConfig, Refusal, WalMode};
+use ankusa::queue::{Engines, Entry, EntryOutcome, Envelope, Line, Queue, QueueConfig, Refusal, Settlement, WalMode};
 use ankusa::store::Faults;
 
 /// What becomes of one published hook.
@@ -458,4 +458,44 @@ async fn a_store_write_refused_refuses_the_rounds_sent_after_it_and_loses_none_o
     // the duplicate answered for k0's retry, if it was, names one of them.
     eventually_stored(&queue, &keys(&["k0", "k1"])).await;
     assert_eq!(stream.lock().expect("stream").messages.len(), 2, "each hook is in the log once");
+}
+
+/// A hook of an ordered key whose round failed, prepared waiting behind
+/// its key's head, and committed by the settle after that head was
+/// delivered: it is claimed, and its key goes on. (The settle made its
+/// rows due anew but kept its place in the line waiting: the row said due,
+/// no due entry was written, and the key stopped for good.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settled_hook_of_an_ordered_key_is_claimed_and_its_key_goes_on() {
+    let dir = tempfile::tempdir().expect("dir");
+    let stream = Arc::new(Mutex::new(Stream::default()));
+    let a = Node::new("a", 1);
+    let queue = a.open(dir.path(), &stream);
+    let ordered = |key: &str| {
+        let mut entry = entry(key);
+        entry.lines.push((0, Line { key: "order-1".into(), hold: false }));
+        entry
+    };
+    let head = queue.intake().enqueue(vec![ordered("k0")], None).await.expect("answered");
+    assert!(matches!(head[..], [EntryOutcome::Committed(_)]), "{head:?}");
+    // k1 is prepared behind k0; the log loses it: refused, left unsettled.
+    a.script(&[Fate::Lost]);
+    let behind = queue.intake().enqueue(vec![ordered("k1")], None).await.expect("answered");
+    assert!(!is_ack(&behind[0]), "{behind:?}");
+    // k0 is delivered before the settle commits k1.
+    let deliveries = queue.deliveries();
+    let claimed = deliveries.claim_due(ankusa::queue::now_ms(), 10).expect("claim");
+    assert_eq!(claimed.len(), 1, "only the head is claimed: {claimed:?}");
+    deliveries.settle(&[(claimed[0].seq, 0, Settlement::Complete)]).expect("settled");
+    eventually_stored(&queue, &keys(&["k1"])).await;
+
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let claimed = deliveries.claim_due(ankusa::queue::now_ms(), 10).expect("claim");
+        if claimed.len() == 1 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the settled hook of the key is never claimed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

@@ -453,6 +453,7 @@ impl Fleet {
             let mut tick = tokio::time::interval(period);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             let mut renewed = Instant::now();
+            let mut bucket_checked: Option<Instant> = None;
             let mut paused = false;
             loop {
                 tick.tick().await;
@@ -463,10 +464,17 @@ impl Fleet {
                     Ok(Some(by)) => Some(by),
                     Err(e) => {
                         tracing::warn!("{e}");
-                        // A bucket lost and made again: the lease is written
-                        // anew there, and proven at the next turn.
-                        if let Ok(true) = bounded(period, "checking the leases bucket", fleet.check_bucket()).await {
-                            let _ = bounded(period, "writing the lease anew", fleet.write_lease(None)).await;
+                        // Renewals failing for a whole lease may mean the
+                        // bucket was lost (a leader election is over sooner):
+                        // made again, the lease is written anew there and
+                        // proven at the next turn. Looked at once a lease.
+                        let ttl = fleet.settings.lease_ttl;
+                        if renewed.elapsed() >= ttl && bucket_checked.is_none_or(|at| at.elapsed() >= ttl) {
+                            bucket_checked = Some(Instant::now());
+                            if let Ok(true) = bounded(period, "checking the leases bucket", fleet.check_bucket()).await
+                            {
+                                let _ = bounded(period, "writing the lease anew", fleet.write_lease(None)).await;
+                            }
                         }
                         // Peers wait a whole lease before they take over; this
                         // node stops delivering after half of one.

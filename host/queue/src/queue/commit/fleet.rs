@@ -447,12 +447,21 @@ impl Writer {
         Settled { log: fleet.log_identity.clone(), position, seqs }
     }
 
-    /// The unsettled hooks as a call of their own, due at `now_ms`.
+    /// The unsettled hooks as a call of their own, due at `now_ms`. Their
+    /// rows are due anew, and so are their places in their ordered lines:
+    /// a place kept waiting from the first try would write the line entry
+    /// of a waiting row (no due entry) beside a row that says due, which no
+    /// claim and no look for the line's head would ever move (the line
+    /// stopped for good). A due row behind its line's head is made waiting
+    /// by the claim that meets it.
     fn settle_call(&mut self, now_ms: u64) -> Call {
         let mut entries = self.fleet().map(|fleet| std::mem::take(&mut fleet.unsettled)).unwrap_or_default();
         for entry in &mut entries {
             match crate::queue::rows::rows_anew(&entry.rows, now_ms) {
-                Ok(rows) => entry.rows = rows,
+                Ok(rows) => {
+                    entry.lines = super::LinePlace::of_rows(&rows);
+                    entry.rows = rows;
+                }
                 Err(e) => tracing::error!("an unsettled hook's rows do not decode: {e}"),
             }
         }
