@@ -4,7 +4,7 @@
 //! start from 1 and its records are gone. Each store keeps the identity of
 //! the bucket it last worked with and the takeover records its node
 //! finished, so a node that meets a new bucket (at its start, or when its
-//! renewal finds the bucket gone) says so at ERROR, makes the bucket if it
+//! renewals have failed for a whole lease) says so at ERROR, makes the bucket if it
 //! is missing, settles anew (its settled revision was of the old bucket),
 //! writes back the records it finished (marked `restored`: they fence
 //! nobody) and writes its lease again. A takeover record whose taker is
