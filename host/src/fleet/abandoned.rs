@@ -27,7 +27,7 @@ use super::lease::{Taken, TakenState, taken_key};
 use super::{Fleet, FleetError};
 use crate::intake::{Read, logged_by};
 use crate::queue::{Handover, now_ms};
-use crate::store::{Batch, Cf, Durability, Store};
+use crate::store::Store;
 
 /// How many abandoned runs a record keeps naming (carried from record to
 /// record until the taker is back or taken over).
@@ -242,7 +242,7 @@ impl Fleet {
         }
         for (logged_from, runs) in by_start {
             let done_key = format!("fleet_abandoned.{logged_from}").into_bytes();
-            if store.get(Cf::Meta, &done_key).map_err(|e| FleetError::Store(e.to_string()))?.is_some() {
+            if super::read_meta(store, &done_key)?.is_some() {
                 continue;
             }
             let last =
@@ -265,9 +265,7 @@ impl Fleet {
                  is dropped here"
             );
             dropped += removed;
-            let mut batch = Batch::new();
-            batch.put(Cf::Meta, done_key, 1u64.to_be_bytes().to_vec());
-            store.write(&batch, Durability::Synced).map_err(|e| FleetError::Store(e.to_string()))?;
+            super::write_meta(store, &done_key, &1u64.to_be_bytes())?;
         }
         Ok(dropped)
     }

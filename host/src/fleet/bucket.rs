@@ -17,9 +17,9 @@ use std::sync::atomic::Ordering;
 
 use super::lease::{Taken, TakenState, taken_key};
 use super::setup::{bucket_identity, ensure_bucket};
-use super::{Fleet, FleetError};
+use super::{Fleet, FleetError, read_meta, write_meta};
 use crate::store::keys::meta;
-use crate::store::{Batch, Cf, Durability, Scan};
+use crate::store::{Cf, Scan};
 
 impl Fleet {
     /// Compare the bucket with the one this store last worked with (made
@@ -35,13 +35,13 @@ impl Fleet {
                     .ok_or_else(|| FleetError::Nats("the leases bucket is gone again as it is made".into()))?
             }
         };
-        let known = self.store_value(meta::FLEET_BUCKET)?;
+        let known = read_meta(self.store.as_ref(), meta::FLEET_BUCKET)?;
         match known {
             Some(known) if known == identity.as_bytes() => Ok(false),
             // A store from before this was kept: the bucket is taken as
             // the one it worked with.
             None => {
-                self.put_meta(meta::FLEET_BUCKET, identity.as_bytes())?;
+                write_meta(self.store.as_ref(), meta::FLEET_BUCKET, identity.as_bytes())?;
                 Ok(false)
             }
             Some(known) => {
@@ -74,7 +74,7 @@ impl Fleet {
                 Err(e) => tracing::info!(node = taken.node, "its takeover record is not written back: {e}"),
             }
         }
-        self.put_meta(meta::FLEET_BUCKET, identity.as_bytes())?;
+        write_meta(self.store.as_ref(), meta::FLEET_BUCKET, identity.as_bytes())?;
         self.lease_revision.store(0, Ordering::Release);
         Ok(())
     }
@@ -85,16 +85,6 @@ impl Fleet {
             return Ok(());
         }
         let value = serde_json::to_vec(taken).map_err(|e| FleetError::Nats(e.to_string()))?;
-        self.put_meta(&meta::fleet_ran(&taken.node), &value)
-    }
-
-    fn store_value(&self, key: &[u8]) -> Result<Option<Vec<u8>>, FleetError> {
-        self.store.get(Cf::Meta, key).map_err(|e| FleetError::Store(e.to_string()))
-    }
-
-    fn put_meta(&self, key: &[u8], value: &[u8]) -> Result<(), FleetError> {
-        let mut batch = Batch::new();
-        batch.put(Cf::Meta, key.to_vec(), value.to_vec());
-        self.store.write(&batch, Durability::Synced).map_err(|e| FleetError::Store(e.to_string()))
+        write_meta(self.store.as_ref(), &meta::fleet_ran(&taken.node), &value)
     }
 }

@@ -211,9 +211,7 @@ impl Fleet {
     }
 
     fn set_reconciled(&self, store: &dyn Store, revision: u64) -> Result<(), FleetError> {
-        let mut batch = Batch::new();
-        batch.put(Cf::Meta, meta::FLEET_RECONCILED.to_vec(), revision.to_be_bytes().to_vec());
-        store.write(&batch, Durability::Synced).map_err(|e| FleetError::Store(e.to_string()))?;
+        write_meta(store, meta::FLEET_RECONCILED, &revision.to_be_bytes())?;
         self.reconciled.store(revision, Ordering::Release);
         Ok(())
     }
@@ -227,19 +225,28 @@ fn store_id(store: &dyn Store) -> Result<u64, FleetError> {
     let mut bytes = [0u8; 8];
     getrandom::getrandom(&mut bytes).map_err(|e| FleetError::Store(format!("no randomness for a store id: {e}")))?;
     let id = u64::from_be_bytes(bytes);
-    let mut batch = Batch::new();
-    batch.put(Cf::Meta, meta::FLEET_STORE.to_vec(), id.to_be_bytes().to_vec());
-    store.write(&batch, Durability::Synced).map_err(|e| FleetError::Store(e.to_string()))?;
+    write_meta(store, meta::FLEET_STORE, &id.to_be_bytes())?;
     Ok(id)
 }
 
 fn mark_logged(store: &dyn Store) -> Result<(), FleetError> {
-    let mut batch = Batch::new();
-    batch.put(Cf::Meta, meta::FLEET_LOGGED.to_vec(), 1u64.to_be_bytes().to_vec());
-    store.write(&batch, Durability::Synced).map_err(|e| FleetError::Store(e.to_string()))
+    write_meta(store, meta::FLEET_LOGGED, &1u64.to_be_bytes())
 }
 
 fn read_u64(store: &dyn Store, key: &[u8]) -> Result<Option<u64>, FleetError> {
-    let value = store.get(Cf::Meta, key).map_err(|e| FleetError::Store(e.to_string()))?;
+    let value = read_meta(store, key)?;
     Ok(value.and_then(|v| <[u8; 8]>::try_from(v.as_slice()).ok()).map(u64::from_be_bytes))
+}
+
+/// A value of the store's meta family.
+fn read_meta(store: &dyn Store, key: &[u8]) -> Result<Option<Vec<u8>>, FleetError> {
+    store.get(Cf::Meta, key).map_err(|e| FleetError::Store(e.to_string()))
+}
+
+/// Write one value of the store's meta family, synced: what the fleet
+/// keeps of itself must survive a crash right after.
+fn write_meta(store: &dyn Store, key: &[u8], value: &[u8]) -> Result<(), FleetError> {
+    let mut batch = Batch::new();
+    batch.put(Cf::Meta, key.to_vec(), value.to_vec());
+    store.write(&batch, Durability::Synced).map_err(|e| FleetError::Store(e.to_string()))
 }
