@@ -271,6 +271,26 @@ pub async fn wait_taken(by: &RunningNode, by_id: &str, taken: &str, within: Dura
     record
 }
 
+/// Two nodes, a and b, delivering to a receiver that answers 503 until
+/// `open` is set: the set-up of most fleet tests.
+pub struct GatedPair {
+    pub receiver: Receiver,
+    pub open: Arc<AtomicBool>,
+    pub fleet: Fleet,
+    pub a: RunningNode,
+    pub b: RunningNode,
+}
+
+impl GatedPair {
+    pub async fn start(cluster: &Cluster) -> GatedPair {
+        let (receiver, open) = gated_receiver().await;
+        let fleet = Fleet::new();
+        let a = fleet.start(cluster, "a", &receiver).await;
+        let b = fleet.start(cluster, "b", &receiver).await;
+        GatedPair { receiver, open, fleet, a, b }
+    }
+}
+
 /// A receiver that answers 503 until opened, then 200.
 pub async fn gated_receiver() -> (Receiver, Arc<AtomicBool>) {
     let open = Arc::new(AtomicBool::new(false));
@@ -278,4 +298,9 @@ pub async fn gated_receiver() -> (Receiver, Arc<AtomicBool>) {
     let receiver =
         Receiver::scripted(move |_| Reply::status(if gate.load(Ordering::SeqCst) { 200 } else { 503 })).await;
     (receiver, open)
+}
+
+/// This host's clock in unix ms, as a node on it stamps its records.
+pub fn wall_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }

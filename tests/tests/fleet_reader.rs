@@ -99,3 +99,41 @@ async fn a_missing_message_is_an_error_and_a_dropped_range_the_end() {
     assert_eq!(reader.next().await.map(|m| m.map(|m| m.position)), Ok(None), "a dropped range is the end");
     let _ = js.delete_stream(&name).await;
 }
+
+/// An exact read of a subject that grows while it is read (a node's own
+/// subject at its settle) ends at `through` with every message of the
+/// range: the server's counts, offset by the messages appended, are
+/// checked against the stream's leader.
+#[tokio::test]
+async fn a_subject_growing_while_it_is_read_is_read_exactly_through_its_range() {
+    let name = ankusa_tests::unique_name("GROW", "_", "t").to_uppercase();
+    let (js, stream) = stream(&name).await;
+    let prefix = name.to_lowercase();
+    let subject = format!("{prefix}.hook.a");
+    let mut mine = Vec::new();
+    for i in 0..400u64 {
+        let to = if i % 3 == 0 { format!("{prefix}.outcome.a") } else { subject.clone() };
+        let ack = js.publish(to.clone(), format!("{i}").into()).await.expect("publish").await.expect("ack");
+        if to == subject {
+            mine.push(ack.sequence);
+        }
+    }
+    let through = *mine.last().expect("messages");
+    let appending = {
+        let (js, subject) = (js.clone(), subject.clone());
+        tokio::spawn(async move {
+            for i in 0..200u64 {
+                js.publish(subject.clone(), format!("late {i}").into()).await.expect("publish").await.expect("ack");
+            }
+        })
+    };
+    let wait = Duration::from_secs(2);
+    let mut reader = SubjectReader::open(Read::Exact, &stream, &subject, 1, through, wait).await.expect("open");
+    let mut read = Vec::new();
+    while let Some(message) = reader.next().await.expect("read") {
+        read.push(message.position);
+    }
+    appending.await.expect("appended");
+    assert_eq!(read, mine, "exactly the range, in order");
+    let _ = js.delete_stream(&name).await;
+}

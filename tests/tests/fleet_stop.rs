@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use ankusa_tests::binary::RunningNode;
 use ankusa_tests::fleet::{
-    Acked, Fleet, LEASE_TTL_MS, all_delivered, check_delivered, gated_receiver, load, try_post, wait_taken,
+    Acked, Fleet, GatedPair, LEASE_TTL_MS, all_delivered, check_delivered, load, try_post, wait_taken,
 };
 use ankusa_tests::nats_cluster::{Cluster, NatsServer};
 use ankusa_tests::receiver::{Receiver, Reply};
@@ -136,10 +136,7 @@ async fn graceful_stop(server: NatsServer) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_stop_that_cannot_drain_hands_its_backlog_to_a_peer_at_once() {
     let cluster = Cluster::start(3).await;
-    let (receiver, open) = gated_receiver().await;
-    let fleet = Fleet::new();
-    let a = fleet.start(&cluster, "a", &receiver).await;
-    let b = fleet.start(&cluster, "b", &receiver).await;
+    let GatedPair { receiver, open, fleet: _fleet, a, b } = GatedPair::start(&cluster).await;
     let (acked, refused) = load(a.ingest, "backlog", 300, 8).await;
     assert!(refused.is_empty(), "{refused:?}");
 

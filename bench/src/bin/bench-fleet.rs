@@ -144,9 +144,11 @@ async fn takeover(
     let (_, status) = d.admin("GET", "/v1/fleet", None, None).await;
     if let Some(taken) = status["nodes"].as_array().into_iter().flatten().find(|n| n["node"] == holder.as_str()) {
         let t = &taken["taken"];
-        report(&format!("{name}.imported"), t["imported"].as_f64().unwrap_or(0.0), "hooks");
+        let imported = t["imported"].as_f64().unwrap_or(0.0);
+        report(&format!("{name}.imported"), imported, "hooks");
         let import_ms = t["done_ms"].as_f64().unwrap_or(0.0) - t["at_ms"].as_f64().unwrap_or(0.0);
         report(&format!("{name}.import"), import_ms, "ms");
+        report(&format!("{name}.import_rate"), imported * 1e3 / import_ms.max(1.0), "hooks/s");
     }
     let duplicates = receiver.received.load(Ordering::Relaxed) as usize - before - BACKLOG;
     report(&format!("{name}.extra_deliveries"), duplicates as f64, "deliveries");

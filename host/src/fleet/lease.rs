@@ -287,7 +287,7 @@ impl Fleet {
         let Ok(value) = serde_json::to_vec(&lease) else { return };
         let expected = self.lease_revision.load(std::sync::atomic::Ordering::Acquire);
         let write = self.connection.bucket.update(lease_key(self.node()), value.into(), expected);
-        match tokio::time::timeout(self.settings.lease_ttl / 4, write).await {
+        match tokio::time::timeout(self.turn(), write).await {
             Ok(Ok(_)) => tracing::info!(pending = lease.pending, "the lease is released"),
             Ok(Err(e)) => tracing::warn!("the lease was not released ({e}): peers wait it out"),
             Err(_) => tracing::warn!("the lease was not released (no answer): peers wait it out"),
@@ -360,11 +360,14 @@ impl Fleet {
         }
         lease.claimed_by = Some(self.node().to_string());
         let value = serde_json::to_vec(&lease).map_err(|e| FleetError::Nats(e.to_string()))?;
-        match self.connection.bucket.update(lease_key(node), value.into(), now).await {
-            Ok(_) => Ok(true),
-            Err(e) if e.kind() == async_nats::jetstream::kv::UpdateErrorKind::WrongLastRevision => Ok(false),
-            // Not answered (a leader election): the claim is tried again.
-            Err(e) => Err(FleetError::Nats(format!("claiming the lease of {node}: {e}"))),
+        let write = self.connection.bucket.update(lease_key(node), value.into(), now);
+        match tokio::time::timeout(self.turn(), write).await {
+            Ok(Ok(_)) => Ok(true),
+            Ok(Err(e)) if e.kind() == async_nats::jetstream::kv::UpdateErrorKind::WrongLastRevision => Ok(false),
+            // Not answered (a leader election): the claim is tried again
+            // (a claim that went through is this node's at the next try).
+            Ok(Err(e)) => Err(FleetError::Nats(format!("claiming the lease of {node}: {e}"))),
+            Err(_) => Err(FleetError::Nats(format!("claiming the lease of {node}: no answer in {:?}", self.turn()))),
         }
     }
 
@@ -444,12 +447,18 @@ impl Fleet {
         watch.seen.get(node).is_none_or(|seen| seen.read_at.elapsed() > ttl / 2 || seen.unmoved_since.elapsed() < ttl)
     }
 
+    /// A turn of the lease loop: a quarter of the lease. No write the loop
+    /// or a takeover's claim makes waits longer for its answer.
+    pub(super) fn turn(&self) -> Duration {
+        (self.settings.lease_ttl / 4).max(Duration::from_millis(50))
+    }
+
     /// Renew this node's lease, stop if taken over, and take over lapsed
     /// peers, every quarter of the lease, until the task is stopped.
     pub fn run(self: &Arc<Self>, handover: Handover) -> tokio::task::JoinHandle<()> {
         let fleet = self.clone();
         tokio::spawn(async move {
-            let period = (fleet.settings.lease_ttl / 4).max(Duration::from_millis(50));
+            let period = fleet.turn();
             let mut tick = tokio::time::interval(period);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             let mut renewed = Instant::now();

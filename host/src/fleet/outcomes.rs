@@ -5,11 +5,12 @@
 //! Off the delivery path: the settler hands outcomes over and goes on; a
 //! task publishes what gathered every [`FLUSH_EVERY`]. What is not yet
 //! published when the node dies is what a takeover may deliver again, so
-//! once the oldest outcome waiting is older than [`UNPUBLISHED_AT_MOST`]
-//! the publisher is [`behind`](OutcomeLog::behind) and the node claims no
-//! more rows until it catches up: a node cut off from NATS but not from
-//! its sinks stops delivering within that time, not when its lease's
-//! proof runs out. While NATS is away, outcomes wait (up to
+//! once the oldest outcome waiting is older than a publish normally takes
+//! to leave (see [`Publisher::allowed_age`]) the publisher is
+//! [`behind`](OutcomeLog::behind) and the node claims no more rows until
+//! it catches up: a node cut off from NATS but not from its sinks stops
+//! delivering within that time, not when its lease's proof runs out.
+//! While NATS is away, outcomes wait (up to
 //! [`MAX_WAITING`], then the oldest are dropped: more duplicates after a
 //! takeover, never a loss).
 
@@ -25,9 +26,9 @@ use crate::queue::{FinalOutcome, OutcomeLog};
 
 /// How often gathered outcomes are published.
 pub const FLUSH_EVERY: Duration = Duration::from_millis(50);
-/// The age the oldest unpublished outcome may reach before the node stops
-/// claiming rows: the deliveries a takeover can repeat are those of this
-/// last stretch, plus those in flight.
+/// The age the oldest unpublished outcome may always reach before the node
+/// stops claiming rows: the deliveries a takeover can repeat are those of
+/// this last stretch (longer where NATS is far away), plus those in flight.
 pub const UNPUBLISHED_AT_MOST: Duration = Duration::from_millis(100);
 /// Outcomes per message at most.
 const PER_MESSAGE: usize = 2_000;
@@ -111,13 +112,25 @@ pub struct Publisher {
     context: jetstream::Context,
     subject: String,
     store: String,
+    /// A publish's usual round trip to its ack (a moving average, µs).
+    round_trip_us: std::sync::atomic::AtomicU64,
+    /// The most `allowed_age` grows to: a quarter of the lease, so a node
+    /// far from NATS still stops well before its lease's proof runs out.
+    longest_allowed: Duration,
 }
 
 impl Publisher {
     /// Start publishing what gathers every [`FLUSH_EVERY`], until the
     /// queue lets go of it.
-    pub fn start(context: jetstream::Context, subject: String, store: String) -> Arc<Publisher> {
-        let publisher = Arc::new(Publisher { waiting: Mutex::new(Waiting::default()), context, subject, store });
+    pub fn start(context: jetstream::Context, subject: String, store: String, lease_ttl: Duration) -> Arc<Publisher> {
+        let publisher = Arc::new(Publisher {
+            waiting: Mutex::new(Waiting::default()),
+            context,
+            subject,
+            store,
+            round_trip_us: std::sync::atomic::AtomicU64::new(0),
+            longest_allowed: (lease_ttl / 4).max(UNPUBLISHED_AT_MOST),
+        });
         let running = Arc::downgrade(&publisher);
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(FLUSH_EVERY);
@@ -144,10 +157,14 @@ impl Publisher {
                 (since, waiting.rows.drain(..n).map(|(_, row)| row).collect())
             };
             let payload = encode(&self.store, &rows);
+            let sent = Instant::now();
             let published = match self.context.publish(self.subject.clone(), payload.into()).await {
                 Ok(ack) => ack.await.map(|_| ()).map_err(|e| e.to_string()),
                 Err(e) => Err(e.to_string()),
             };
+            if published.is_ok() {
+                self.note_round_trip(sent.elapsed());
+            }
             let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
             waiting.publishing_since = None;
             if let Err(e) = published {
@@ -160,6 +177,29 @@ impl Publisher {
             }
         }
     }
+}
+
+impl Publisher {
+    fn note_round_trip(&self, took: Duration) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let took = took.as_micros().min(u64::MAX as u128) as u64;
+        let before = self.round_trip_us.load(Relaxed);
+        let average = if before == 0 { took } else { before - before / 8 + took / 8 };
+        self.round_trip_us.store(average, Relaxed);
+    }
+
+    /// How old the oldest unpublished outcome may grow before the node
+    /// stops claiming rows: [`UNPUBLISHED_AT_MOST`], or a flush's wait and
+    /// two usual round trips where NATS is farther, at most a quarter
+    /// lease. (A fixed 100 ms closed claims whenever NATS was 50 ms away.)
+    pub fn allowed_age(&self) -> Duration {
+        let round_trip = Duration::from_micros(self.round_trip_us.load(std::sync::atomic::Ordering::Relaxed));
+        allowed_age(round_trip, self.longest_allowed)
+    }
+}
+
+fn allowed_age(round_trip: Duration, longest: Duration) -> Duration {
+    (FLUSH_EVERY + round_trip * 2).clamp(UNPUBLISHED_AT_MOST, longest)
 }
 
 impl OutcomeLog for Publisher {
@@ -176,13 +216,23 @@ impl OutcomeLog for Publisher {
 
     fn behind(&self) -> bool {
         let waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
-        waiting.oldest().is_some_and(|at| at.elapsed() > UNPUBLISHED_AT_MOST)
+        let allowed = self.allowed_age();
+        waiting.oldest().is_some_and(|at| at.elapsed() > allowed)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_age_allowed_follows_the_round_trip_between_100_ms_and_a_quarter_lease() {
+        let quarter = Duration::from_millis(500);
+        let ms = Duration::from_millis;
+        assert_eq!(allowed_age(ms(1), quarter), ms(100), "loopback");
+        assert_eq!(allowed_age(ms(50), quarter), ms(150), "NATS 50 ms away");
+        assert_eq!(allowed_age(ms(2_000), quarter), quarter, "an election's stall");
+    }
 
     #[test]
     fn outcomes_round_trip_and_damage_is_an_error() {

@@ -10,8 +10,8 @@
 //! run again after its taker died commits nothing twice.
 //!
 //! What a takeover can deliver twice: rows the lapsed node delivered whose
-//! outcomes it had not yet published (at most `outcomes::UNPUBLISHED_AT_MOST` of
-//! deliveries plus those in flight when it died).
+//! outcomes it had not yet published (at most `outcomes::Publisher::allowed_age`
+//! of deliveries plus those in flight when it died).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -95,6 +95,13 @@ fn join(mut ranges: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
         }
     }
     joined
+}
+
+/// Whether `seq` is in one of `ranges` (inclusive, in order).
+fn in_ranges(ranges: Option<&Vec<(u64, u64)>>, seq: u64) -> bool {
+    let Some(ranges) = ranges else { return false };
+    let after = ranges.partition_point(|(start, _)| *start <= seq);
+    after > 0 && ranges[after - 1].1 >= seq
 }
 
 /// `seqs` as inclusive ranges of consecutive seqs, in order.
@@ -189,10 +196,16 @@ impl Fleet {
         }
         let value = serde_json::to_vec(&claim).map_err(|e| FleetError::Nats(e.to_string()))?.into();
         let bucket = &self.connection.bucket;
-        let written = match &previous {
-            None => bucket.create(&key, value).await.map_err(|e| e.to_string()),
-            Some((_, revision)) => bucket.update(&key, value, *revision).await.map_err(|e| e.to_string()),
+        let write = async {
+            match &previous {
+                None => bucket.create(&key, value).await.map_err(|e| e.to_string()),
+                Some((_, revision)) => bucket.update(&key, value, *revision).await.map_err(|e| e.to_string()),
+            }
         };
+        // An answer lost to a leader election is not waited out: the next
+        // turn finds the record this node wrote, or writes it.
+        let turn = self.turn();
+        let written = tokio::time::timeout(turn, write).await.unwrap_or_else(|_| Err(format!("no answer in {turn:?}")));
         match written {
             Ok(revision) => Ok(Some((claim, revision))),
             Err(e) => {
@@ -220,7 +233,7 @@ impl Fleet {
             return Ok(());
         }
         tracing::warn!(node, from = claim.from, through = claim.through, "taking over a node whose lease lapsed");
-        let moved = self.import_range(handover, node, claim.from, claim.through).await?;
+        let moved = self.import_range(handover, node, (claim.from, claim.through), &claim.read_seqs).await?;
         let claim = finished(claim, moved);
         self.update_record(&claim, revision)
             .await?
@@ -239,15 +252,19 @@ impl Fleet {
     }
 
     /// Commit the undelivered hooks of `node`'s subject at positions
-    /// `from..=through` into this node's queue.
+    /// `from..=through` into this node's queue. A hook is one store's seq:
+    /// a second copy of it in the subject (published again after its
+    /// message id left the duplicate window) is passed by, as is one an
+    /// earlier takeover read (`read_before`, per store).
     async fn import_range(
         &self,
         handover: &Handover,
         node: &str,
-        from: u64,
-        through: u64,
+        (from, through): (u64, u64),
+        read_before: &BTreeMap<String, Vec<(u64, u64)>>,
     ) -> Result<Moved, FleetError> {
         let mut moved = Moved::default();
+        let mut read_now: std::collections::HashSet<(String, u64)> = std::collections::HashSet::new();
         if from > through {
             return Ok(moved);
         }
@@ -259,12 +276,18 @@ impl Fleet {
         while let Some(message) = reader.next().await.map_err(FleetError::Nats)? {
             let position = message.position;
             let (store, seq) = logged_by(&message.headers);
+            if let Some(seq) = seq
+                && (in_ranges(read_before.get(&store), seq) || !read_now.insert((store.clone(), seq)))
+            {
+                tracing::warn!(node, position, seq, "a second copy of a hook already read: passed by");
+                continue;
+            }
             let seq = seq.unwrap_or(0);
             let best = moved.through_seqs.entry(store.clone()).or_insert(0);
             *best = (*best).max(seq);
-            moved.read.entry(store.clone()).or_default().push(seq);
             // An import of an abandoned run: its node kept that hook.
             if void(&message.headers) {
+                moved.read.entry(store.clone()).or_default().push(seq);
                 continue;
             }
             let decoded = match self.connection.bodies.payload(&message.headers, &message.payload).await {
@@ -274,11 +297,14 @@ impl Fleet {
             };
             let mut hook = match decoded {
                 Ok(hook) => hook,
+                // Not counted as read: its node, back, keeps its own copy
+                // (intact in its store) and delivers it.
                 Err((reason, bytes)) => {
                     batch.push(undecodable(node, position, bytes, &reason));
                     continue;
                 }
             };
+            moved.read.entry(store.clone()).or_default().push(seq);
             let settled = outcomes.get(&(store, seq));
             let final_of = |sink: u16| settled.and_then(|s| s.get(&sink));
             hook.rows.retain(|(sink, _)| !matches!(final_of(*sink), Some(FinalOutcome::Delivered)));
@@ -431,7 +457,7 @@ impl Fleet {
                 }
             };
             tracing::warn!(from = claim.from, through = claim.through, "taking back this node's logged hooks");
-            let moved = self.import_range(handover, self.node(), claim.from, claim.through).await?;
+            let moved = self.import_range(handover, self.node(), (claim.from, claim.through), &claim.read_seqs).await?;
             match self.update_record(&finished(claim, moved), revision).await? {
                 Some(revision) => {
                     self.set_reconciled(store, revision)?;
@@ -512,6 +538,7 @@ impl Fleet {
                 self.connection.context.clone(),
                 self.settings.subjects().outcomes(self.node()),
                 format!("{:016x}", self.store_id),
+                self.settings.lease_ttl,
             )
         });
         publisher.clone()
@@ -575,7 +602,16 @@ fn buried(row: &[u8], dead_at: u64, reason: &str, class: ErrorClass, attempts: u
 
 #[cfg(test)]
 mod tests {
-    use super::{join, ranges};
+    use super::{in_ranges, join, ranges};
+
+    #[test]
+    fn a_seq_is_found_in_the_ranges_read_before() {
+        let read = vec![(3, 5), (9, 9), (20, 30)];
+        let found: Vec<u64> = (0..35).filter(|seq| in_ranges(Some(&read), *seq)).collect();
+        assert_eq!(found, [3, 4, 5, 9, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30]);
+        assert!(!in_ranges(None, 4));
+        assert!(!in_ranges(Some(&Vec::new()), 4));
+    }
 
     #[test]
     fn ranges_carried_from_record_to_record_join_up() {

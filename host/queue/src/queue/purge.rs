@@ -10,6 +10,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::lines::{Leaving, Promoted};
 use super::rows::{DeliveryRow, RowState};
+use super::transitions::FinalOutcome;
 use super::{Core, Handover, QueueError, Tenants};
 use crate::store::keys::{self, deliveries, index, prefix_end};
 use crate::store::{Batch, Cf, Durability, Scan};
@@ -86,14 +87,20 @@ impl Tenants {
     }
 
     /// One synced chunk of a purge: up to [`PURGE_CHUNK`] of the tenant's
-    /// rows after `after` examined, the ones of `kinds` removed.
+    /// rows after `after` examined, the ones of `kinds` removed. They are
+    /// told to the outcome log as done (`fleet`: a later takeover of this
+    /// node passes them over rather than bring an erased tenant back).
     pub fn purge_tenant_chunk(
         &self,
         tenant: &str,
         kinds: PurgeKinds,
         after: Option<(u64, u16)>,
     ) -> Result<PurgeStep, QueueError> {
-        self.purge_chunk(tenant, kinds, after, None)
+        let (step, removed) = self.purge_chunk(tenant, kinds, after, None)?;
+        if let Some(log) = self.outcome_log.get().filter(|_| !removed.is_empty()) {
+            log.record(removed.into_iter().map(|(seq, sink)| (seq, sink, FinalOutcome::Delivered)).collect());
+        }
+        Ok(step)
     }
 }
 
@@ -131,7 +138,7 @@ impl Handover {
         for tenant in self.tenants.holding_list() {
             let mut after = None;
             loop {
-                let step = self.purge_chunk(&tenant, PurgeKinds::all(), after, Some(seqs))?;
+                let (step, _) = self.purge_chunk(&tenant, PurgeKinds::all(), after, Some(seqs))?;
                 removed += step.removed.pending + step.removed.inflight.unwrap_or(0) + step.removed.dead;
                 match step.next {
                     Some(next) => after = Some(next),
@@ -146,14 +153,14 @@ impl Handover {
 impl Core {
     /// One chunk of a purge walk over the tenant's owner index, up to the
     /// rows of seq `seqs.through` if given, passing over the seqs it does
-    /// not take.
+    /// not take; with the rows it removed.
     pub(super) fn purge_chunk(
         &self,
         tenant: &str,
         kinds: PurgeKinds,
         after: Option<(u64, u16)>,
         seqs: Option<&Seqs<'_>>,
-    ) -> Result<PurgeStep, QueueError> {
+    ) -> Result<(PurgeStep, Vec<(u64, u16)>), QueueError> {
         let _serial = self.transitions.lock().unwrap_or_else(|e| e.into_inner());
         let prefix = index::owner_prefix(tenant);
         let from = match after {
@@ -224,6 +231,6 @@ impl Core {
             self.stats.committed.notify_one();
         }
         let next = (owned.len() == PURGE_CHUNK).then(|| positions.last().copied()).flatten();
-        Ok(PurgeStep { removed, next })
+        Ok((PurgeStep { removed, next }, gone.into_iter().collect()))
     }
 }

@@ -49,8 +49,15 @@ pub enum Settlement {
 /// A row's outcome once nothing more will be tried on its own.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FinalOutcome {
+    /// Nothing is left to do: delivered, or dropped by a transform, or
+    /// removed with its tenant's erase (a taker passes it over).
     Delivered,
-    Dead { dead_at: u64, reason: String, class: ErrorClass, attempts: u32 },
+    Dead {
+        dead_at: u64,
+        reason: String,
+        class: ErrorClass,
+        attempts: u32,
+    },
 }
 
 /// Told of final outcomes once they are written (`fleet`: published, so

@@ -89,23 +89,33 @@ impl JetStreamLog {
     /// answer per hook. A hook refused before it left (a body that did not
     /// go, a connection that refused it) has its answer already.
     async fn publish_all(&self, hooks: &[HookRecord]) -> Vec<Pending> {
+        // Hooks too large for one message: their bodies first, all of the
+        // round's at once, then messages naming them, in order with the
+        // rest (a taker reads a subject in order). A body that did not go
+        // is its hook's answer; nothing of it is in the stream.
+        let puts = hooks.iter().filter(|hook| self.bodies.too_large(hook.payload.len())).map(|hook| async move {
+            let name = object_name(&self.store, hook.seq);
+            let put = self.bodies.put(&name, &hook.payload).await;
+            (hook.seq, put.map(|()| name))
+        });
+        let mut put: std::collections::HashMap<u64, Result<String, String>> =
+            futures_util::future::join_all(puts).await.into_iter().collect();
         let mut pending = Vec::with_capacity(hooks.len());
         for hook in hooks {
             let mut headers = HeaderMap::new();
             headers.insert(STORE_HEADER, self.store.as_str());
             headers.insert(SEQ_HEADER, hook.seq.to_string().as_str());
             let mut payload = hook.payload.clone();
-            if self.bodies.too_large(payload.len()) {
-                // Too large for one message: the body first, then a
-                // message naming it. A body that did not go is this hook's
-                // answer; nothing of it is in the stream.
-                let name = object_name(&self.store, hook.seq);
-                if let Err(reason) = self.bodies.put(&name, &payload).await {
+            match put.remove(&hook.seq) {
+                None => {}
+                Some(Ok(name)) => {
+                    headers.insert(BODY_HEADER, name.as_str());
+                    payload = Vec::new();
+                }
+                Some(Err(reason)) => {
                     pending.push(Pending::Answered(Appended::Failed { reason, sent: false }));
                     continue;
                 }
-                headers.insert(BODY_HEADER, name.as_str());
-                payload = Vec::new();
             }
             let mut publish = PublishMessage::build().payload(payload.into()).headers(headers);
             if let Some(id) = &hook.msg_id {

@@ -1,15 +1,23 @@
 //! Reading one subject of the fleet's stream back, in order, between two
-//! positions. Two ways, one for each need:
+//! positions. Both ways stream through an ordered consumer (ephemeral, one
+//! replica, no acks) that delivers many messages a round trip; they differ
+//! in what they may miss:
 //!
-//! - [`Read::Exact`]: one request per message to the stream's leader, each
-//!   for the first message of the subject at or after a position. What a
-//!   takeover and a settle read hooks with: nothing is skipped, whatever a
-//!   consumer's replica has seen. Its `through` is a position of the
-//!   subject (its last when the read was planned), so finding none left
-//!   before it is an error unless the stream's limits dropped it.
-//! - [`Read::Batched`]: an ordered consumer (ephemeral, one replica, no
-//!   acks) delivering many messages a round trip, for the outcome history,
-//!   where a message missed costs a duplicate delivery, never a hook.
+//! - [`Read::Exact`]: nothing is skipped. Each message is proven to follow
+//!   the one before with nothing of the subject between: by the count of
+//!   the subject's messages left after it, which the server sends with
+//!   each (one less than after the one before, and none left after the
+//!   last: see [`SubjectReader::end`]), or else by asking the stream's
+//!   leader for the first message at or after the position past the one
+//!   before. A message that fails the proof, or a consumer that
+//!   stalls, turns the rest of the read into one request per message to
+//!   the leader. What a takeover and a settle read hooks with. Its
+//!   `through` is a position of the subject (its last when the read was
+//!   planned), so finding none left before it is an error unless the
+//!   stream's limits dropped it.
+//! - [`Read::Batched`]: what the consumer delivers, for the outcome
+//!   history, where a message missed costs a duplicate delivery, never a
+//!   hook.
 
 use std::time::Duration;
 
@@ -43,6 +51,16 @@ pub enum Read {
 pub struct SubjectReader {
     read: Read,
     messages: Option<Ordered>,
+    /// Exact reads: the count of the subject's messages left after the
+    /// last one delivered, as the server sent it with that one.
+    left_after_last: Option<u64>,
+    /// Exact reads: the steps (from the position expected to the one
+    /// delivered) taken on the count alone; see [`SubjectReader::end`].
+    counted: Vec<(u64, u64)>,
+    /// Exact reads: the server's consumer that sent the last message (an
+    /// ordered consumer is made again after a lost delivery, and its
+    /// count starts afresh).
+    consumer: String,
     stream: Stream,
     subject: String,
     /// The next position it has not read.
@@ -64,13 +82,16 @@ impl SubjectReader {
         let mut reader = SubjectReader {
             read,
             messages: None,
+            left_after_last: None,
+            counted: Vec::new(),
+            consumer: String::new(),
             stream: stream.clone(),
             subject: subject.to_string(),
             next: from.max(1),
             through,
             wait,
         };
-        if read == Read::Exact || !left_in_range(stream, subject, reader.next, through, wait).await? {
+        if !left_in_range(stream, subject, reader.next, through, wait).await? {
             return Ok(reader);
         }
         let config = OrderedConfig {
@@ -92,16 +113,22 @@ impl SubjectReader {
 
     /// The next message, or `None` past `through` or the subject's end.
     pub async fn next(&mut self) -> Result<Option<StoredMessage>, String> {
-        if self.read == Read::Exact {
-            return self.next_exact().await;
-        }
-        let Some(messages) = self.messages.as_mut() else { return Ok(None) };
+        let Some(messages) = self.messages.as_mut() else {
+            return match self.read {
+                Read::Exact => self.next_exact().await,
+                Read::Batched => Ok(None),
+            };
+        };
         let next = match tokio::time::timeout(self.wait, messages.next()).await {
             Ok(Some(next)) => next,
             // Nothing came: the end only if nothing is left in range (the
             // rest aged out meanwhile); a stall is an error, read again.
             Ok(None) | Err(_) => {
                 self.messages = None;
+                if self.read == Read::Exact {
+                    tracing::debug!(subject = self.subject, next = self.next, "the consumer stalled; read on exactly");
+                    return self.next_exact().await;
+                }
                 let left = left_in_range(&self.stream, &self.subject, self.next, self.through, self.wait).await?;
                 return match left {
                     false => Ok(None),
@@ -110,10 +137,38 @@ impl SubjectReader {
             }
         };
         let message = next.map_err(|e| format!("reading {}: {e}", self.subject))?;
-        let position = message.info().map_err(|e| format!("reading {}: {e}", self.subject))?.stream_sequence;
+        let (position, left_after, consumer_changed) = {
+            let info = message.info().map_err(|e| format!("reading {}: {e}", self.subject))?;
+            let changed = info.consumer != self.consumer;
+            if changed {
+                self.consumer = info.consumer.to_string();
+            }
+            (info.stream_sequence, info.pending, changed)
+        };
+        if self.read == Read::Exact && consumer_changed {
+            // The counts so far were another consumer's: settled now, and
+            // the new one's first message is proven afresh.
+            self.ask_counted().await?;
+            self.left_after_last = None;
+        }
+        if self.read == Read::Exact && !self.follows(position, left_after).await? {
+            tracing::warn!(
+                subject = self.subject,
+                expected = self.next,
+                delivered = position,
+                "the consumer passed a message by; read on exactly"
+            );
+            self.messages = None;
+            return self.next_exact().await;
+        }
         if position > self.through {
             self.messages = None;
-            return Ok(None);
+            // `through` itself was not delivered: only the stream's limits
+            // may have dropped it (`none_left` tells).
+            return match self.read {
+                Read::Exact => self.next_exact().await,
+                Read::Batched => Ok(None),
+            };
         }
         self.next = position + 1;
         if position == self.through {
@@ -122,12 +177,70 @@ impl SubjectReader {
         let message = message.message;
         Ok(Some(StoredMessage { position, headers: message.headers.unwrap_or_default(), payload: message.payload }))
     }
+
+    /// Whether the message the consumer delivered at `position`, with
+    /// `left_after` of the subject's messages after it, is the subject's
+    /// first at or after `self.next`: it is next to it, or one fewer is
+    /// left after it than after the one before, or the leader says so.
+    async fn follows(&mut self, position: u64, left_after: u64) -> Result<bool, String> {
+        let one_fewer = self.left_after_last.replace(left_after).and_then(|before| before.checked_sub(1));
+        if position == self.next {
+            return Ok(true);
+        }
+        if one_fewer == Some(left_after) {
+            self.counted.push((self.next, position));
+            return Ok(true);
+        }
+        self.leader_says_first(self.next, position).await
+    }
+
+    /// Whether the stream's leader holds `position` as the subject's first
+    /// message at or after `next`.
+    async fn leader_says_first(&mut self, next: u64, position: u64) -> Result<bool, String> {
+        let (subject, wait) = (&self.subject, self.wait);
+        let first = tokio::time::timeout(wait, self.stream.get_first_raw_message_by_subject(subject, next))
+            .await
+            .map_err(|_| format!("reading {subject} at {next}: no answer within {wait:?}"))?;
+        match first {
+            Ok(message) => Ok(message.sequence == position),
+            Err(e) if matches!(e.kind(), LastRawMessageErrorKind::NoMessageFound) => Ok(false),
+            Err(e) => Err(format!("reading {subject} at {next}: {e}")),
+        }
+    }
+
+    /// The end of an exact read. Whether the server counts what is left
+    /// afresh for each message or counts down from the consumer's start,
+    /// nothing left after the last message delivered (the subject's last)
+    /// means none was passed by: the counts hold. Anything else (the
+    /// subject grew meanwhile, which can offset a count, or the read went
+    /// on exactly) has each step taken on its count asked of the leader,
+    /// and one it denies fails the read (read again, whole).
+    async fn end(&mut self) -> Result<Option<StoredMessage>, String> {
+        if self.left_after_last != Some(0) {
+            self.ask_counted().await?;
+        }
+        self.counted.clear();
+        Ok(None)
+    }
+
+    /// Ask the leader of each step taken on its count so far.
+    async fn ask_counted(&mut self) -> Result<(), String> {
+        for (next, position) in std::mem::take(&mut self.counted) {
+            if !self.leader_says_first(next, position).await? {
+                return Err(format!(
+                    "reading {}: a message at {next}..{position} was passed by; read again",
+                    self.subject
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl SubjectReader {
     async fn next_exact(&mut self) -> Result<Option<StoredMessage>, String> {
         if self.next > self.through {
-            return Ok(None);
+            return self.end().await;
         }
         let (subject, next, wait) = (&self.subject, self.next, self.wait);
         let first = tokio::time::timeout(wait, self.stream.get_first_raw_message_by_subject(subject, next))
@@ -166,7 +279,7 @@ impl SubjectReader {
         }
         tracing::warn!(subject, from = next, through, first, "messages aged out of the stream before they were read");
         self.next = through + 1;
-        Ok(None)
+        self.end().await
     }
 }
 
