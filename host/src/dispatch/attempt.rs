@@ -158,7 +158,8 @@ pub(super) async fn deliver(
         tracing::warn!(
             rows = rows.len(),
             sink = %sink_name,
-            "the lease lapsed: attempts withdrawn, their rows due again once it is proven"
+            "claims closed (the lease lapsed, or outcomes went unpublished too long): attempts withdrawn, \
+             their rows due again once claims open"
         );
         for row in &rows {
             rows_done.push(put_back(row, Verdict::Withdrawn, &report));

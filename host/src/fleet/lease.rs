@@ -467,6 +467,10 @@ impl Fleet {
             loop {
                 tick.tick().await;
                 let sent = Instant::now();
+                // What follows the renewal ends with the turn, so a slow
+                // read of peers never puts the next renewal off (the lease's
+                // proof lasts two turns from a renewal's sending).
+                let turn_ends = sent + period;
                 let renewal = bounded(period, "renewing the lease", fleet.renew(&handover)).await;
                 let claimed = match renewal {
                     Ok(None) => None,
@@ -500,13 +504,17 @@ impl Fleet {
                 // same hooks.
                 let taken = match claimed {
                     Some(by) => Some(by),
-                    None => match bounded(period, "reading this node's takeover record", fleet.fenced()).await {
-                        Ok(taken) => taken.map(|t| t.by),
-                        Err(e) => {
-                            tracing::warn!("{e}");
-                            None
+                    None => {
+                        match bounded(left_of(turn_ends, period), "reading this node's takeover record", fleet.fenced())
+                            .await
+                        {
+                            Ok(taken) => taken.map(|t| t.by),
+                            Err(e) => {
+                                tracing::warn!("{e}");
+                                None
+                            }
                         }
-                    },
+                    }
                 };
                 if let Some(by) = taken {
                     tracing::error!(
@@ -524,7 +532,8 @@ impl Fleet {
                     handover.pause_claims(false);
                     paused = false;
                 }
-                let lapsed = match bounded(period, "watching the peers' leases", fleet.lapsed_peers()).await {
+                let watch = bounded(left_of(turn_ends, period), "watching the peers' leases", fleet.lapsed_peers());
+                let lapsed = match watch.await {
                     Ok(lapsed) => lapsed,
                     Err(e) => {
                         tracing::warn!("{e}");
@@ -548,6 +557,13 @@ impl Fleet {
             }
         })
     }
+}
+
+/// What is left of a turn ending at `turn_ends`, and at least a quarter of
+/// the `period`: a renewal that took the whole turn still leaves the rest
+/// a moment.
+fn left_of(turn_ends: Instant, period: Duration) -> Duration {
+    turn_ends.saturating_duration_since(Instant::now()).max(period / 4)
 }
 
 /// `call`, or an error once `period` passes without an answer: no NATS call
