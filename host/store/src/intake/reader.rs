@@ -197,15 +197,8 @@ impl SubjectReader {
     /// Whether the stream's leader holds `position` as the subject's first
     /// message at or after `next`.
     async fn leader_says_first(&mut self, next: u64, position: u64) -> Result<bool, String> {
-        let (subject, wait) = (&self.subject, self.wait);
-        let first = tokio::time::timeout(wait, self.stream.get_first_raw_message_by_subject(subject, next))
-            .await
-            .map_err(|_| format!("reading {subject} at {next}: no answer within {wait:?}"))?;
-        match first {
-            Ok(message) => Ok(message.sequence == position),
-            Err(e) if matches!(e.kind(), LastRawMessageErrorKind::NoMessageFound) => Ok(false),
-            Err(e) => Err(format!("reading {subject} at {next}: {e}")),
-        }
+        let first = first_at(&self.stream, &self.subject, next, self.wait).await?;
+        Ok(first.is_some_and(|message| message.sequence == position))
     }
 
     /// The end of an exact read. Whether the server counts what is left
@@ -242,18 +235,10 @@ impl SubjectReader {
         if self.next > self.through {
             return self.end().await;
         }
-        let (subject, next, wait) = (&self.subject, self.next, self.wait);
-        let first = tokio::time::timeout(wait, self.stream.get_first_raw_message_by_subject(subject, next))
-            .await
-            .map_err(|_| format!("reading {subject} at {next}: no answer within {wait:?}"))?;
-        let message = match first {
-            Ok(message) => message,
-            Err(e) if matches!(e.kind(), LastRawMessageErrorKind::NoMessageFound) => return self.none_left().await,
-            Err(e) => return Err(format!("reading {subject} at {next}: {e}")),
-        };
-        if message.sequence > self.through {
+        let first = first_at(&self.stream, &self.subject, self.next, self.wait).await?;
+        let Some(message) = first.filter(|message| message.sequence <= self.through) else {
             return self.none_left().await;
-        }
+        };
         self.next = message.sequence + 1;
         Ok(Some(StoredMessage { position: message.sequence, headers: message.headers, payload: message.payload }))
     }
@@ -294,12 +279,23 @@ async fn left_in_range(
     if next > through {
         return Ok(false);
     }
+    Ok(first_at(stream, subject, next, wait).await?.is_some_and(|message| message.sequence <= through))
+}
+
+/// The stream leader's first message of `subject` at or after `next`
+/// (`None`: there is none).
+async fn first_at(
+    stream: &Stream,
+    subject: &str,
+    next: u64,
+    wait: Duration,
+) -> Result<Option<async_nats::jetstream::message::StreamMessage>, String> {
     let first = tokio::time::timeout(wait, stream.get_first_raw_message_by_subject(subject, next))
         .await
         .map_err(|_| format!("reading {subject} at {next}: no answer within {wait:?}"))?;
     match first {
-        Ok(message) => Ok(message.sequence <= through),
-        Err(e) if matches!(e.kind(), LastRawMessageErrorKind::NoMessageFound) => Ok(false),
+        Ok(message) => Ok(Some(message)),
+        Err(e) if matches!(e.kind(), LastRawMessageErrorKind::NoMessageFound) => Ok(None),
         Err(e) => Err(format!("reading {subject} at {next}: {e}")),
     }
 }
