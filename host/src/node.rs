@@ -121,6 +121,7 @@ impl Node {
             WalMode::Fleet => {
                 let (queue, joined) = Self::join_fleet(&config, &mut boot).await?;
                 tasks.push(joined.run(queue.handover()));
+                tasks.push(joined.tidy_pen_in_background(queue.handover()));
                 fleet = Some(joined);
                 Some(queue)
             }
@@ -152,11 +153,13 @@ impl Node {
                 .resume_all()
                 .map_err(|source| StartError::Store { path: config.store_dir().display().to_string(), source })?;
         }
-        let edge = config
-            .node
-            .roles
-            .contains(&Role::Ingest)
-            .then(|| Arc::new(Edge::new(config.edge_config(), sources.clone(), queue.as_deref())));
+        let edge = config.node.roles.contains(&Role::Ingest).then(|| {
+            let edge = Edge::new(config.edge_config(), sources.clone(), queue.as_deref());
+            Arc::new(match &fleet {
+                Some(fleet) => edge.with_pen_copies(fleet.pen_copies()),
+                None => edge,
+            })
+        });
         if let (Some(edge), Some(q)) = (&edge, &mut queue) {
             for (tenant, rate) in crate::tenant::stored_limits(&q.records()).unwrap_or_default() {
                 edge.tenant_limits
@@ -203,6 +206,10 @@ impl Node {
             fleet.take_back_lease().await?;
             tracing::warn!(by, "this node's lease was claimed by a peer while it was away; taken back after settling");
         }
+        let (dropped, held) = fleet.settle_pen(&handover, fresh).await?;
+        if dropped + held > 0 {
+            tracing::warn!(dropped, held, "the quarantine pen settled with its copies in the fleet");
+        }
         // Hooks this store logged and lacks (a crash before a write was
         // synced, a round that failed after the log took them) are
         // committed before the edge or dispatch start.
@@ -215,7 +222,8 @@ impl Node {
         handover.set_outcome_log(fleet.outcome_log());
         fleet.settle_delivered_by_taker(&queue.deliveries())?;
         // No row is claimed before the lease loop first proves the lease.
-        handover.prove_claims_until(std::time::Instant::now());
+        let now = std::time::Instant::now();
+        handover.prove_lease(now, now);
         let stats = queue.stats().map_err(store_error)?;
         (boot.next_seq, boot.disk_bytes) = (stats.next_seq, stats.disk_bytes);
         Ok((Arc::new(queue), fleet))

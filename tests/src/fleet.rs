@@ -66,6 +66,10 @@ sources:
   orders:
     sinks: [{binding}]
     dedupe: {{header: idempotency-key}}
+  signed:
+    sinks: [out]
+    verify: {{preset: github, secret: \"s3cret-value\"}}
+    on_verify_failure: quarantine
 ",
         urls = nats,
         url = receiver.url(&format!("/hooks/{node_id}")),

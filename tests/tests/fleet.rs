@@ -835,6 +835,59 @@ async fn a_damaged_stream_copy_leaves_its_node_the_intact_one() {
     assert_eq!(twice, 0, "nothing delivered twice\n{}", a.log());
 }
 
+/// Hooks quarantined on a node (answered `202`) are carried by its
+/// takeover into the taker's pen; the node, back on its disk, drops them;
+/// a purge on the taker removes their copies, so no later takeover brings
+/// them back. (Before, the pen lived on one disk: b's pen was empty after
+/// the takeover.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_takeover_carries_the_quarantine_pen() {
+    let cluster = Cluster::start(3).await;
+    let GatedPair { receiver, open: _open, fleet, a, b } = GatedPair::start(&cluster).await;
+    for n in 0..3 {
+        let forged = format!("{{\"forged\":{n}}}");
+        let (status, body) = a.post_hook("signed", &[("x-hub-signature-256", "sha256=00")], &forged).await;
+        assert_eq!(status, 202, "{body}");
+    }
+    assert_eq!(pen_copies(&cluster, "a").await, 3, "each held hook has its copy in the fleet");
+    a.kill();
+
+    let taken = wait_taken(&b, "b", "a", Duration::from_secs(60)).await;
+    assert_eq!(taken["quarantined"], 3, "a pen is taken over even with no hook left to take: {taken}");
+    assert_eq!(held(&b).await, 3, "b holds a's quarantined hooks");
+    assert_eq!((pen_copies(&cluster, "a").await, pen_copies(&cluster, "b").await), (0, 3));
+
+    let a = fleet.start(&cluster, "a", &receiver).await;
+    assert_eq!(held(&a).await, 0, "a, back on its disk, drops what b took\n{}", a.log());
+
+    let (status, body) = b.admin("DELETE", "/v1/quarantine?all=true", None, None).await;
+    assert_eq!((status, body["purged"].as_u64()), (200, Some(3)), "{body}");
+    eventually("b's copies removed after its purge", Duration::from_secs(20), async || {
+        pen_copies(&cluster, "b").await == 0
+    })
+    .await;
+}
+
+/// Hooks `node` holds in its quarantine pen, as its admin API lists them.
+async fn held(node: &RunningNode) -> usize {
+    let (status, page) = node.admin("GET", "/v1/quarantine", None, None).await;
+    assert_eq!(status, 200, "{page}");
+    page["entries"].as_array().map_or(0, Vec::len)
+}
+
+/// The copies of `node`'s quarantined hooks in the fleet's pen bucket.
+async fn pen_copies(cluster: &Cluster, node: &str) -> usize {
+    use futures_util::StreamExt;
+    let js = cluster.client().await;
+    let bucket = js.get_object_store("ANKUSA-pen").await.expect("the pen bucket");
+    let mut list = bucket.list().await.expect("list");
+    let mut count = 0;
+    while let Some(info) = list.next().await {
+        count += usize::from(info.expect("object info").name.starts_with(&format!("{node}/")));
+    }
+    count
+}
+
 /// Put `bytes` on node a's subject as if a logged them under `store` and
 /// `seq`: damage, or a writer that is not a node of this fleet.
 async fn log_on_a(cluster: &Cluster, store: &str, seq: &str, bytes: &'static str) {

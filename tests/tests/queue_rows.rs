@@ -134,7 +134,8 @@ async fn claims_and_attempts_are_bound_to_a_proven_lease() {
     assert!(!queue.deliveries().leased(), "outside a fleet claims are bound to nothing");
 
     // Proven for 200 ms: claims open, an attempt runs.
-    queue.handover().prove_claims_until(Instant::now() + Duration::from_millis(200));
+    let soon = Instant::now() + Duration::from_millis(200);
+    queue.handover().prove_lease(soon, soon);
     assert!(queue.deliveries().leased() && queue.deliveries().claims_open());
     let deliveries = queue.deliveries();
     let lapsed = deliveries.lease_lapsed();
@@ -145,7 +146,8 @@ async fn claims_and_attempts_are_bound_to_a_proven_lease() {
     );
     // Proven again before it lapses: the attempt keeps running past the
     // first proof's end.
-    queue.handover().prove_claims_until(Instant::now() + Duration::from_millis(400));
+    let later = Instant::now() + Duration::from_millis(400);
+    queue.handover().prove_lease(later, later);
     let started = Instant::now();
     tokio::time::timeout(Duration::from_secs(5), &mut lapsed).await.expect("the lease lapses");
     assert!(started.elapsed() >= Duration::from_millis(300), "it waited for the later proof: {:?}", started.elapsed());
@@ -158,6 +160,21 @@ async fn claims_and_attempts_are_bound_to_a_proven_lease() {
     let lapsed = deliveries.lease_lapsed();
     tokio::pin!(lapsed);
     assert!(tokio::time::timeout(Duration::ZERO, &mut lapsed).await.is_ok(), "ready on its first poll");
-    queue.handover().prove_claims_until(Instant::now() + Duration::from_secs(60));
+    let (claims, attempts) = (Instant::now() + Duration::from_millis(100), Instant::now() + Duration::from_millis(400));
+    queue.handover().prove_lease(claims, attempts);
     assert_eq!(queue.deliveries().claim_due(NOW, 10).expect("claim").len(), 1, "claims reopen with the proof");
+
+    // Claims close before attempts: an attempt sent before claims closed
+    // runs on until the later bound (dropped, it may be delivered twice).
+    let deliveries = queue.deliveries();
+    let lapsed = deliveries.lease_lapsed();
+    tokio::pin!(lapsed);
+    tokio::time::sleep_until(tokio::time::Instant::from_std(claims)).await;
+    assert!(!queue.deliveries().claims_open(), "claims closed at their bound");
+    assert!(
+        tokio::time::timeout(Duration::from_millis(150), &mut lapsed).await.is_err(),
+        "the attempt is not dropped with the claims"
+    );
+    tokio::time::timeout(Duration::from_secs(5), &mut lapsed).await.expect("dropped at the attempts' bound");
+    assert!(Instant::now() >= attempts);
 }

@@ -364,6 +364,40 @@ async fn a_store_write_refused_after_the_log_took_the_hooks_commits_them_once_it
     eventually_stored(&queue_a, &keys(&["k0", "k1"])).await;
 }
 
+/// A retry whose original's copy in the log cannot be read back: it is
+/// taken as a new hook rather than answered as a duplicate naming an id no
+/// node holds (before, b answered `Duplicate` with the retry's own
+/// envelope and stored nothing), and the retries after it, on any node,
+/// are duplicates of that new hook.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_whose_original_cannot_be_read_back_is_held_as_a_new_hook() {
+    let dir = tempfile::tempdir().expect("dir");
+    let stream = Arc::new(Mutex::new(Stream::default()));
+    let (a, b, c) = (Node::new("a", 1), Node::new("b", 2), Node::new("c", 3));
+    let (queue_a, queue_b, queue_c) =
+        (a.open(dir.path(), &stream), b.open(dir.path(), &stream), c.open(dir.path(), &stream));
+    let first = queue_a.intake().enqueue(vec![entry("k0")], None).await.expect("a answers");
+    assert!(matches!(first[..], [EntryOutcome::Committed(_)]), "{first:?}");
+    stream.lock().expect("stream").messages[0].payload = b"damaged".to_vec();
+
+    let at_b = queue_b.intake().enqueue(vec![retry("k0", 1)], None).await.expect("b answers");
+    let held_by_b = match &at_b[..] {
+        [EntryOutcome::Committed(hook)] => hook.id.clone(),
+        other => panic!("the retry is held as a new hook, not answered {other:?}"),
+    };
+    assert_eq!(held_by_b, "id-k0-retry-1");
+    assert_eq!(stored(&queue_b), keys(&["k0"]), "b holds the retry's bytes");
+    assert_eq!(stream.lock().expect("stream").messages.len(), 2, "logged once more, under its own message id");
+
+    let at_c = queue_c.intake().enqueue(vec![retry("k0", 2)], None).await.expect("c answers");
+    match &at_c[..] {
+        [EntryOutcome::Duplicate(original)] => assert_eq!(original.id, held_by_b, "named after the hook b holds"),
+        other => panic!("a later retry is a duplicate of b's hook: {other:?}"),
+    }
+    assert!(stored(&queue_c).is_empty(), "c holds nothing");
+    assert_eq!(stream.lock().expect("stream").messages.len(), 2);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hook_without_a_dedupe_key_is_not_settled_since_no_retry_can_meet_it() {
     let dir = tempfile::tempdir().expect("dir");

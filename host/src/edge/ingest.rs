@@ -174,7 +174,7 @@ async fn handle(edge: Arc<Edge>, source: Option<Arc<Source>>, request: Request) 
 
     if let Admission::Rejected { reason } = source.admit(&mut envelope, now.as_secs(), source.on_verify_failure) {
         if source.on_verify_failure == OnVerifyFailure::Quarantine {
-            return quarantine(&edge, &source, &envelope, now);
+            return quarantine(&edge, &source, &envelope, now).await;
         }
         return reply(
             StatusCode::UNAUTHORIZED,
@@ -233,7 +233,7 @@ async fn read_body(body: Body, max: u64, timeout: Duration) -> Result<Vec<u8>, A
     }
 }
 
-fn quarantine(edge: &Edge, source: &Source, envelope: &Envelope, now: Duration) -> Answer {
+async fn quarantine(edge: &Edge, source: &Source, envelope: &Envelope, now: Duration) -> Answer {
     let Some(pen) = edge.pen() else {
         // Direct mode has no pen: a failed signature is refused.
         return error(StatusCode::UNAUTHORIZED, "invalid_signature");
@@ -245,9 +245,13 @@ fn quarantine(edge: &Edge, source: &Source, envelope: &Envelope, now: Duration) 
             wait.as_secs_f64().ceil() as u64,
         );
     }
-    match pen.quarantine(envelope, edge.config.quarantine.max_bytes) {
+    match pen.quarantine(envelope, edge.config.quarantine.max_bytes, edge.pen_copies()).await {
         Ok(()) => reply(StatusCode::ACCEPTED, "quarantined", json!({ "status": "quarantined", "id": envelope.id })),
         Err(QueueError::QuarantineFull) => unavailable("quarantine_full"),
+        Err(QueueError::PenCopy(e)) => {
+            tracing::warn!("quarantine copy failed: {e}");
+            unavailable("store_unavailable")
+        }
         Err(e) => {
             tracing::error!("quarantine write failed: {e}");
             unavailable("store_unavailable")

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use super::batcher::Batcher;
 use super::rate::Gcra;
 use super::settings::EdgeConfig;
-use crate::queue::{Intake, Pen, Queue};
+use crate::queue::{Intake, Pen, PenCopies, Queue};
 use crate::source::Directory;
 
 /// Where accepted hooks go.
@@ -26,6 +26,8 @@ pub struct Edge {
     pub mode: Mode,
     pub tenant_limits: Gcra,
     pub pen_limits: Gcra,
+    /// Where the pen copies each held hook beyond this store (`fleet`).
+    pen_copies: Option<Arc<dyn PenCopies>>,
     /// Set when the node begins to stop: hooks are refused `503` from then.
     stopping: AtomicBool,
 }
@@ -50,8 +52,20 @@ impl Edge {
             config,
             directory,
             mode,
+            pen_copies: None,
             stopping: AtomicBool::new(false),
         }
+    }
+
+    /// Copy each quarantined hook to `copies` before it is held (`fleet`:
+    /// so a takeover carries the pen).
+    pub fn with_pen_copies(mut self, copies: Arc<dyn PenCopies>) -> Edge {
+        self.pen_copies = Some(copies);
+        self
+    }
+
+    pub fn pen_copies(&self) -> Option<&dyn PenCopies> {
+        self.pen_copies.as_deref()
     }
 
     /// The node is stopping: every hook from now on is answered `503` with

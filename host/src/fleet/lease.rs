@@ -28,11 +28,15 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 
 use super::{Fleet, FleetError};
 use crate::queue::{Handover, now_ms};
+
+/// The header a bucket's delete or purge marker carries.
+const KV_OPERATION: &str = "KV-Operation";
 
 /// What a node says of itself in its lease.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
@@ -44,6 +48,10 @@ pub struct Lease {
     /// Undelivered and dead rows in its store (its lag).
     pub pending: i64,
     pub dead: i64,
+    /// Bytes its quarantine pen holds: a takeover carries them even when
+    /// no hook is left to take.
+    #[serde(default)]
+    pub quarantined_bytes: u64,
     /// The store (hex id) of the process renewing it: a node restarted on
     /// that store takes the lease up again (empty: a lease from before).
     #[serde(default)]
@@ -108,6 +116,9 @@ pub struct Taken {
     pub delivered: u64,
     /// Dead letters carried over.
     pub dead_letters: u64,
+    /// Quarantined hooks carried into the taker's pen.
+    #[serde(default)]
+    pub quarantined: u64,
     /// Per store of the node (hex id): the highest seq taken.
     pub through_seqs: std::collections::BTreeMap<String, u64>,
     /// Per store of the node (hex id): the seqs of every hook the taker
@@ -158,6 +169,9 @@ pub struct Watch {
     seen: HashMap<String, Seen>,
     /// Peers with a takeover running from here.
     taking: std::collections::HashSet<String>,
+    /// Per lapsed peer: the lease revision at which its pen was found to
+    /// hold no copy (looked at once per revision, see `takeover::pen_owed`).
+    pub(super) pen_empty_at: HashMap<String, u64>,
 }
 
 /// One peer's lease as this node watches it.
@@ -168,7 +182,13 @@ struct Seen {
 }
 
 impl Fleet {
-    pub(super) async fn read<T: serde::de::DeserializeOwned>(&self, key: &str) -> Result<Option<(T, u64)>, FleetError> {
+    /// The value of `key` and its revision as any replica of the bucket
+    /// has it (a direct get): for views, which a leader election should
+    /// not blind, never for a decision of the protocol (see [`Fleet::read`]).
+    pub(super) async fn read_any<T: serde::de::DeserializeOwned>(
+        &self,
+        key: &str,
+    ) -> Result<Option<(T, u64)>, FleetError> {
         let entry =
             self.connection.bucket.entry(key).await.map_err(|e| FleetError::Nats(format!("reading {key}: {e}")))?;
         let Some(entry) = entry.filter(|e| e.operation == async_nats::jetstream::kv::Operation::Put) else {
@@ -176,6 +196,28 @@ impl Fleet {
         };
         match serde_json::from_slice(&entry.value) {
             Ok(value) => Ok(Some((value, entry.revision))),
+            Err(e) => Err(FleetError::Nats(format!("{key} does not parse: {e}"))),
+        }
+    }
+
+    /// The value of `key` and its revision, as the bucket's leader has it:
+    /// a write this node or a peer made is read back (a direct get, which
+    /// any replica may answer, can return a value older than one already
+    /// written, and a lease judged on it is judged on the past).
+    pub(super) async fn read<T: serde::de::DeserializeOwned>(&self, key: &str) -> Result<Option<(T, u64)>, FleetError> {
+        let bucket = &self.connection.bucket;
+        let subject = format!("{}{key}", bucket.prefix);
+        let message = match bucket.stream.get_last_raw_message_by_subject(&subject).await {
+            Ok(message) => message,
+            Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => return Ok(None),
+            Err(e) => return Err(FleetError::Nats(format!("reading {key}: {e}"))),
+        };
+        // A delete or purge leaves a marker, not a value.
+        if message.headers.get(KV_OPERATION).is_some_and(|op| op.as_str() != "PUT") {
+            return Ok(None);
+        }
+        match serde_json::from_slice(&message.payload) {
+            Ok(value) => Ok(Some((value, message.sequence))),
             Err(e) => Err(FleetError::Nats(format!("{key} does not parse: {e}"))),
         }
     }
@@ -270,6 +312,7 @@ impl Fleet {
             started_ms: self.started_ms,
             pending,
             dead,
+            quarantined_bytes: handover.and_then(|h| h.held_bytes().ok()).unwrap_or(0),
             store: self.store_hex(),
             claimed_by: None,
             released: false,
@@ -525,8 +568,13 @@ impl Fleet {
                     std::process::exit(75);
                 }
                 renewed = sent;
-                // The lease is proven from when the renewal left.
-                handover.prove_claims_until(sent + fleet.settings.lease_ttl / 2);
+                // The lease is proven from when the renewal left: no peer
+                // can have seen it unmoved for a whole lease before
+                // `sent + ttl`. Claims stop half a lease on; an attempt
+                // (at most half a lease long) is dropped an eighth of a
+                // lease short of that.
+                let ttl = fleet.settings.lease_ttl;
+                handover.prove_lease(sent + ttl / 2, sent + ttl - ttl / 8);
                 if paused {
                     tracing::warn!("the lease is renewed again: delivery resumes");
                     handover.pause_claims(false);

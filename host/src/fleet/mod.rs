@@ -26,14 +26,19 @@
 //!   itself taken while running stops; a takeover whose taker died
 //!   mid-import is closed by its node, back on its store (`abandoned`).
 //!
+//! - **The quarantine pen** (`pen`): each held hook is copied to the
+//!   object store, so a takeover carries it.
+//!
 //! Subjects: `<stream>.hook.<node>` and `<stream>.outcome.<node>` (the
 //! stream's name in lower case); bucket `<stream>-fleet`; hooks over the
-//! servers' message limit in the object store `<stream>-bodies`.
+//! servers' message limit in the object store `<stream>-bodies`; the pens'
+//! copies in the object store `<stream>-pen`.
 
 mod abandoned;
 mod bucket;
 mod lease;
 pub mod outcomes;
+mod pen;
 mod settings;
 mod setup;
 mod status;
@@ -81,6 +86,10 @@ impl Subjects {
     /// The object store bucket of hooks over the servers' message limit.
     pub fn bodies(&self) -> String {
         format!("{}-bodies", self.stream)
+    }
+    /// The object store bucket of the quarantine pens' copies.
+    pub fn pen(&self) -> String {
+        format!("{}-pen", self.stream)
     }
 }
 
@@ -137,6 +146,8 @@ pub struct Fleet {
     /// Rows of this node's hooks a taker delivered before it died
     /// mid-import, to be settled delivered once outcomes publish.
     delivered_by_dead_taker: std::sync::Mutex<Vec<(u64, u16)>>,
+    /// A takeover this node settled with at its start carried its pen.
+    pen_carried_away: std::sync::atomic::AtomicBool,
 }
 
 impl Fleet {
@@ -166,6 +177,7 @@ impl Fleet {
             ran: Default::default(),
             outcomes: Default::default(),
             delivered_by_dead_taker: Default::default(),
+            pen_carried_away: Default::default(),
         };
         // A bucket made again since this store last ran is settled with
         // anew before the settled revision is read.

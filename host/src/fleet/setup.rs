@@ -2,8 +2,11 @@
 //! absent, checked if present. A stream with other settings is refused,
 //! never changed: every node of the fleet must agree on it.
 
+use std::time::Duration;
+
 use async_nats::jetstream::{self, kv, object_store, stream};
 
+use super::pen::PenBucket;
 use super::{FleetError, FleetSettings};
 use crate::intake::Bodies;
 
@@ -14,6 +17,8 @@ pub struct Connected {
     pub bucket: kv::Store,
     /// Hooks over the servers' message limit (`intake::Bodies`).
     pub bodies: Bodies,
+    /// Copies of the quarantine pens (`pen`).
+    pub pen: PenBucket,
 }
 
 pub async fn connect(settings: &FleetSettings) -> Result<Connected, FleetError> {
@@ -55,9 +60,21 @@ pub async fn connect(settings: &FleetSettings) -> Result<Connected, FleetError> 
     context.set_timeout(settings.publish_timeout);
     let stream = ensure_stream(&context, settings).await?;
     let bucket = ensure_bucket(&context, settings).await?;
-    let bodies = ensure_bodies(&context, settings).await?;
+    // Hooks too large for one message, kept as long as the stream keeps
+    // hooks; the pens' copies, kept until removed (a pen never ages out).
+    let subjects = settings.subjects();
+    let bodies = ensure_object_store(
+        &context,
+        settings,
+        subjects.bodies(),
+        "hooks over the servers' message limit",
+        settings.retention,
+    )
+    .await?;
     let bodies = Bodies::new(bodies, client.server_info().max_payload, settings.publish_timeout);
-    Ok(Connected { client, context, stream, bucket, bodies })
+    let pen = ensure_object_store(&context, settings, subjects.pen(), "the quarantine pens' copies", Duration::ZERO);
+    let pen = PenBucket::new(pen.await?, settings.publish_timeout);
+    Ok(Connected { client, context, stream, bucket, bodies, pen })
 }
 
 /// The stream's settings as this node needs them.
@@ -177,21 +194,23 @@ pub async fn ensure_bucket(context: &jetstream::Context, settings: &FleetSetting
     context.get_key_value(&name).await.map_err(|e| FleetError::Nats(format!("opening bucket {name}: {e}")))
 }
 
-/// The bucket of hooks too large for one message, kept as long as the
-/// stream keeps hooks.
-async fn ensure_bodies(
+/// An object store bucket of the fleet, with the stream's replicas: made
+/// if absent. `max_age` zero keeps objects until they are removed.
+async fn ensure_object_store(
     context: &jetstream::Context,
     settings: &FleetSettings,
+    name: String,
+    description: &str,
+    max_age: Duration,
 ) -> Result<object_store::ObjectStore, FleetError> {
-    let name = settings.subjects().bodies();
     if let Ok(bucket) = context.get_object_store(&name).await {
         return Ok(bucket);
     }
     context
         .create_object_store(object_store::Config {
             bucket: name.clone(),
-            description: Some("Ankusa fleet: hooks over the servers' message limit".into()),
-            max_age: settings.retention,
+            description: Some(format!("Ankusa fleet: {description}")),
+            max_age,
             storage: stream::StorageType::File,
             num_replicas: settings.replicas,
             ..Default::default()
@@ -209,17 +228,17 @@ async fn ensure_bodies(
 /// node back from a quorum loss up to 4 s after its peers, who, watching
 /// its lease anew from their own return, may then find it unmoved for a
 /// whole lease and take it over.
-fn reconnect_delay(lease_ttl: std::time::Duration) -> impl Fn(usize) -> std::time::Duration + Send + Sync + 'static {
+fn reconnect_delay(lease_ttl: Duration) -> impl Fn(usize) -> Duration + Send + Sync + 'static {
     let cap = lease_ttl / 8;
     move |attempts| {
-        let doubled = std::time::Duration::from_millis(1u64 << attempts.saturating_sub(1).min(20));
+        let doubled = Duration::from_millis(1u64 << attempts.saturating_sub(1).min(20));
         doubled.min(cap)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
+    use super::Duration;
 
     #[test]
     fn reconnects_back_off_to_an_eighth_of_the_lease() {

@@ -65,8 +65,8 @@ impl Fleet {
         let ttl_ms = self.settings.lease_ttl.as_millis() as u64;
         let mut out = Vec::with_capacity(nodes.len());
         for node in nodes {
-            let lease = self.read::<Lease>(&lease_key(&node)).await?.map(|(lease, _)| lease);
-            let taken = self.read::<Taken>(&taken_key(&node)).await?.map(|(taken, _)| taken);
+            let lease = self.read_any::<Lease>(&lease_key(&node)).await?.map(|(lease, _)| lease);
+            let taken = self.read_any::<Taken>(&taken_key(&node)).await?.map(|(taken, _)| taken);
             let age = lease.as_ref().map(|l| now_ms().saturating_sub(l.at_ms));
             let released = lease.as_ref().is_some_and(|l| l.released);
             let alive = age.is_some_and(|a| a < ttl_ms) && !released;

@@ -54,6 +54,7 @@ impl Moved {
 /// the highest seq per store.
 fn carry(into: &mut Taken, from: &Taken) {
     super::abandoned::carry_abandoned(&mut into.abandoned, &from.abandoned);
+    into.quarantined += from.quarantined;
     add_read(into, &from.read_seqs, &from.through_seqs);
 }
 
@@ -168,7 +169,7 @@ impl Fleet {
             Some(_) => return Ok(None),
         };
         let settled = previous.as_ref().is_none_or(|(taken, _)| taken.state == TakenState::Done);
-        if from > last && settled {
+        if from > last && settled && !self.pen_owed(node).await? {
             return Ok(None);
         }
         let mut claim = Taken {
@@ -183,6 +184,7 @@ impl Fleet {
             imported: 0,
             delivered: 0,
             dead_letters: 0,
+            quarantined: 0,
             through_seqs: BTreeMap::new(),
             read_seqs: BTreeMap::new(),
             logged_from: self.last_position(&self.settings.subjects().hooks(self.node())).await? + 1,
@@ -215,6 +217,34 @@ impl Fleet {
         }
     }
 
+    /// Whether `node`, unclaimed, has quarantined hooks to carry: a
+    /// takeover carries them even with no hook left to take. Its lease
+    /// says so as of its last renewal; a hook quarantined after that is
+    /// found among the pen's copies, looked at once per lease revision.
+    async fn pen_owed(&self, node: &str) -> Result<bool, FleetError> {
+        if node == self.node() {
+            return Ok(false);
+        }
+        let Some((lease, revision)) = self.read::<super::Lease>(&super::lease::lease_key(node)).await? else {
+            return Ok(false);
+        };
+        if lease.claimed_by.is_some() {
+            return Ok(false);
+        }
+        if lease.quarantined_bytes > 0 {
+            return Ok(true);
+        }
+        let looked = self.watch.lock().unwrap_or_else(|e| e.into_inner()).pen_empty_at.get(node) == Some(&revision);
+        if looked {
+            return Ok(false);
+        }
+        let owed = self.holds_pen_copies(node).await?;
+        if !owed {
+            self.watch.lock().unwrap_or_else(|e| e.into_inner()).pen_empty_at.insert(node.to_string(), revision);
+        }
+        Ok(owed)
+    }
+
     /// Take `node`, whose lease this node judged lapsed at `judged`, over
     /// if its hooks need taking: the takeover record is claimed first, then
     /// the lease at the revision judged (see `lease`). A node that renewed
@@ -234,7 +264,9 @@ impl Fleet {
         }
         tracing::warn!(node, from = claim.from, through = claim.through, "taking over a node whose lease lapsed");
         let moved = self.import_range(handover, node, (claim.from, claim.through), &claim.read_seqs).await?;
-        let claim = finished(claim, moved);
+        let mut claim = finished(claim, moved);
+        let quarantined = self.carry_pen(handover, node).await?;
+        claim.quarantined += quarantined;
         self.update_record(&claim, revision)
             .await?
             .ok_or_else(|| FleetError::Nats(format!("recording the takeover of {node}: the record moved")))?;
@@ -244,6 +276,7 @@ impl Fleet {
             imported = claim.imported,
             delivered_before = claim.delivered,
             dead_letters = claim.dead_letters,
+            quarantined,
             took_ms = claim.done_ms.unwrap_or(0).saturating_sub(claim.at_ms),
             "takeover done"
         );
@@ -433,6 +466,9 @@ impl Fleet {
                         dropped,
                         "a peer took this node over while it was away; its rows of those hooks are dropped here"
                     );
+                    if taken.quarantined > 0 {
+                        self.pen_carried_away.store(true, std::sync::atomic::Ordering::Release);
+                    }
                     self.set_reconciled(store, revision)?;
                     continue;
                 }

@@ -82,6 +82,9 @@ pub enum QueueError {
     /// The writer has stopped (the node is shutting down).
     #[error("the queue is closed")]
     Closed,
+    /// The pen's copy beyond this store (`fleet`) could not be made.
+    #[error("the pen's copy: {0}")]
+    PenCopy(String),
 }
 
 impl QueueError {

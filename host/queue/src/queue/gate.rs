@@ -17,39 +17,51 @@ impl Handover {
         }
     }
 
-    /// `fleet`: hand out due rows only before `until`. The lease loop moves
-    /// it each time it proves the lease (renewed, and not taken over), to
-    /// half a lease past the renewal's send: a node paused, cut off or
-    /// stalled claims nothing once that passes, even before its loop runs
-    /// again to find out why.
-    pub fn prove_claims_until(&self, until: std::time::Instant) {
-        let mut claims_until = self.claims_until.lock().unwrap_or_else(|e| e.into_inner());
-        let reopened = claims_until.is_some_and(|was| was <= std::time::Instant::now());
-        *claims_until = Some(until);
+    /// `fleet`: hand out due rows only before `claims_until`, and let an
+    /// attempt run only before `attempts_until`. The lease loop moves both
+    /// each time it proves the lease (renewed, and not taken over): claims
+    /// to half a lease past the renewal's send, attempts to later, short of
+    /// the whole lease a peer waits before it may take a hook over. So a
+    /// node paused, cut off or stalled claims nothing once its proof
+    /// passes, even before its loop runs again to find out why, while an
+    /// attempt already sent is not dropped (and its hook delivered again)
+    /// by a renewal that was merely slow to be answered.
+    pub fn prove_lease(&self, claims_until: std::time::Instant, attempts_until: std::time::Instant) {
+        let mut proof = self.lease_proof.lock().unwrap_or_else(|e| e.into_inner());
+        let reopened = proof.is_some_and(|was| was.claims_until <= std::time::Instant::now());
+        *proof = Some(LeaseProof { claims_until, attempts_until: attempts_until.max(claims_until) });
         if reopened {
             self.stats.committed.notify_one();
         }
     }
 }
 
+/// How long a fleet node's last proof of its lease lets it claim rows and
+/// run attempts (see [`Handover::prove_lease`]).
+#[derive(Clone, Copy, Debug)]
+pub struct LeaseProof {
+    pub claims_until: std::time::Instant,
+    pub attempts_until: std::time::Instant,
+}
+
 impl Deliveries {
     /// `fleet`: whether claims are bound to a lease (see
     /// [`Deliveries::lease_lapsed`]).
     pub fn leased(&self) -> bool {
-        self.claims_until.lock().unwrap_or_else(|e| e.into_inner()).is_some()
+        self.lease_proof.lock().unwrap_or_else(|e| e.into_inner()).is_some()
     }
 
-    /// `fleet`: resolves once the lease is no longer proven (claims close),
-    /// so that an attempt in flight is dropped before a peer may take this
-    /// node over; never resolves outside a fleet. Each poll first reads
+    /// `fleet`: resolves once the lease no longer covers attempts, so that
+    /// an attempt in flight is dropped before a peer may take this node
+    /// over; never resolves outside a fleet. Each poll first reads
     /// the clock itself: a process resumed after a pause (`SIGSTOP`) sees
     /// the lapse before anything else of the attempt runs, whatever its
     /// timer has yet to notice.
     pub async fn lease_lapsed(&self) {
         let mut sleep: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
         std::future::poll_fn(|cx| {
-            let until = *self.claims_until.lock().unwrap_or_else(|e| e.into_inner());
-            let Some(until) = until else {
+            let proof = *self.lease_proof.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(until) = proof.map(|proof| proof.attempts_until) else {
                 return std::task::Poll::Pending;
             };
             if std::time::Instant::now() >= until {
@@ -84,7 +96,7 @@ impl Deliveries {
         if self.claims_paused.load(std::sync::atomic::Ordering::Acquire) || self.outcomes_behind() {
             return false;
         }
-        let claims_until = self.claims_until.lock().unwrap_or_else(|e| e.into_inner());
-        claims_until.is_none_or(|until| std::time::Instant::now() < until)
+        let proof = self.lease_proof.lock().unwrap_or_else(|e| e.into_inner());
+        proof.is_none_or(|proof| std::time::Instant::now() < proof.claims_until)
     }
 }

@@ -77,7 +77,7 @@ pub use lines::HeldLine;
 pub use open::{Engines, has_rows, rebuild};
 pub use pending::{SourcePending, TenantPending};
 pub use purge::{PURGE_CHUNK, PurgeCounts, PurgeKinds, PurgeStep};
-pub use quarantine::{DEFAULT_PEN_BYTES, PenEntry, is_pen_key};
+pub use quarantine::{DEFAULT_PEN_BYTES, PenCopies, PenEntry, is_pen_key};
 pub use readiness::NotReady;
 pub use recount::{CounterDrift, Recount, rebuild_counters};
 pub use reply::EntryReply;
@@ -188,6 +188,9 @@ pub struct Core {
     transitions: std::sync::Mutex<()>,
     /// Serialises the pen's cap check with its write.
     pen: std::sync::Mutex<()>,
+    /// Counts the pen's writes, so its copies beyond this store are
+    /// looked at only after a change (see `Handover::pen_changes`).
+    pen_changes: std::sync::atomic::AtomicU64,
     /// Where claims start in the due index (see `due_floor::DueFloor`).
     due_floor: Arc<due_floor::DueFloor>,
     /// Ordered lines that may keep a skipped hook's id (see `gaps`).
@@ -201,9 +204,9 @@ pub struct Core {
     sink_names: std::sync::OnceLock<Arc<dyn SinkNames>>,
     /// No due rows are handed out (see `pause_claims`).
     claims_paused: std::sync::atomic::AtomicBool,
-    /// `fleet`: due rows are handed out only before this instant, which
-    /// each proof of the lease moves on (see `prove_claims_until`).
-    claims_until: std::sync::Mutex<Option<std::time::Instant>>,
+    /// `fleet`: due rows are handed out, and attempts run, only within
+    /// the last proof of the lease (see `prove_lease`).
+    lease_proof: std::sync::Mutex<Option<gate::LeaseProof>>,
 }
 
 impl std::ops::Deref for Queue {

@@ -4,10 +4,18 @@
 //! The pen never evicts: past its byte cap new entries are refused. Held
 //! hooks are keyed by tenant, source and id (`store::keys::quarantine`);
 //! the node counter `pen_bytes` counts their bytes.
+//!
+//! In a fleet each held hook also has a copy beyond this store
+//! ([`PenCopies`]), made before it is held here, so a node taking this one
+//! over carries the pen; [`Handover`]'s pen operations move held hooks
+//! between a store and those copies.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
 
 use super::commit::Kind;
 use super::envelope::Envelope;
-use super::{Entry, EntryOutcome, Pen, QueueError, counter_key};
+use super::{Entry, EntryOutcome, Handover, Pen, QueueError, counter_key};
 use crate::store::keys::{self, prefix_end, quarantine};
 use crate::store::{Batch, Cf, Durability, Scan, WriteOp};
 
@@ -26,23 +34,46 @@ pub struct PenEntry {
     pub key: Vec<u8>,
 }
 
+/// A copy of each held hook kept beyond this store (`fleet`: the object
+/// store bucket `<stream>-pen`), by the hook's pen key.
+pub trait PenCopies: Send + Sync + 'static {
+    /// Keep `value` (an encoded envelope) under `key`, durably, before the
+    /// hook is held here: a held hook always has its copy.
+    fn copy<'a>(
+        &'a self,
+        key: &'a [u8],
+        value: &'a [u8],
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send + 'a>>;
+}
+
 impl Pen {
-    /// Hold `envelope` in the pen, synced. `QuarantineFull` past the cap.
-    pub fn quarantine(&self, envelope: &Envelope, cap_bytes: u64) -> Result<(), QueueError> {
-        let _serial = self.pen.lock().unwrap_or_else(|e| e.into_inner());
-        let held = self.count(None, PEN_BYTES)?.max(0) as u64;
+    /// Hold `envelope` in the pen, synced; its copy first, when the pen
+    /// keeps one beyond this store. `QuarantineFull` past the cap.
+    pub async fn quarantine(
+        &self,
+        envelope: &Envelope,
+        cap_bytes: u64,
+        copies: Option<&dyn PenCopies>,
+    ) -> Result<(), QueueError> {
         let size = envelope.size();
-        if held + size > cap_bytes {
+        let over = |held: i64| held.max(0) as u64 + size > cap_bytes;
+        let key = quarantine::held(&envelope.tenant_id, &envelope.source_id, &envelope.id);
+        let value = envelope.encode();
+        if let Some(copies) = copies {
+            // Checked before the copy too, so a full pen copies nothing.
+            if over(self.count(None, PEN_BYTES)?) {
+                return Err(QueueError::QuarantineFull);
+            }
+            copies.copy(&key, &value).await.map_err(QueueError::PenCopy)?;
+        }
+        let _serial = self.pen.lock().unwrap_or_else(|e| e.into_inner());
+        if over(self.count(None, PEN_BYTES)?) {
             return Err(QueueError::QuarantineFull);
         }
         let mut batch = Batch::new();
-        batch.put(
-            Cf::Quarantine,
-            quarantine::held(&envelope.tenant_id, &envelope.source_id, &envelope.id),
-            envelope.encode(),
-        );
+        batch.put(Cf::Quarantine, key, value);
         batch.add_counter(counter_key(None, PEN_BYTES), size as i64);
-        self.store.write(&batch, Durability::Synced).map_err(Into::into)
+        self.write_pen(&batch)
     }
 
     /// Held hooks of one tenant and source, oldest first, after `after`.
@@ -94,7 +125,7 @@ impl Pen {
                     batch.push(op);
                 }
             }
-            self.store.write(&batch, Durability::Synced)?;
+            self.write_pen(&batch)?;
             removed += held.len() as u64;
         }
     }
@@ -131,6 +162,85 @@ impl Pen {
         extra: Batch,
     ) -> Result<Vec<EntryOutcome>, QueueError> {
         let planned = self.prepare(entries, true, Some(replay_id))?;
-        self.call(Kind::Release, planned, extra, None).await
+        let released = self.call(Kind::Release, planned, extra, None).await;
+        self.pen_changes.fetch_add(1, Ordering::AcqRel);
+        released
+    }
+}
+
+impl Handover {
+    /// Every held hook's pen key.
+    pub fn held_keys(&self) -> Result<BTreeSet<Vec<u8>>, QueueError> {
+        let prefix = quarantine::prefix(None, None);
+        let mut keys = BTreeSet::new();
+        let mut from = prefix.clone();
+        loop {
+            let scan = Scan { cf: Cf::Quarantine, from, to: prefix_end(&prefix), reverse: false, limit: 1000 };
+            let page = self.store.scan(&scan)?;
+            let Some((last, _)) = page.last() else { return Ok(keys) };
+            from = keys::after(last);
+            keys.extend(page.into_iter().map(|(key, _)| key));
+        }
+    }
+
+    /// Bytes the pen holds (see [`Pen::pen_bytes`]).
+    pub fn held_bytes(&self) -> Result<u64, QueueError> {
+        Ok(self.count(None, PEN_BYTES)?.max(0) as u64)
+    }
+
+    /// How many times the pen was written since the store opened: a count
+    /// unchanged since a look at the pen means nothing changed.
+    pub fn pen_changes(&self) -> u64 {
+        self.pen_changes.load(Ordering::Acquire)
+    }
+
+    /// The stored form of the hook held under `key`.
+    pub fn held_value(&self, key: &[u8]) -> Result<Option<Vec<u8>>, QueueError> {
+        Ok(self.store.get(Cf::Quarantine, key)?)
+    }
+
+    /// Hold a hook taken from another node's pen (or this node's lost
+    /// store) under `key`: past no cap (it was admitted once); nothing if
+    /// it is held already. Whether it was added.
+    pub fn hold_taken(&self, key: &[u8], value: &[u8]) -> Result<bool, QueueError> {
+        let envelope =
+            Envelope::decode(0, value).map_err(|e| QueueError::Corrupt(format!("a quarantined hook's copy: {e}")))?;
+        if quarantine::held(&envelope.tenant_id, &envelope.source_id, &envelope.id) != key {
+            return Err(QueueError::Corrupt("a quarantined hook's copy names another hook".into()));
+        }
+        let _serial = self.pen.lock().unwrap_or_else(|e| e.into_inner());
+        if self.store.get(Cf::Quarantine, key)?.is_some() {
+            return Ok(false);
+        }
+        let mut batch = Batch::new();
+        batch.put(Cf::Quarantine, key.to_vec(), value.to_vec());
+        batch.add_counter(counter_key(None, PEN_BYTES), envelope.size() as i64);
+        self.write_pen(&batch)?;
+        Ok(true)
+    }
+
+    /// Drop the hooks held under `keys` (a peer took them); how many went.
+    pub fn drop_held(&self, keys: &[Vec<u8>]) -> Result<u64, QueueError> {
+        let _serial = self.pen.lock().unwrap_or_else(|e| e.into_inner());
+        let mut batch = Batch::new();
+        let mut dropped = 0;
+        for key in keys {
+            let Some(value) = self.store.get(Cf::Quarantine, key)? else { continue };
+            let size = Envelope::decode(0, &value).map_or(0, |envelope| envelope.size());
+            batch.push(WriteOp::Delete { cf: Cf::Quarantine, key: key.clone() });
+            batch.add_counter(counter_key(None, PEN_BYTES), -(size as i64));
+            dropped += 1;
+        }
+        self.write_pen(&batch)?;
+        Ok(dropped)
+    }
+}
+
+impl super::Core {
+    /// Write a batch of pen changes, synced, and count the change.
+    fn write_pen(&self, batch: &Batch) -> Result<(), QueueError> {
+        self.store.write(batch, Durability::Synced)?;
+        self.pen_changes.fetch_add(1, Ordering::AcqRel);
+        Ok(())
     }
 }

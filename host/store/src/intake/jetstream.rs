@@ -26,7 +26,7 @@ use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use async_nats::jetstream::{self, stream::Stream};
 use tokio::runtime::Handle;
 
-use super::bodies::{BODY_HEADER, Bodies, object_name};
+use super::bodies::{BODY_HEADER, Bodies, BodyError, object_name};
 use super::reader::{Read, SubjectReader};
 use super::{Appended, HookLog, HookRecord, IntakeError, LoggedHook, Sent};
 
@@ -209,20 +209,20 @@ impl Acks {
         appended
     }
 
-    /// The original a duplicate ack names. Unreadable, the hook's answer is
-    /// a failure that may have left something (`sent`): only a second
-    /// append can tell what the log holds.
+    /// The original a duplicate ack names. Not read this time, the hook's
+    /// answer is a failure that may have left something (`sent`): only a
+    /// second append can tell what the log holds. A body the bucket no
+    /// longer holds never will be read: `Unreadable`.
     async fn original(&self, position: u64) -> Appended {
         let original = match self.stream.get_raw_message(position).await {
             Ok(original) => original,
             Err(e) => return Appended::Failed { reason: format!("reading duplicate {position}: {e}"), sent: true },
         };
+        let (store, seq) = logged_by(&original.headers);
+        let logged_seq = seq.filter(|_| store == self.store);
         match self.bodies.payload(&original.headers, &original.payload).await {
-            Ok(payload) => {
-                let (store, seq) = logged_by(&original.headers);
-                let logged_seq = seq.filter(|_| store == self.store);
-                Appended::Duplicate { original: payload, position, logged_seq }
-            }
+            Ok(payload) => Appended::Duplicate { original: payload, position, logged_seq },
+            Err(BodyError::Missing(reason)) => Appended::Unreadable { position, logged_seq, reason },
             Err(e) => Appended::Failed { reason: format!("reading duplicate {position}: {e}"), sent: true },
         }
     }
@@ -240,7 +240,10 @@ impl Acks {
         metrics.fleet_publish_hooks.observe(answers.len() as f64);
         let count = |f: fn(&Appended) -> bool| answers.iter().filter(|a| f(a)).count() as u64;
         stats.hooks.fetch_add(count(|a| !matches!(a, Appended::Failed { .. })), Ordering::Relaxed);
-        stats.duplicates.fetch_add(count(|a| matches!(a, Appended::Duplicate { .. })), Ordering::Relaxed);
+        stats.duplicates.fetch_add(
+            count(|a| matches!(a, Appended::Duplicate { .. } | Appended::Unreadable { .. })),
+            Ordering::Relaxed,
+        );
         let failed = count(|a| matches!(a, Appended::Failed { .. }));
         if let Some(Appended::Failed { reason, .. }) = answers.iter().find(|a| matches!(a, Appended::Failed { .. })) {
             stats.failures.fetch_add(1, Ordering::Relaxed);

@@ -59,6 +59,10 @@ pub enum Appended {
     /// this is the original's payload, and nothing was added.
     /// `logged_seq` is the original's seq when this store logged it.
     Duplicate { original: Vec<u8>, position: u64, logged_seq: Option<u64> },
+    /// The log already had a hook with the same `msg_id`, at `position`,
+    /// but its copy can never be read back (its body is gone from the
+    /// bucket): no answer can name the original. `logged_seq` as above.
+    Unreadable { position: u64, logged_seq: Option<u64>, reason: String },
     /// Not taken. `sent`: it may still be in the log (it left, and no
     /// answer came back), so only a second append under the same
     /// `msg_id` can tell.

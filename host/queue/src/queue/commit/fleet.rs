@@ -137,17 +137,21 @@ impl Round {
 
     /// Take the log's answers into the copies. Hooks the log already had (a
     /// retry that reached another node first) become duplicates, hooks it
-    /// did not take become failures, hooks it took keep their seqs. Returns
-    /// whether the round must be planned again: then each pass has turned
-    /// at least one hook into a duplicate or a refusal, so planning again
-    /// ends.
+    /// did not take become failures, hooks it took keep their seqs; a new
+    /// hook whose original cannot be read back is taken anew (see
+    /// [`retried_id`]). Returns whether the round must be planned again:
+    /// then each pass has turned at least one hook into a duplicate or a
+    /// refusal, or given it a message id longer than before, so planning
+    /// again ends.
     fn absorb(&mut self, answers: Vec<Appended>) -> bool {
         let group = &mut self.group;
         // Unsettled hooks of this store the log did not vouch for this
         // time: a duplicate of one of them is not acked yet.
         let vouched = |answer: &Appended, seq: u64| match answer {
             Appended::Stored { .. } => true,
-            Appended::Duplicate { logged_seq, .. } => *logged_seq == Some(seq),
+            Appended::Duplicate { logged_seq, .. } | Appended::Unreadable { logged_seq, .. } => {
+                *logged_seq == Some(seq)
+            }
             Appended::Failed { .. } => false,
         };
         let unvouched: HashSet<u64> = group
@@ -160,6 +164,7 @@ impl Round {
             .collect();
         let mut again = false;
         for ((record, &(c, e)), answer) in group.to_log.iter().zip(&group.logged_from).zip(answers) {
+            let kind = self.calls[c].kind;
             let copy = &mut self.copies[c].0[e];
             // Appended again, it must be under the same id.
             copy.msg_id = record.msg_id.clone();
@@ -169,25 +174,30 @@ impl Round {
                     Logged::Under(record.seq)
                 }
                 // This very hook, logged before by a round that failed.
-                Appended::Duplicate { position, logged_seq: Some(seq), .. } if seq == record.seq => {
+                Appended::Duplicate { position, logged_seq: Some(seq), .. }
+                | Appended::Unreadable { position, logged_seq: Some(seq), .. }
+                    if seq == record.seq =>
+                {
                     group.logged_through = group.logged_through.max(position);
                     Logged::Under(record.seq)
                 }
-                Appended::Duplicate { logged_seq: Some(seq), .. } if unvouched.contains(&seq) => {
+                Appended::Duplicate { logged_seq: Some(seq), .. }
+                | Appended::Unreadable { logged_seq: Some(seq), .. }
+                    if unvouched.contains(&seq) =>
+                {
                     again = true;
                     Logged::Failed { seq: record.seq, sent: false }
                 }
-                Appended::Duplicate { original, .. } => {
+                Appended::Duplicate { original, position, .. } => {
                     again = true;
                     match crate::queue::handoff::decode(&original) {
                         Ok(handoff) => Logged::Duplicate(Box::new(handoff.envelope)),
-                        Err(err) => {
-                            tracing::warn!(
-                                "a duplicate's original in the intake log is unreadable ({err}); answering with the retry's own envelope"
-                            );
-                            Logged::Duplicate(Box::new(copy.envelope.clone()))
-                        }
+                        Err(err) => unreadable_original(kind, copy, position, &err.to_string()),
                     }
+                }
+                Appended::Unreadable { position, reason, .. } => {
+                    again = true;
+                    unreadable_original(kind, copy, position, &reason)
                 }
                 Appended::Failed { sent, .. } => {
                     again = true;
@@ -202,6 +212,41 @@ impl Round {
     fn logged(&self) -> Vec<&[Prepared]> {
         self.copies.iter().map(|(entries, _)| entries.as_slice()).collect()
     }
+}
+
+/// What becomes of `copy` when the log's copy of its original (at
+/// `position`) cannot be read back, so no answer can name the hook it
+/// holds. A new hook (`Enqueue`, `Release`) is taken anew under
+/// [`retried_id`]: answering it as a duplicate would ack an id no node
+/// holds, and its bytes may be the only intact copy left. A settle or an
+/// import meeting a copy logged before keeps the old answer: the node that
+/// logged it holds the hook in its store.
+fn unreadable_original(kind: Kind, copy: &mut Prepared, position: u64, reason: &str) -> Logged {
+    match (kind, copy.msg_id.as_deref()) {
+        (Kind::Enqueue | Kind::Release, Some(id)) => {
+            let retried = retried_id(id);
+            tracing::warn!(
+                position,
+                "the original of hook {} in the intake log cannot be read back ({reason}); it is taken as a \
+                 new hook under message id {retried}",
+                copy.envelope.id
+            );
+            copy.msg_id = Some(retried);
+            Logged::Not
+        }
+        _ => {
+            tracing::warn!(position, "a duplicate's original in the intake log cannot be read back ({reason})");
+            Logged::Duplicate(Box::new(copy.envelope.clone()))
+        }
+    }
+}
+
+/// The message id a hook is logged under when the log's copy under `id`
+/// cannot be read back: the same for every retry of that key, so the
+/// first retry taken anew is the original of the ones after it, on any
+/// node.
+pub fn retried_id(id: &str) -> String {
+    format!("{id}.again")
 }
 
 /// What the writer goes on with.
