@@ -12,7 +12,8 @@ use crate::node::Node;
 
 /// Every node's lease and lag, the takeovers on record, and this node's
 /// JetStream publishing. 404 unless `wal.mode` is `fleet`; 503 while NATS
-/// does not answer.
+/// does not answer; `partial` while the bucket cannot be listed (a leader
+/// election): the nodes this one knows.
 #[utoipa::path(get, path = "/v1/fleet", tag = "status",
     responses(
         (status = 200, description = "The fleet", body = FleetStatus),

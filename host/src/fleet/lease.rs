@@ -166,7 +166,7 @@ pub fn taken_key(node: &str) -> String {
 pub struct Watch {
     /// Per peer: the last revision seen, since when it has been watched
     /// unmoved, and when it was last read.
-    seen: HashMap<String, Seen>,
+    pub(super) seen: HashMap<String, Seen>,
     /// Peers with a takeover running from here.
     taking: std::collections::HashSet<String>,
     /// Per lapsed peer: the lease revision at which its pen was found to
@@ -175,7 +175,7 @@ pub struct Watch {
 }
 
 /// One peer's lease as this node watches it.
-struct Seen {
+pub(super) struct Seen {
     revision: u64,
     unmoved_since: Instant,
     read_at: Instant,

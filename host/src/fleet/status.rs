@@ -20,6 +20,11 @@ pub struct FleetStatus {
     pub connected: bool,
     pub lease_ttl_ms: u64,
     pub nodes: Vec<NodeStatus>,
+    /// The bucket could not be listed or read whole (a leader election,
+    /// say): `nodes` may be only this node and the peers it watches, and a
+    /// lease or record not read is missing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub partial: bool,
     /// Takeovers this node ran since it started.
     pub takeovers_run: Vec<Taken>,
     pub publish: PublishFigures,
@@ -50,23 +55,34 @@ pub struct PublishFigures {
 
 impl Fleet {
     pub async fn status(&self) -> Result<FleetStatus, FleetError> {
-        let mut keys =
-            self.connection.bucket.keys().await.map_err(|e| FleetError::Nats(format!("listing leases: {e}")))?;
-        let mut nodes: Vec<String> = Vec::new();
-        while let Some(key) = keys.next().await {
-            let key = key.map_err(|e| FleetError::Nats(e.to_string()))?;
-            if let Some(node) = key.strip_prefix("lease.").or_else(|| key.strip_prefix("taken."))
-                && !nodes.iter().any(|n| n == node)
-            {
-                nodes.push(node.to_string());
+        // Listing needs the bucket's leader; reading a key does not, so a
+        // leader election leaves the view of the nodes this one knows.
+        let listed = tokio::time::timeout(self.turn(), self.listed_nodes()).await;
+        let (mut nodes, mut partial) = match listed {
+            Ok(Ok(nodes)) => (nodes, false),
+            failed => {
+                tracing::debug!("listing the fleet's bucket: {failed:?}");
+                let watch = self.watch.lock().unwrap_or_else(|e| e.into_inner());
+                let mut known: Vec<String> = watch.seen.keys().cloned().collect();
+                known.push(self.node().to_string());
+                (known, true)
             }
-        }
+        };
         nodes.sort();
+        nodes.dedup();
         let ttl_ms = self.settings.lease_ttl.as_millis() as u64;
         let mut out = Vec::with_capacity(nodes.len());
         for node in nodes {
-            let lease = self.read_any::<Lease>(&lease_key(&node)).await?.map(|(lease, _)| lease);
-            let taken = self.read_any::<Taken>(&taken_key(&node)).await?.map(|(taken, _)| taken);
+            let (lease, taken) = match (
+                self.read_any::<Lease>(&lease_key(&node)).await,
+                self.read_any::<Taken>(&taken_key(&node)).await,
+            ) {
+                (Ok(lease), Ok(taken)) => (lease.map(|(lease, _)| lease), taken.map(|(taken, _)| taken)),
+                (lease, taken) => {
+                    partial = true;
+                    (lease.ok().flatten().map(|(lease, _)| lease), taken.ok().flatten().map(|(taken, _)| taken))
+                }
+            };
             let age = lease.as_ref().map(|l| now_ms().saturating_sub(l.at_ms));
             let released = lease.as_ref().is_some_and(|l| l.released);
             let alive = age.is_some_and(|a| a < ttl_ms) && !released;
@@ -83,6 +99,7 @@ impl Fleet {
             connected: self.connection.client.connection_state() == async_nats::connection::State::Connected,
             lease_ttl_ms: ttl_ms,
             nodes: out,
+            partial,
             takeovers_run: self.ran.lock().unwrap_or_else(|e| e.into_inner()).clone(),
             publish: PublishFigures {
                 rounds,
@@ -94,5 +111,19 @@ impl Fleet {
                 last_round_us: p.last_micros.load(Ordering::Relaxed),
             },
         })
+    }
+
+    /// Every node with a lease or a takeover record in the bucket.
+    async fn listed_nodes(&self) -> Result<Vec<String>, FleetError> {
+        let mut keys =
+            self.connection.bucket.keys().await.map_err(|e| FleetError::Nats(format!("listing leases: {e}")))?;
+        let mut nodes: Vec<String> = Vec::new();
+        while let Some(key) = keys.next().await {
+            let key = key.map_err(|e| FleetError::Nats(e.to_string()))?;
+            if let Some(node) = key.strip_prefix("lease.").or_else(|| key.strip_prefix("taken.")) {
+                nodes.push(node.to_string());
+            }
+        }
+        Ok(nodes)
     }
 }
