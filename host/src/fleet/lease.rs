@@ -312,7 +312,7 @@ impl Fleet {
             started_ms: self.started_ms,
             pending,
             dead,
-            quarantined_bytes: handover.and_then(|h| h.held_bytes().ok()).unwrap_or(0),
+            quarantined_bytes: handover.and_then(|h| h.pen_bytes().ok()).unwrap_or(0),
             store: self.store_hex(),
             claimed_by: None,
             released: false,

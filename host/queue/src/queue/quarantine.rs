@@ -138,11 +138,6 @@ impl Pen {
             WriteOp::AddCounter { key: counter_key(None, PEN_BYTES), delta: -(entry.envelope.size() as i64) },
         ]
     }
-
-    /// Bytes the pen holds.
-    pub fn pen_bytes(&self) -> Result<u64, QueueError> {
-        Ok(self.count(None, PEN_BYTES)?.max(0) as u64)
-    }
 }
 
 /// Whether `key` names a held hook (a listing's cursor).
@@ -183,11 +178,6 @@ impl Handover {
         }
     }
 
-    /// Bytes the pen holds (see [`Pen::pen_bytes`]).
-    pub fn held_bytes(&self) -> Result<u64, QueueError> {
-        Ok(self.count(None, PEN_BYTES)?.max(0) as u64)
-    }
-
     /// How many times the pen was written since the store opened: a count
     /// unchanged since a look at the pen means nothing changed.
     pub fn pen_changes(&self) -> u64 {
@@ -221,6 +211,9 @@ impl Handover {
 
     /// Drop the hooks held under `keys` (a peer took them); how many went.
     pub fn drop_held(&self, keys: &[Vec<u8>]) -> Result<u64, QueueError> {
+        if keys.is_empty() {
+            return Ok(0);
+        }
         let _serial = self.pen.lock().unwrap_or_else(|e| e.into_inner());
         let mut batch = Batch::new();
         let mut dropped = 0;
@@ -237,6 +230,11 @@ impl Handover {
 }
 
 impl super::Core {
+    /// Bytes the pen holds (any handle: the pen's own, and the fleet's).
+    pub fn pen_bytes(&self) -> Result<u64, QueueError> {
+        Ok(self.count(None, PEN_BYTES)?.max(0) as u64)
+    }
+
     /// Write a batch of pen changes, synced, and count the change.
     fn write_pen(&self, batch: &Batch) -> Result<(), QueueError> {
         self.store.write(batch, Durability::Synced)?;
