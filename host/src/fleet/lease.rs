@@ -255,7 +255,7 @@ impl Fleet {
                 // This store's own lease, left by the run before: no other
                 // process can hold this store, so it is taken up at once.
                 if self.write_lease(Some(revision)).await? {
-                    tracing::info!(node = self.node(), "took up this node's lease again: no takeover");
+                    tracing::info!(node = self.node(), revision, "took up this node's lease again: no takeover");
                     return Ok(AtBoot::Held);
                 }
                 continue;
@@ -405,7 +405,10 @@ impl Fleet {
         let value = serde_json::to_vec(&lease).map_err(|e| FleetError::Nats(e.to_string()))?;
         let write = self.connection.bucket.update(lease_key(node), value.into(), now);
         match tokio::time::timeout(self.turn(), write).await {
-            Ok(Ok(_)) => Ok(true),
+            Ok(Ok(claimed)) => {
+                tracing::info!(node, judged = revision, claimed, "claimed the lease of a lapsed node");
+                Ok(true)
+            }
             Ok(Err(e)) if e.kind() == async_nats::jetstream::kv::UpdateErrorKind::WrongLastRevision => Ok(false),
             // Not answered (a leader election): the claim is tried again
             // (a claim that went through is this node's at the next try).

@@ -33,7 +33,10 @@ pub struct FleetSettings {
     #[serde(rename = "publish_timeout_ms", with = "crate::settings::millis")]
     #[schema(value_type = u64)]
     pub publish_timeout: Duration,
-    /// How long a boot waits for NATS to answer.
+    /// How long a boot waits for NATS to answer. A cluster that answers but
+    /// does not yet make the fleet's stream and buckets in time (its
+    /// leaders still being elected, as when servers and nodes start
+    /// together) is asked again for six times this before the boot gives up.
     #[serde(rename = "connect_timeout_ms", with = "crate::settings::millis")]
     #[schema(value_type = u64)]
     pub connect_timeout: Duration,

@@ -1,8 +1,14 @@
 //! Connecting to NATS, and the stream and bucket a fleet shares: made if
 //! absent, checked if present. A stream with other settings is refused,
 //! never changed: every node of the fleet must agree on it.
+//!
+//! A cluster that gives no answer in time (its meta leader being elected,
+//! a replicated stream's group electing its own, a loaded machine) is
+//! asked again for six connect timeouts before the start gives up: nodes
+//! and servers started together must not race each other.
 
-use std::time::Duration;
+use std::future::Future;
+use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, kv, object_store, stream};
 
@@ -58,23 +64,96 @@ pub async fn connect(settings: &FleetSettings) -> Result<Connected, FleetError> 
         .map_err(|e| unreachable(e.to_string()))?;
     let mut context = jetstream::new(client.clone());
     context.set_timeout(settings.publish_timeout);
-    let stream = ensure_stream(&context, settings).await?;
-    let bucket = ensure_bucket(&context, settings).await?;
+    let patience = settings.connect_timeout * 6;
+    let stream = patiently(patience, || ensure_stream(&context, settings)).await?;
+    let bucket = patiently(patience, || make_bucket(&context, settings)).await?;
     // Hooks too large for one message, kept as long as the stream keeps
     // hooks; the pens' copies, kept until removed (a pen never ages out).
     let subjects = settings.subjects();
-    let bodies = ensure_object_store(
-        &context,
-        settings,
-        subjects.bodies(),
-        "hooks over the servers' message limit",
-        settings.retention,
-    )
+    let bodies = patiently(patience, || {
+        ensure_object_store(
+            &context,
+            settings,
+            subjects.bodies(),
+            "hooks over the servers' message limit",
+            settings.retention,
+        )
+    })
     .await?;
     let bodies = Bodies::new(bodies, client.server_info().max_payload, settings.publish_timeout);
-    let pen = ensure_object_store(&context, settings, subjects.pen(), "the quarantine pens' copies", Duration::ZERO);
-    let pen = PenBucket::new(pen.await?, settings.publish_timeout);
+    let pen = patiently(patience, || {
+        ensure_object_store(&context, settings, subjects.pen(), "the quarantine pens' copies", Duration::ZERO)
+    })
+    .await?;
+    let pen = PenBucket::new(pen, settings.publish_timeout);
     Ok(Connected { client, context, stream, bucket, bodies, pen })
+}
+
+/// A setup step that failed; `busy` if for want of an answer in time.
+struct Failed {
+    error: FleetError,
+    busy: bool,
+}
+
+impl Failed {
+    /// `error`, caused by the client's `cause`.
+    fn by(cause: &(dyn std::error::Error + 'static), error: FleetError) -> Failed {
+        Failed { busy: no_answer(cause), error }
+    }
+}
+
+/// Whether the client's error, or one it was caused by, is a request the
+/// cluster did not answer in time, or answered that it has no quorum yet.
+fn no_answer(error: &(dyn std::error::Error + 'static)) -> bool {
+    use async_nats::jetstream::ErrorCode;
+    use async_nats::jetstream::context::{
+        CreateStreamError, CreateStreamErrorKind, GetStreamError, GetStreamErrorKind, RequestError, RequestErrorKind,
+    };
+    let mut next = Some(error);
+    while let Some(error) = next {
+        let busy = if let Some(e) = error.downcast_ref::<CreateStreamError>() {
+            match e.kind() {
+                CreateStreamErrorKind::TimedOut | CreateStreamErrorKind::JetStreamUnavailable => true,
+                CreateStreamErrorKind::JetStream(e) => e.error_code() == ErrorCode::CLUSTER_NOT_AVAILABLE,
+                _ => false,
+            }
+        } else if let Some(e) = error.downcast_ref::<GetStreamError>() {
+            match e.kind() {
+                GetStreamErrorKind::Request => true,
+                GetStreamErrorKind::JetStream(e) => e.error_code() == ErrorCode::CLUSTER_NOT_AVAILABLE,
+                _ => false,
+            }
+        } else if let Some(e) = error.downcast_ref::<RequestError>() {
+            matches!(e.kind(), RequestErrorKind::TimedOut | RequestErrorKind::NoResponders)
+        } else {
+            false
+        };
+        if busy {
+            return true;
+        }
+        next = error.source();
+    }
+    false
+}
+
+/// Run `step` again while it fails for want of an answer, until `patience`
+/// has passed; any other failure ends the start at once.
+async fn patiently<T, Step, Done>(patience: Duration, mut step: Step) -> Result<T, FleetError>
+where
+    Step: FnMut() -> Done,
+    Done: Future<Output = Result<T, Failed>>,
+{
+    let deadline = Instant::now() + patience;
+    loop {
+        match step().await {
+            Ok(done) => return Ok(done),
+            Err(Failed { error, busy: true }) if Instant::now() < deadline => {
+                tracing::warn!("the JetStream cluster did not answer in time; asking again: {error}");
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            Err(failed) => return Err(failed.error),
+        }
+    }
 }
 
 /// The stream's settings as this node needs them.
@@ -90,23 +169,26 @@ fn wanted_stream(settings: &FleetSettings) -> stream::Config {
     }
 }
 
-async fn ensure_stream(context: &jetstream::Context, settings: &FleetSettings) -> Result<stream::Stream, FleetError> {
+async fn ensure_stream(context: &jetstream::Context, settings: &FleetSettings) -> Result<stream::Stream, Failed> {
     let wanted = wanted_stream(settings);
     match context.get_stream(&settings.stream).await {
         Ok(mut existing) => {
-            let info = existing.info().await.map_err(|e| FleetError::Nats(e.to_string()))?;
+            let info = existing.info().await.map_err(|e| Failed::by(&e, FleetError::Nats(e.to_string())))?;
             let differences = differences(&wanted, &info.config);
             if !differences.is_empty() {
-                return Err(FleetError::StreamMismatch { stream: settings.stream.clone(), differences });
+                let error = FleetError::StreamMismatch { stream: settings.stream.clone(), differences };
+                return Err(Failed { error, busy: false });
             }
             Ok(existing)
         }
-        Err(e) if is_not_found(&e) => context.create_stream(wanted).await.map_err(|e| FleetError::CreateStream {
-            stream: settings.stream.clone(),
-            replicas: settings.replicas,
-            reason: e.to_string(),
+        Err(e) if is_not_found(&e) => context.create_stream(wanted).await.map_err(|e| {
+            let reason = e.to_string();
+            Failed::by(
+                &e,
+                FleetError::CreateStream { stream: settings.stream.clone(), replicas: settings.replicas, reason },
+            )
         }),
-        Err(e) => Err(FleetError::Nats(format!("reading stream {}: {e}", settings.stream))),
+        Err(e) => Err(Failed::by(&e, FleetError::Nats(format!("reading stream {}: {e}", settings.stream)))),
     }
 }
 
@@ -164,6 +246,10 @@ pub async fn bucket_identity(
 }
 
 pub async fn ensure_bucket(context: &jetstream::Context, settings: &FleetSettings) -> Result<kv::Store, FleetError> {
+    make_bucket(context, settings).await.map_err(|failed| failed.error)
+}
+
+async fn make_bucket(context: &jetstream::Context, settings: &FleetSettings) -> Result<kv::Store, Failed> {
     let name = settings.subjects().bucket();
     if let Ok(bucket) = context.get_key_value(&name).await {
         return Ok(bucket);
@@ -186,12 +272,12 @@ pub async fn ensure_bucket(context: &jetstream::Context, settings: &FleetSetting
             ..Default::default()
         })
         .await
-        .map_err(|e| FleetError::CreateStream {
-            stream: format!("KV_{name}"),
-            replicas: settings.replicas,
-            reason: e.to_string(),
+        .map_err(|e| {
+            let (stream, replicas, reason) = (format!("KV_{name}"), settings.replicas, e.to_string());
+            Failed::by(&e, FleetError::CreateStream { stream, replicas, reason })
         })?;
-    context.get_key_value(&name).await.map_err(|e| FleetError::Nats(format!("opening bucket {name}: {e}")))
+    let opened = context.get_key_value(&name).await;
+    opened.map_err(|e| Failed::by(&e, FleetError::Nats(format!("opening bucket {name}: {e}"))))
 }
 
 /// An object store bucket of the fleet, with the stream's replicas: made
@@ -202,7 +288,7 @@ async fn ensure_object_store(
     name: String,
     description: &str,
     max_age: Duration,
-) -> Result<object_store::ObjectStore, FleetError> {
+) -> Result<object_store::ObjectStore, Failed> {
     if let Ok(bucket) = context.get_object_store(&name).await {
         return Ok(bucket);
     }
@@ -216,10 +302,9 @@ async fn ensure_object_store(
             ..Default::default()
         })
         .await
-        .map_err(|e| FleetError::CreateStream {
-            stream: format!("OBJ_{name}"),
-            replicas: settings.replicas,
-            reason: e.to_string(),
+        .map_err(|e| {
+            let (stream, replicas, reason) = (format!("OBJ_{name}"), settings.replicas, e.to_string());
+            Failed::by(&e, FleetError::CreateStream { stream, replicas, reason })
         })
 }
 
@@ -247,5 +332,24 @@ mod tests {
         assert_eq!(delay(4), Duration::from_millis(8));
         assert_eq!(delay(30), Duration::from_millis(250));
         assert_eq!(delay(usize::MAX), Duration::from_millis(250));
+    }
+
+    #[test]
+    fn a_request_the_cluster_did_not_answer_is_asked_again_and_a_refusal_is_not() {
+        use async_nats::jetstream::context::{
+            CreateKeyValueErrorKind, CreateObjectStoreError, CreateStreamError, CreateStreamErrorKind, GetStreamError,
+            GetStreamErrorKind, RequestError, RequestErrorKind,
+        };
+        let timed_out = CreateStreamError::new(CreateStreamErrorKind::TimedOut);
+        assert!(super::no_answer(&timed_out));
+        let nested = CreateObjectStoreError::with_source(CreateKeyValueErrorKind::BucketCreate, timed_out);
+        assert!(super::no_answer(&nested), "the cause of an object store's creation is looked at");
+        let unanswered =
+            GetStreamError::with_source(GetStreamErrorKind::Request, RequestError::new(RequestErrorKind::NoResponders));
+        assert!(super::no_answer(&unanswered));
+        // Too many replicas for the cluster: the server's answer, final.
+        let refused = CreateStreamError::new(CreateStreamErrorKind::Response);
+        assert!(!super::no_answer(&refused));
+        assert!(!super::no_answer(&RequestError::new(RequestErrorKind::InvalidSubject)));
     }
 }

@@ -267,12 +267,14 @@ impl Fleet {
         let mut claim = finished(claim, moved);
         let quarantined = self.carry_pen(handover, node).await?;
         claim.quarantined += quarantined;
-        self.update_record(&claim, revision)
+        let recorded = self
+            .update_record(&claim, revision)
             .await?
             .ok_or_else(|| FleetError::Nats(format!("recording the takeover of {node}: the record moved")))?;
         crate::metrics::metrics().fleet_takeovers.inc();
         tracing::warn!(
             node,
+            revision = recorded,
             imported = claim.imported,
             delivered_before = claim.delivered,
             dead_letters = claim.dead_letters,
@@ -425,6 +427,7 @@ impl Fleet {
         let mut taken_back = !fresh_store;
         for _ in 0..1200 {
             let record = self.read::<Taken>(&key).await?;
+            let seen = record.as_ref().map(|(taken, revision)| (taken.by.clone(), taken.state, *revision));
             match record {
                 Some((taken, revision)) if taken.state == TakenState::Running && taken.by != self.node() => {
                     if self.peer_alive(&taken.by).await? {
@@ -476,6 +479,8 @@ impl Fleet {
                 _ => {}
             }
             if taken_back {
+                let reconciled = self.reconciled.load(std::sync::atomic::Ordering::Acquire);
+                tracing::info!(record = ?seen, reconciled, "settled with the takeover record of this node");
                 return Ok(());
             }
             // Everything logged since the last takeover is this node's again.
