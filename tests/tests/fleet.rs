@@ -933,6 +933,29 @@ fn run_to_end(config: &Path, data: &Path) -> (Option<i32>, String) {
     (status.code(), text)
 }
 
+/// Servers and nodes started together: a node whose cluster answers but
+/// has no quorum yet to make the fleet's stream waits for it, rather than
+/// exit at its first unanswered request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_started_before_its_cluster_has_a_quorum_waits_for_it() {
+    let mut cluster = Cluster::start(3).await;
+    let receiver = Receiver::start(Reply::status(200)).await;
+    let fleet = Fleet::new();
+    cluster.kill_server(1);
+    cluster.kill_server(2);
+    let urls = cluster.yaml_urls();
+    let back = async {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        cluster.start_server(1);
+        cluster.start_server(2);
+    };
+    let (node, ()) = tokio::join!(fleet.start_via(&urls, "a", &receiver), back);
+    assert!(node.log().contains("did not answer in time; asking again"), "{}", node.log());
+    let (acked, statuses) = load(node.ingest, "quorum", 20, 4).await;
+    assert_eq!(acked.len(), 20, "statuses: {statuses:?}");
+    all_delivered("hooks acked once the quorum formed", &acked, &receiver, Duration::from_secs(30)).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn bad_fleet_config_is_refused_with_a_clear_message() {
     let cluster = Cluster::start(3).await;
