@@ -205,6 +205,11 @@ impl Node {
             // Settled with the takeover: the lease is this node's again.
             fleet.take_back_lease().await?;
             tracing::warn!(by, "this node's lease was claimed by a peer while it was away; taken back after settling");
+            // The peer, still holding its claim until now, may have begun
+            // another takeover since the record was read: every takeover
+            // that found the claim standing wrote its record first, so it
+            // is read, and settled with, once more.
+            fleet.rejoin(&handover, store.as_ref(), fresh).await?;
         }
         let (dropped, held) = fleet.settle_pen(&handover, fresh).await?;
         if dropped + held > 0 {
