@@ -100,6 +100,12 @@ impl Failed {
     fn by(cause: &(dyn std::error::Error + 'static), error: FleetError) -> Failed {
         Failed { busy: no_answer(cause), error }
     }
+
+    /// The stream `stream` (a bucket's, or the hooks') was not made.
+    fn not_created(cause: &(dyn std::error::Error + 'static), stream: String, settings: &FleetSettings) -> Failed {
+        let reason = cause.to_string();
+        Failed::by(cause, FleetError::CreateStream { stream, replicas: settings.replicas, reason })
+    }
 }
 
 /// Whether the client's error, or one it was caused by, is a request the
@@ -181,13 +187,9 @@ async fn ensure_stream(context: &jetstream::Context, settings: &FleetSettings) -
             }
             Ok(existing)
         }
-        Err(e) if is_not_found(&e) => context.create_stream(wanted).await.map_err(|e| {
-            let reason = e.to_string();
-            Failed::by(
-                &e,
-                FleetError::CreateStream { stream: settings.stream.clone(), replicas: settings.replicas, reason },
-            )
-        }),
+        Err(e) if is_not_found(&e) => {
+            context.create_stream(wanted).await.map_err(|e| Failed::not_created(&e, settings.stream.clone(), settings))
+        }
         Err(e) => Err(Failed::by(&e, FleetError::Nats(format!("reading stream {}: {e}", settings.stream)))),
     }
 }
@@ -272,10 +274,7 @@ async fn make_bucket(context: &jetstream::Context, settings: &FleetSettings) -> 
             ..Default::default()
         })
         .await
-        .map_err(|e| {
-            let (stream, replicas, reason) = (format!("KV_{name}"), settings.replicas, e.to_string());
-            Failed::by(&e, FleetError::CreateStream { stream, replicas, reason })
-        })?;
+        .map_err(|e| Failed::not_created(&e, format!("KV_{name}"), settings))?;
     let opened = context.get_key_value(&name).await;
     opened.map_err(|e| Failed::by(&e, FleetError::Nats(format!("opening bucket {name}: {e}"))))
 }
@@ -302,10 +301,7 @@ async fn ensure_object_store(
             ..Default::default()
         })
         .await
-        .map_err(|e| {
-            let (stream, replicas, reason) = (format!("OBJ_{name}"), settings.replicas, e.to_string());
-            Failed::by(&e, FleetError::CreateStream { stream, replicas, reason })
-        })
+        .map_err(|e| Failed::not_created(&e, format!("OBJ_{name}"), settings))
 }
 
 /// The wait before reconnect attempt `attempts`: doubling from 1 ms, at
