@@ -32,6 +32,12 @@ pub fn cpu() -> std::time::Duration {
     std::time::Duration::from_millis(cpu_ticks("/proc/self/stat") * 10)
 }
 
+/// User + system CPU of process `pid` so far (every thread), at the
+/// kernel's 10 ms tick.
+pub fn cpu_of_process(pid: u32) -> std::time::Duration {
+    std::time::Duration::from_millis(cpu_ticks(format!("/proc/{pid}/stat")) * 10)
+}
+
 /// User + system clock ticks of the `stat` file at `path` (0 if unreadable).
 fn cpu_ticks(path: impl AsRef<std::path::Path>) -> u64 {
     let stat = std::fs::read_to_string(path).unwrap_or_default();

@@ -54,6 +54,7 @@ struct Totals {
     dead_lost: usize,
     duplicates: usize,
     lapses: usize,
+    stalls: usize,
     worst_lapse: usize,
     unexplained: usize,
     out_of_order: usize,
@@ -72,6 +73,7 @@ impl Totals {
         self.dead_lost += v.dead_lost.len();
         self.duplicates += v.duplicates;
         self.lapses += v.lapses;
+        self.stalls += v.stalls;
         self.worst_lapse = self.worst_lapse.max(v.worst_lapse);
         self.unexplained += v.unexplained.len();
         self.out_of_order += v.out_of_order.len();
@@ -96,6 +98,7 @@ impl Totals {
         report(&name("out_of_order"), self.out_of_order as f64, "runs");
         report(&name("duplicates"), self.duplicates as f64, "deliveries");
         report(&name("lapses"), self.lapses as f64, "lapses");
+        report(&name("stalls_logged"), self.stalls as f64, "lapses");
         report(&name("worst_lapse"), self.worst_lapse as f64, "deliveries");
         report(&name("lapse_bound"), per_lapse() as f64, "deliveries");
         report(&name("unexplained_duplicates"), self.unexplained as f64, "deliveries");

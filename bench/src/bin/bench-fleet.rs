@@ -1,8 +1,12 @@
 //! The fleet (`wal.mode: fleet`) on this machine, everything on loopback:
 //! - ingest: 64 keep-alive connections for 8 s against one node in `disk`
 //!   mode (the baseline), then split over two fleet nodes on a 3-server
-//!   JetStream cluster (R3); acks/s, p50/p99, and the hooks per JetStream
-//!   publish round the nodes report;
+//!   JetStream cluster (R3); acks/s, p50/p99, the hooks per JetStream
+//!   publish round the nodes report, and the nodes' CPU per hook from the
+//!   first post until every acked hook is delivered (ingest, log, dispatch
+//!   and delivery; the NATS servers' CPU is not in it), and per ack over
+//!   the load's seconds alone (a `disk` node defers deliveries then, so
+//!   that ratio overstates what a fleet hook costs);
 //! - JetStream alone, the floor under fleet ingest: the same 3 servers
 //!   taking 1 KiB messages with message ids from 64 publishers (on two
 //!   connections, as two nodes), each awaiting its ack before the next;
@@ -11,7 +15,9 @@
 //!   the first of those hooks, and until it has delivered them all; then
 //!   the same with a NATS server killed at the same moment.
 //!
-//! `cargo build --release --workspace --bins && cargo run --release -p ankusa-bench --bin bench-fleet`
+//! `cargo build --release --workspace --bins && cargo run --release -p ankusa-bench --bin bench-fleet [packaged|current]`
+//! (the NATS servers: Debian's, the default, or a current release;
+//! `ANKUSA_BENCH_LOGS=DIR` keeps each takeover's taker's log there).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -19,9 +25,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use ankusa_bench::load::{LoadConfig, run};
-use ankusa_bench::{Receiver, ratio, report, start_node};
+use ankusa_bench::{Receiver, cpu_of_process, ratio, report, start_node};
 
-use ankusa_tests::nats_cluster::Cluster;
+use ankusa_tests::nats_cluster::{Cluster, NatsServer};
 
 const CONNECTIONS: usize = 64;
 const SECONDS: u64 = 8;
@@ -67,6 +73,30 @@ fn load_config(addr: SocketAddr, connections: usize) -> LoadConfig {
         duration: Duration::from_secs(SECONDS),
         body_bytes: 1024,
     }
+}
+
+/// The CPU `pids` used since `cpu_before`, per ack of `load`, in µs.
+fn cpu_per_ack(pids: &[u32], cpu_before: Duration, load: &ankusa_bench::load::LoadReport) -> f64 {
+    let used = pids.iter().map(|pid| cpu_of_process(*pid)).sum::<Duration>().saturating_sub(cpu_before);
+    used.as_secs_f64() * 1e6 / load.acks.len().max(1) as f64
+}
+
+/// The CPU `pids` used from `cpu_before` until the receiver has every one
+/// of `acked` hooks posted since it had `received_before`: per hook, in µs.
+async fn cpu_per_hook(
+    pids: &[u32],
+    cpu_before: Duration,
+    receiver: &Receiver,
+    received_before: u64,
+    acked: usize,
+) -> anyhow::Result<f64> {
+    let started = Instant::now();
+    while (receiver.received.load(Ordering::Relaxed) - received_before) < acked as u64 {
+        anyhow::ensure!(started.elapsed() < Duration::from_secs(300), "acked hooks were not delivered within 300 s");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let used = pids.iter().map(|pid| cpu_of_process(*pid)).sum::<Duration>().saturating_sub(cpu_before);
+    Ok(used.as_secs_f64() * 1e6 / acked.max(1) as f64)
 }
 
 /// Post `count` hooks to `addr` from 32 connections; how many were acked.
@@ -152,6 +182,12 @@ async fn takeover(
     }
     let duplicates = receiver.received.load(Ordering::Relaxed) as usize - before - BACKLOG;
     report(&format!("{name}.extra_deliveries"), duplicates as f64, "deliveries");
+    // The taker's log, to break a slow takeover down.
+    if let Some(logs) = std::env::var_os("ANKUSA_BENCH_LOGS") {
+        let path = std::path::Path::new(&logs).join(format!("{name}.taker.log"));
+        std::fs::write(&path, d.log())?;
+        println!("# the taker's log: {}", path.display());
+    }
     d.kill();
     if let Some(server) = kill_server {
         cluster.start_server(server);
@@ -207,6 +243,12 @@ async fn jetstream_alone(cluster: &Cluster) -> anyhow::Result<f64> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    let server = match std::env::args().nth(1).as_deref() {
+        None | Some("packaged") => NatsServer::Packaged,
+        Some("current") => NatsServer::Current,
+        Some(other) => anyhow::bail!("servers: packaged or current, not {other}"),
+    };
+    println!("# nats-server {}", server.version());
     let bin = ankusa_bench::ankusa_bin(None)?;
     let receiver = Receiver::start()?;
     let dir = tempfile::tempdir()?;
@@ -214,19 +256,37 @@ async fn main() -> anyhow::Result<()> {
     // Baseline: one node, disk mode, the same load.
     let disk =
         start_node(&bin, dir.path(), "disk", &yaml(&receiver, "wal: {mode: disk}", "ingest, dispatch, admin")).await;
+    let (received, cpu) = (receiver.received.load(Ordering::Relaxed), cpu_of_process(disk.pid()));
     let baseline = run(load_config(disk.ingest, CONNECTIONS)).await?;
     baseline.print("fleet.baseline_disk");
+    let delivered = (receiver.received.load(Ordering::Relaxed) - received) as f64;
+    ratio("fleet.baseline_disk.delivered_during_load_vs_acked", delivered, baseline.acks.len() as f64);
+    let disk_window = cpu_per_ack(&[disk.pid()], cpu, &baseline);
+    report("fleet.baseline_disk.cpu_per_ack_during_load", disk_window, "µs");
+    let disk_cpu = cpu_per_hook(&[disk.pid()], cpu, &receiver, received, baseline.acks.len()).await?;
+    report("fleet.baseline_disk.cpu_per_hook", disk_cpu, "µs");
     disk.kill();
 
-    let mut cluster = Cluster::start(3).await;
+    let mut cluster = Cluster::start_on(3, server).await;
     let roles = "ingest, dispatch, admin";
     let a = start_node(&bin, dir.path(), "a", &yaml(&receiver, &fleet_wal(&cluster, "INGEST", "a"), roles)).await;
     let b = start_node(&bin, dir.path(), "b", &yaml(&receiver, &fleet_wal(&cluster, "INGEST", "b"), roles)).await;
+    let pids = [a.pid(), b.pid()];
+    let received = receiver.received.load(Ordering::Relaxed);
+    let cpu = pids.iter().map(|pid| cpu_of_process(*pid)).sum::<Duration>();
     let (on_a, on_b) =
         tokio::join!(run(load_config(a.ingest, CONNECTIONS / 2)), run(load_config(b.ingest, CONNECTIONS / 2)));
     let fleet = on_a?.merge(on_b?);
     fleet.print("fleet.ingest");
     ratio("fleet.ingest_vs_disk", fleet.acks_per_sec(), baseline.acks_per_sec());
+    let delivered = (receiver.received.load(Ordering::Relaxed) - received) as f64;
+    ratio("fleet.ingest.delivered_during_load_vs_acked", delivered, fleet.acks.len() as f64);
+    let fleet_window = cpu_per_ack(&pids, cpu, &fleet);
+    report("fleet.ingest.cpu_per_ack_during_load", fleet_window, "µs");
+    ratio("fleet.cpu_per_ack_during_load_vs_disk", fleet_window, disk_window);
+    let fleet_cpu = cpu_per_hook(&pids, cpu, &receiver, received, fleet.acks.len()).await?;
+    report("fleet.ingest.cpu_per_hook", fleet_cpu, "µs");
+    ratio("fleet.cpu_per_hook_vs_disk", fleet_cpu, disk_cpu);
     let mut rounds = 0.0;
     let mut hooks = 0.0;
     let mut round_us = 0.0;

@@ -139,27 +139,28 @@ pub(super) async fn deliver(
             }
         }
     };
+    // Why attempts were withdrawn, should the outcomes not match the rows.
+    const UNANSWERED: &str = "after the sink answered for fewer rows than it was given";
     // A fleet node delivers only while its lease is proven: rows claimed
     // before it lapsed are not started, and an attempt in flight is
     // dropped (its instance with it) the moment it lapses, before a peer
     // can take these hooks over.
-    let outcomes = if !deliveries.leased() {
-        call.await
+    let (outcomes, withdrawn) = if !deliveries.leased() {
+        (call.await, UNANSWERED)
     } else if !deliveries.claims_open() {
-        Vec::new()
+        (Vec::new(), "before they started: claims closed (the lease unproven, or outcomes unpublished too long)")
     } else {
         tokio::select! {
             biased;
-            () = deliveries.lease_lapsed() => Vec::new(),
-            outcomes = call => outcomes,
+            () = deliveries.lease_lapsed() => (Vec::new(), "in flight: the lease's proof ended"),
+            outcomes = call => (outcomes, UNANSWERED),
         }
     };
     if outcomes.len() != rows.len() {
         tracing::warn!(
             rows = rows.len(),
             sink = %sink_name,
-            "claims closed (the lease lapsed, or outcomes went unpublished too long): attempts withdrawn, \
-             their rows due again once claims open"
+            "attempts withdrawn {withdrawn}; their rows are due again once claims open"
         );
         for row in &rows {
             rows_done.push(put_back(row, Verdict::Withdrawn, &report));

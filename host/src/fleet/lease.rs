@@ -511,7 +511,19 @@ impl Fleet {
             let mut bucket_checked: Option<Instant> = None;
             let mut paused = false;
             loop {
-                tick.tick().await;
+                let waiting_from = tokio::time::Instant::now();
+                let due = tick.tick().await;
+                // A tick a whole period past both its time and the end of
+                // the turn before means this process or its host stalled (a
+                // pause, a disk that held a write): attempts in flight past
+                // the lease's proof are withdrawn and delivered again.
+                let late = due.max(waiting_from).elapsed();
+                if late >= period {
+                    tracing::warn!(
+                        late_ms = u64::try_from(late.as_millis()).unwrap_or(u64::MAX),
+                        "the lease loop ran late: this process or its host stalled"
+                    );
+                }
                 let sent = Instant::now();
                 // What follows the renewal ends with the turn, so a slow
                 // read of peers never puts the next renewal off (the lease's

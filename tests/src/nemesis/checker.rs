@@ -95,6 +95,8 @@ pub struct Verdict {
     /// Deliveries of hooks no one acked (answered 503, then settled).
     pub unowed: usize,
     pub fenced: usize,
+    /// Stalls the nodes logged of themselves (each also a lapse).
+    pub stalls: usize,
     pub crashes: Vec<String>,
     pub evidence: Option<PathBuf>,
     pub took: Duration,
@@ -187,12 +189,11 @@ impl Verdict {
                 .map(|(i, _)| i);
             match lapse {
                 Some(i) => charged[i] += extra,
-                None => self.unexplained.push(format!(
-                    "{id}: {} copies, first by {} at {:.2} s",
-                    copies.len(),
-                    first.by,
-                    first.at.as_secs_f64()
-                )),
+                None => {
+                    let each: Vec<String> =
+                        copies.iter().map(|c| format!("{} at {:.2} s", c.by, c.at.as_secs_f64())).collect();
+                    self.unexplained.push(format!("{id}: {} copies: {}", copies.len(), each.join(", ")));
+                }
             }
         }
         for (lapse, count) in lapses.iter().zip(&charged) {
@@ -245,7 +246,8 @@ impl fmt::Display for Verdict {
         write!(
             f,
             "seed {} ({} nodes, nats {}, retention {} s): {} acked, {} lost, {} wrong bytes, {} dead letters ({} lost), \
-             {} duplicates over {} lapses (worst {} of bound {}, {} unexplained, {} over), {} ordered runs ({} out of order), \
+             {} duplicates over {} lapses ({} of them stalls the nodes logged; worst {} of bound {}, {} unexplained, {} over), \
+             {} ordered runs ({} out of order), \
              longest refusal {:.1} s ({} late), {} unacked, {} unowed, {} fenced exits, {} crashes, {} overlapping pairs, \
              {:.1} s; {}",
             self.seed,
@@ -259,6 +261,7 @@ impl fmt::Display for Verdict {
             self.dead_lost.len(),
             self.duplicates,
             self.lapses,
+            self.stalls,
             self.worst_lapse,
             per_lapse(),
             self.unexplained.len(),

@@ -46,7 +46,7 @@ const DRAIN: Duration = Duration::from_secs(120);
 /// Run one schedule on a fresh cluster and fleet; `bin`: the `ankusa`
 /// binary (default: the test build's).
 pub async fn run(schedule: Schedule, bin: Option<PathBuf>) -> Verdict {
-    let t0 = Instant::now();
+    let (t0, t0_wall) = (Instant::now(), std::time::SystemTime::now());
     let cluster = Cluster::start_on(3, schedule.server).await;
     let sink_down = Arc::new(AtomicBool::new(false));
     let down = sink_down.clone();
@@ -70,6 +70,7 @@ pub async fn run(schedule: Schedule, bin: Option<PathBuf>) -> Verdict {
     }
     let world = Arc::new(World {
         t0,
+        t0_wall,
         nodes: schedule.nodes,
         cluster: tokio::sync::Mutex::new(cluster),
         proxies,
@@ -124,6 +125,8 @@ pub async fn run(schedule: Schedule, bin: Option<PathBuf>) -> Verdict {
     supervising.store(false, Ordering::SeqCst);
     let _ = supervisor.await;
     let dead = dead_letters(&world).await;
+    let stalls = world.stalls().await;
+    world.lapses.lock().expect("lapses").extend(stalls.iter().cloned());
 
     let mut verdict = Verdict::judge(
         &schedule,
@@ -135,10 +138,11 @@ pub async fn run(schedule: Schedule, bin: Option<PathBuf>) -> Verdict {
         provider_t0,
     );
     verdict.server = schedule.server.version();
+    verdict.stalls = stalls.len();
     verdict.fenced = world.fenced.lock().expect("fenced").len();
     verdict.crashes = world.crashes.lock().expect("crashes").clone();
     if !verdict.holds() {
-        verdict.evidence = Some(write_evidence(&world, &verdict, &posted).await);
+        verdict.evidence = Some(write_evidence(&world, &verdict, &posted, provider_t0).await);
     }
     world.end().await;
     verdict.took = t0.elapsed();
@@ -196,10 +200,10 @@ async fn dlq_ids(node: &RunningNode) -> Vec<String> {
     }
 }
 
-/// Write a failed schedule's evidence: the verdict's lists, the provider's
-/// answers, every node process's log, the NATS servers' log and what the
-/// stream holds of the lost hooks.
-async fn write_evidence(world: &World, verdict: &Verdict, posted: &Posted) -> PathBuf {
+/// Write a failed schedule's evidence: the verdict's lists, when it began,
+/// the provider's answers, every node process's log, the NATS servers' log
+/// and what the stream holds of the lost hooks.
+async fn write_evidence(world: &World, verdict: &Verdict, posted: &Posted, provider_t0: Duration) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("ankusa-nemesis-{}", verdict.seed));
     let _ = std::fs::create_dir_all(&dir);
     let lists = [
@@ -212,7 +216,14 @@ async fn write_evidence(world: &World, verdict: &Verdict, posted: &Posted) -> Pa
         ("late-acks", &verdict.late_acks),
         ("crashes", &verdict.crashes),
     ];
-    let mut summary = vec![verdict.to_string()];
+    let mut summary = vec![
+        verdict.to_string(),
+        format!(
+            "t0: {} (lapses and deliveries count from it; answers.txt from {:.3} s after it)",
+            humantime::format_rfc3339_millis(world.t0_wall),
+            provider_t0.as_secs_f64()
+        ),
+    ];
     for (name, list) in lists {
         summary.push(format!("{name}:"));
         summary.extend(list.iter().map(|l| format!("  {l}")));

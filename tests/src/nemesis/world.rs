@@ -30,6 +30,35 @@ pub struct Lapse {
     pub fault: String,
 }
 
+/// What a node logs when its lease loop wakes a whole turn late.
+const STALL_LINE: &str = "the lease loop ran late";
+
+/// When a stall line was logged, and how late the loop was (`late_ms`).
+fn stall(line: &str) -> Option<(std::time::SystemTime, Duration)> {
+    let plain: String = strip_colours(line);
+    let at = humantime::parse_rfc3339_weak(plain.split_whitespace().next()?.trim_end_matches('Z')).ok()?;
+    let late = plain.split("late_ms=").nth(1)?.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()?;
+    Some((at, Duration::from_millis(late)))
+}
+
+/// `line` without the terminal's colour codes (`ESC [ … m`).
+fn strip_colours(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c == 'm' {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// One node's process, held by one fault at a time.
 #[derive(Default)]
 pub struct Slot {
@@ -39,6 +68,8 @@ pub struct Slot {
 
 pub struct World {
     pub t0: Instant,
+    /// The wall clock at `t0`, to line the nodes' logs up with it.
+    pub t0_wall: std::time::SystemTime,
     pub nodes: usize,
     pub cluster: tokio::sync::Mutex<Cluster>,
     pub proxies: Vec<FaultProxy>,
@@ -67,6 +98,33 @@ impl World {
         let until = at + Duration::from_millis(fault.span_ms() + LEASE_TTL_MS / 2 + 1_000);
         let lapse = Lapse { node, at, until, fault: fault.to_string() };
         self.lapses.lock().expect("lapses").push(lapse);
+    }
+
+    /// Stalls the nodes logged of themselves (their lease loop woke a
+    /// whole turn late: a pause or a held disk no fault applied), each a
+    /// lapse of that node from when it began: it withdraws and repeats its
+    /// attempts in flight as a paused node does.
+    pub async fn stalls(&self) -> Vec<Lapse> {
+        let mut logs = self.logs.lock().expect("logs").clone();
+        for (i, slot) in self.slots.iter().enumerate() {
+            if let Some(node) = slot.lock().await.running.as_ref() {
+                logs.push((i, node.log()));
+            }
+        }
+        let mut stalls = Vec::new();
+        for (node, log) in logs {
+            for line in log.lines().filter(|l| l.contains(STALL_LINE)) {
+                let Some((woke, late)) = stall(line) else { continue };
+                let Ok(woke) = woke.duration_since(self.t0_wall) else { continue };
+                stalls.push(Lapse {
+                    node: Some(node),
+                    at: woke.saturating_sub(late),
+                    until: woke + Duration::from_millis(LEASE_TTL_MS / 2 + 1_000),
+                    fault: format!("{} stalled {} ms (its own log)", NODE_IDS[node], late.as_millis()),
+                });
+            }
+        }
+        stalls
     }
 
     fn set_ingest(&self, i: usize, node: Option<&RunningNode>) {
@@ -307,5 +365,22 @@ impl World {
                 node.kill();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stall_is_read_from_a_coloured_log_line() {
+        let line = "\u{1b}[2m2026-12-07T18:30:37.318509Z\u{1b}[0m \u{1b}[33m WARN\u{1b}[0m \u{1b}[2mankusa::fleet::lease\
+                    \u{1b}[0m\u{1b}[2m:\u{1b}[0m the lease loop ran late: this process or its host stalled \
+                    \u{1b}[3mlate_ms\u{1b}[0m\u{1b}[2m=\u{1b}[0m2550";
+        let (at, late) = stall(line).expect("a stall line");
+        let expected = humantime::parse_rfc3339("2026-12-07T18:30:37.318509Z").expect("a time");
+        assert_eq!(at, expected);
+        assert_eq!(late, Duration::from_millis(2550));
+        assert!(stall("2026-12-07T18:30:37Z  WARN the lease loop ran late").is_none(), "no late_ms: no stall");
     }
 }
