@@ -514,22 +514,17 @@ impl Fleet {
                 let waiting_from = tokio::time::Instant::now();
                 let due = tick.tick().await;
                 // A tick a whole period past both its time and the end of
-                // the turn before means this process or its host stalled (a
-                // pause, a disk that held a write): attempts in flight past
-                // the lease's proof are withdrawn and delivered again.
-                let late = due.max(waiting_from).elapsed();
-                if late >= period {
-                    tracing::warn!(
-                        late_ms = u64::try_from(late.as_millis()).unwrap_or(u64::MAX),
-                        "the lease loop ran late: this process or its host stalled"
-                    );
-                }
+                // the turn before: the process stalled.
+                note_stall(due.max(waiting_from).elapsed(), period);
                 let sent = Instant::now();
                 // What follows the renewal ends with the turn, so a slow
                 // read of peers never puts the next renewal off (the lease's
                 // proof lasts two turns from a renewal's sending).
                 let turn_ends = sent + period;
                 let renewal = bounded(period, "renewing the lease", fleet.renew(&handover)).await;
+                // Bounded by a period, a renewal that took two ended late
+                // because the process stalled while it waited.
+                note_stall(sent.elapsed().saturating_sub(period), period);
                 let claimed = match renewal {
                     Ok(None) => None,
                     Ok(Some(by)) => Some(by),
@@ -619,6 +614,16 @@ impl Fleet {
                 }
             }
         })
+    }
+}
+
+/// Log a stall of this process (a pause, a disk that held a write) that
+/// kept the lease loop `late` by a whole `period` or more: attempts in
+/// flight past the lease's proof are withdrawn and delivered again.
+fn note_stall(late: Duration, period: Duration) {
+    if late >= period {
+        let late_ms = u64::try_from(late.as_millis()).unwrap_or(u64::MAX);
+        tracing::warn!(late_ms, "the lease loop ran late: this process or its host stalled");
     }
 }
 

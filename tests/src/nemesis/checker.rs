@@ -95,8 +95,10 @@ pub struct Verdict {
     /// Deliveries of hooks no one acked (answered 503, then settled).
     pub unowed: usize,
     pub fenced: usize,
-    /// Stalls the nodes logged of themselves (each also a lapse).
+    /// Stalls the nodes logged of themselves (each also a lapse), and the
+    /// duplicates no applied fault explains but such a stall does.
     pub stalls: usize,
+    pub only_stalls_explain: usize,
     pub crashes: Vec<String>,
     pub evidence: Option<PathBuf>,
     pub took: Duration,
@@ -181,12 +183,16 @@ impl Verdict {
             self.duplicates += extra;
             let node = NODE_IDS.iter().position(|n| *n == first.by);
             let window = |l: &Lapse| first.at + before >= l.at && first.at <= l.until;
+            let explains = |l: &Lapse| (l.node.is_none() || l.node == node) && window(l);
             let lapse = lapses
                 .iter()
                 .enumerate()
-                .filter(|(_, l)| (l.node.is_none() || l.node == node) && window(l))
+                .filter(|(_, l)| explains(l))
                 .min_by_key(|(_, l)| l.at.abs_diff(first.at))
                 .map(|(i, _)| i);
+            if lapse.is_some() && lapses.iter().filter(|l| !l.logged).all(|l| !explains(l)) {
+                self.only_stalls_explain += extra;
+            }
             match lapse {
                 Some(i) => charged[i] += extra,
                 None => {
@@ -246,7 +252,8 @@ impl fmt::Display for Verdict {
         write!(
             f,
             "seed {} ({} nodes, nats {}, retention {} s): {} acked, {} lost, {} wrong bytes, {} dead letters ({} lost), \
-             {} duplicates over {} lapses ({} of them stalls the nodes logged; worst {} of bound {}, {} unexplained, {} over), \
+             {} duplicates over {} lapses ({} of them stalls the nodes logged, explaining {} alone; worst {} of bound {}, \
+             {} unexplained, {} over), \
              {} ordered runs ({} out of order), \
              longest refusal {:.1} s ({} late), {} unacked, {} unowed, {} fenced exits, {} crashes, {} overlapping pairs, \
              {:.1} s; {}",
@@ -262,6 +269,7 @@ impl fmt::Display for Verdict {
             self.duplicates,
             self.lapses,
             self.stalls,
+            self.only_stalls_explain,
             self.worst_lapse,
             per_lapse(),
             self.unexplained.len(),

@@ -28,6 +28,8 @@ pub struct Lapse {
     /// and half a lease (when a node cut off withdraws its attempts).
     pub until: Duration,
     pub fault: String,
+    /// A stall the node logged of itself, not a fault the nemesis applied.
+    pub logged: bool,
 }
 
 /// What a node logs when its lease loop wakes a whole turn late.
@@ -96,7 +98,7 @@ impl World {
     fn lapse(&self, node: Option<usize>, fault: &Fault) {
         let at = self.since();
         let until = at + Duration::from_millis(fault.span_ms() + LEASE_TTL_MS / 2 + 1_000);
-        let lapse = Lapse { node, at, until, fault: fault.to_string() };
+        let lapse = Lapse { node, at, until, fault: fault.to_string(), logged: false };
         self.lapses.lock().expect("lapses").push(lapse);
     }
 
@@ -121,9 +123,14 @@ impl World {
                     at: woke.saturating_sub(late),
                     until: woke + Duration::from_millis(LEASE_TTL_MS / 2 + 1_000),
                     fault: format!("{} stalled {} ms (its own log)", NODE_IDS[node], late.as_millis()),
+                    logged: true,
                 });
             }
         }
+        // A process stopped by `SIGTERM` has its log kept twice (as it is
+        // taken, and whole once it exited): one stall, one lapse.
+        stalls.sort_by_key(|l| (l.node, l.at));
+        stalls.dedup_by_key(|l| (l.node, l.at));
         stalls
     }
 
@@ -212,12 +219,18 @@ impl World {
     pub async fn apply(&self, fault: &Fault, provider: &Provider) {
         let wait = |ms: u64| tokio::time::sleep(Duration::from_millis(ms));
         // A kill notes its lapse as it kills (a node already down has
-        // none); every other fault as it begins.
-        let kills = matches!(
+        // none), a pause as it stops the node (it waits for the node's slot,
+        // which another fault may hold for seconds); every other fault as
+        // it begins.
+        let on_the_node = matches!(
             fault,
-            Fault::Kill { .. } | Fault::KillTaker { .. } | Fault::Restart { .. } | Fault::RollingRestart { .. }
+            Fault::Kill { .. }
+                | Fault::KillTaker { .. }
+                | Fault::Restart { .. }
+                | Fault::RollingRestart { .. }
+                | Fault::Pause { .. }
         );
-        if let Some(node) = fault.lapses().filter(|_| !kills) {
+        if let Some(node) = fault.lapses().filter(|_| !on_the_node) {
             self.lapse(node, fault);
         }
         match fault {
@@ -261,6 +274,7 @@ impl World {
                 {
                     let slot = self.slots[*node].lock().await;
                     if let Some(running) = &slot.running {
+                        self.lapse(Some(*node), fault);
                         running.signal("STOP");
                         wait(*ms).await;
                         running.signal("CONT");
