@@ -75,28 +75,48 @@ fn load_config(addr: SocketAddr, connections: usize) -> LoadConfig {
     }
 }
 
-/// The CPU `pids` used since `cpu_before`, per ack of `load`, in µs.
-fn cpu_per_ack(pids: &[u32], cpu_before: Duration, load: &ankusa_bench::load::LoadReport) -> f64 {
-    let used = pids.iter().map(|pid| cpu_of_process(*pid)).sum::<Duration>().saturating_sub(cpu_before);
-    used.as_secs_f64() * 1e6 / load.acks.len().max(1) as f64
+/// What `pids` and the receiver stood at before a load, to measure it by.
+struct Before {
+    cpu: Duration,
+    received: u64,
 }
 
-/// The CPU `pids` used from `cpu_before` until the receiver has every one
-/// of `acked` hooks posted since it had `received_before`: per hook, in µs.
-async fn cpu_per_hook(
+impl Before {
+    fn now(pids: &[u32], receiver: &Receiver) -> Before {
+        Before { cpu: cpu_of(pids), received: receiver.received.load(Ordering::Relaxed) }
+    }
+}
+
+/// User + system CPU of `pids` so far.
+fn cpu_of(pids: &[u32]) -> Duration {
+    pids.iter().map(|pid| cpu_of_process(*pid)).sum()
+}
+
+/// Report, under `name`, what `pids` spent on `load` since `before`: the
+/// share of its acks delivered while it ran, the CPU per ack over the load
+/// alone, then, once every acked hook is delivered, the CPU per hook from
+/// ingest through delivery. Both CPU figures, in µs.
+async fn cpu_figures(
+    name: &str,
     pids: &[u32],
-    cpu_before: Duration,
+    before: Before,
     receiver: &Receiver,
-    received_before: u64,
-    acked: usize,
-) -> anyhow::Result<f64> {
+    load: &ankusa_bench::load::LoadReport,
+) -> anyhow::Result<(f64, f64)> {
+    let acked = load.acks.len();
+    let per = |cpu: Duration| cpu.saturating_sub(before.cpu).as_secs_f64() * 1e6 / acked.max(1) as f64;
+    let delivered = || receiver.received.load(Ordering::Relaxed) - before.received;
+    ratio(&format!("{name}.delivered_during_load_vs_acked"), delivered() as f64, acked as f64);
+    let during_load = per(cpu_of(pids));
+    report(&format!("{name}.cpu_per_ack_during_load"), during_load, "µs");
     let started = Instant::now();
-    while (receiver.received.load(Ordering::Relaxed) - received_before) < acked as u64 {
+    while delivered() < acked as u64 {
         anyhow::ensure!(started.elapsed() < Duration::from_secs(300), "acked hooks were not delivered within 300 s");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let used = pids.iter().map(|pid| cpu_of_process(*pid)).sum::<Duration>().saturating_sub(cpu_before);
-    Ok(used.as_secs_f64() * 1e6 / acked.max(1) as f64)
+    let per_hook = per(cpu_of(pids));
+    report(&format!("{name}.cpu_per_hook"), per_hook, "µs");
+    Ok((during_load, per_hook))
 }
 
 /// Post `count` hooks to `addr` from 32 connections; how many were acked.
@@ -256,15 +276,11 @@ async fn main() -> anyhow::Result<()> {
     // Baseline: one node, disk mode, the same load.
     let disk =
         start_node(&bin, dir.path(), "disk", &yaml(&receiver, "wal: {mode: disk}", "ingest, dispatch, admin")).await;
-    let (received, cpu) = (receiver.received.load(Ordering::Relaxed), cpu_of_process(disk.pid()));
+    let before = Before::now(&[disk.pid()], &receiver);
     let baseline = run(load_config(disk.ingest, CONNECTIONS)).await?;
     baseline.print("fleet.baseline_disk");
-    let delivered = (receiver.received.load(Ordering::Relaxed) - received) as f64;
-    ratio("fleet.baseline_disk.delivered_during_load_vs_acked", delivered, baseline.acks.len() as f64);
-    let disk_window = cpu_per_ack(&[disk.pid()], cpu, &baseline);
-    report("fleet.baseline_disk.cpu_per_ack_during_load", disk_window, "µs");
-    let disk_cpu = cpu_per_hook(&[disk.pid()], cpu, &receiver, received, baseline.acks.len()).await?;
-    report("fleet.baseline_disk.cpu_per_hook", disk_cpu, "µs");
+    let (disk_window, disk_cpu) =
+        cpu_figures("fleet.baseline_disk", &[disk.pid()], before, &receiver, &baseline).await?;
     disk.kill();
 
     let mut cluster = Cluster::start_on(3, server).await;
@@ -272,20 +288,14 @@ async fn main() -> anyhow::Result<()> {
     let a = start_node(&bin, dir.path(), "a", &yaml(&receiver, &fleet_wal(&cluster, "INGEST", "a"), roles)).await;
     let b = start_node(&bin, dir.path(), "b", &yaml(&receiver, &fleet_wal(&cluster, "INGEST", "b"), roles)).await;
     let pids = [a.pid(), b.pid()];
-    let received = receiver.received.load(Ordering::Relaxed);
-    let cpu = pids.iter().map(|pid| cpu_of_process(*pid)).sum::<Duration>();
+    let before = Before::now(&pids, &receiver);
     let (on_a, on_b) =
         tokio::join!(run(load_config(a.ingest, CONNECTIONS / 2)), run(load_config(b.ingest, CONNECTIONS / 2)));
     let fleet = on_a?.merge(on_b?);
     fleet.print("fleet.ingest");
     ratio("fleet.ingest_vs_disk", fleet.acks_per_sec(), baseline.acks_per_sec());
-    let delivered = (receiver.received.load(Ordering::Relaxed) - received) as f64;
-    ratio("fleet.ingest.delivered_during_load_vs_acked", delivered, fleet.acks.len() as f64);
-    let fleet_window = cpu_per_ack(&pids, cpu, &fleet);
-    report("fleet.ingest.cpu_per_ack_during_load", fleet_window, "µs");
+    let (fleet_window, fleet_cpu) = cpu_figures("fleet.ingest", &pids, before, &receiver, &fleet).await?;
     ratio("fleet.cpu_per_ack_during_load_vs_disk", fleet_window, disk_window);
-    let fleet_cpu = cpu_per_hook(&pids, cpu, &receiver, received, fleet.acks.len()).await?;
-    report("fleet.ingest.cpu_per_hook", fleet_cpu, "µs");
     ratio("fleet.cpu_per_hook_vs_disk", fleet_cpu, disk_cpu);
     let mut rounds = 0.0;
     let mut hooks = 0.0;

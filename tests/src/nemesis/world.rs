@@ -36,29 +36,17 @@ pub struct Lapse {
 const STALL_LINE: &str = "the lease loop ran late";
 
 /// When a stall line was logged, and how late the loop was (`late_ms`).
+/// Nodes log without colours here (`NO_COLOR`, see `binary.rs`).
 fn stall(line: &str) -> Option<(std::time::SystemTime, Duration)> {
-    let plain: String = strip_colours(line);
-    let at = humantime::parse_rfc3339_weak(plain.split_whitespace().next()?.trim_end_matches('Z')).ok()?;
-    let late = plain.split("late_ms=").nth(1)?.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()?;
+    let at = humantime::parse_rfc3339_weak(line.split_whitespace().next()?).ok()?;
+    let late = line.split("late_ms=").nth(1)?.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()?;
     Some((at, Duration::from_millis(late)))
 }
 
-/// `line` without the terminal's colour codes (`ESC [ … m`).
-fn strip_colours(line: &str) -> String {
-    let mut out = String::with_capacity(line.len());
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            for c in chars.by_ref() {
-                if c == 'm' {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
+/// Until when a lapse from `at` may repeat a delivery: the fault's span,
+/// half a lease (when a node cut off withdraws its attempts) and a second.
+fn lapse_until(at: Duration, span_ms: u64) -> Duration {
+    at + Duration::from_millis(span_ms + LEASE_TTL_MS / 2 + 1_000)
 }
 
 /// One node's process, held by one fault at a time.
@@ -97,8 +85,8 @@ impl World {
 
     fn lapse(&self, node: Option<usize>, fault: &Fault) {
         let at = self.since();
-        let until = at + Duration::from_millis(fault.span_ms() + LEASE_TTL_MS / 2 + 1_000);
-        let lapse = Lapse { node, at, until, fault: fault.to_string(), logged: false };
+        let lapse =
+            Lapse { node, at, until: lapse_until(at, fault.span_ms()), fault: fault.to_string(), logged: false };
         self.lapses.lock().expect("lapses").push(lapse);
     }
 
@@ -121,7 +109,7 @@ impl World {
                 stalls.push(Lapse {
                     node: Some(node),
                     at: woke.saturating_sub(late),
-                    until: woke + Duration::from_millis(LEASE_TTL_MS / 2 + 1_000),
+                    until: lapse_until(woke, 0),
                     fault: format!("{} stalled {} ms (its own log)", NODE_IDS[node], late.as_millis()),
                     logged: true,
                 });
@@ -387,10 +375,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_stall_is_read_from_a_coloured_log_line() {
-        let line = "\u{1b}[2m2026-12-07T18:30:37.318509Z\u{1b}[0m \u{1b}[33m WARN\u{1b}[0m \u{1b}[2mankusa::fleet::lease\
-                    \u{1b}[0m\u{1b}[2m:\u{1b}[0m the lease loop ran late: this process or its host stalled \
-                    \u{1b}[3mlate_ms\u{1b}[0m\u{1b}[2m=\u{1b}[0m2550";
+    fn a_stall_is_read_from_a_log_line() {
+        let line = "2026-12-07T18:30:37.318509Z  WARN ankusa::fleet::lease: the lease loop ran late: this process \
+                    or its host stalled late_ms=2550";
         let (at, late) = stall(line).expect("a stall line");
         let expected = humantime::parse_rfc3339("2026-12-07T18:30:37.318509Z").expect("a time");
         assert_eq!(at, expected);
