@@ -50,7 +50,7 @@ async fn check(server: NatsServer, seeds: Vec<u64>) {
     for verdict in &failed {
         eprintln!(
             "FAILED {verdict}\n  lost: {:?}\n  wrong bytes: {:?}\n  dead letters lost: {:?}\n  unexplained: {:?}\n  \
-             over the bound: {:?}\n  out of order: {:?}\n  late acks: {:?}\n  crashes: {:?}\n  evidence: {:?}",
+             over the bound: {:?}\n  out of order: {:?}\n  late acks: {:?}\n  crashes: {:?}\n  evidence: {:?}\n  logged around the unexplained:\n    {}",
             verdict.lost.iter().take(10).collect::<Vec<_>>(),
             verdict.wrong_bytes.iter().take(10).collect::<Vec<_>>(),
             verdict.dead_lost.iter().take(10).collect::<Vec<_>>(),
@@ -59,7 +59,8 @@ async fn check(server: NatsServer, seeds: Vec<u64>) {
             verdict.out_of_order.iter().take(10).collect::<Vec<_>>(),
             verdict.late_acks.iter().take(10).collect::<Vec<_>>(),
             verdict.crashes,
-            verdict.evidence
+            verdict.evidence,
+            verdict.context.join("\n    ")
         );
     }
     assert!(failed.is_empty(), "{} schedule(s) failed; replay with ANKUSA_FLEET_SEEDS", failed.len());

@@ -54,8 +54,8 @@ struct Totals {
     dead_lost: usize,
     duplicates: usize,
     lapses: usize,
-    stalls: usize,
-    only_stalls_explain: usize,
+    logged: usize,
+    only_logged_explain: usize,
     worst_lapse: usize,
     unexplained: usize,
     out_of_order: usize,
@@ -74,8 +74,8 @@ impl Totals {
         self.dead_lost += v.dead_lost.len();
         self.duplicates += v.duplicates;
         self.lapses += v.lapses;
-        self.stalls += v.stalls;
-        self.only_stalls_explain += v.only_stalls_explain;
+        self.logged += v.logged;
+        self.only_logged_explain += v.only_logged_explain;
         self.worst_lapse = self.worst_lapse.max(v.worst_lapse);
         self.unexplained += v.unexplained.len();
         self.out_of_order += v.out_of_order.len();
@@ -100,8 +100,8 @@ impl Totals {
         report(&name("out_of_order"), self.out_of_order as f64, "runs");
         report(&name("duplicates"), self.duplicates as f64, "deliveries");
         report(&name("lapses"), self.lapses as f64, "lapses");
-        report(&name("stalls_logged"), self.stalls as f64, "lapses");
-        report(&name("duplicates_only_stalls_explain"), self.only_stalls_explain as f64, "deliveries");
+        report(&name("lapses_logged"), self.logged as f64, "lapses");
+        report(&name("duplicates_only_logged_explain"), self.only_logged_explain as f64, "deliveries");
         report(&name("worst_lapse"), self.worst_lapse as f64, "deliveries");
         report(&name("lapse_bound"), per_lapse() as f64, "deliveries");
         report(&name("unexplained_duplicates"), self.unexplained as f64, "deliveries");

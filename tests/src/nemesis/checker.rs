@@ -80,6 +80,11 @@ pub struct Verdict {
     pub duplicates: usize,
     /// Duplicates no lapse of their deliverer explains.
     pub unexplained: Vec<String>,
+    /// Per unexplained duplicate: the nodes that delivered it, and when its
+    /// first and last copies came (for their logs around them).
+    pub unexplained_spans: Vec<(Vec<String>, Duration, Duration)>,
+    /// What those nodes logged around those copies.
+    pub context: Vec<String>,
     pub lapses: usize,
     /// The most duplicates charged to one lapse, and the lapses over the bound.
     pub worst_lapse: usize,
@@ -95,10 +100,11 @@ pub struct Verdict {
     /// Deliveries of hooks no one acked (answered 503, then settled).
     pub unowed: usize,
     pub fenced: usize,
-    /// Stalls the nodes logged of themselves (each also a lapse), and the
-    /// duplicates no applied fault explains but such a stall does.
-    pub stalls: usize,
-    pub only_stalls_explain: usize,
+    /// Lapses the nodes logged of themselves (stalls, attempts withdrawn or
+    /// timed out; each also a lapse), and the duplicates no applied fault
+    /// explains but such a lapse does.
+    pub logged: usize,
+    pub only_logged_explain: usize,
     pub crashes: Vec<String>,
     pub evidence: Option<PathBuf>,
     pub took: Duration,
@@ -191,7 +197,7 @@ impl Verdict {
                 .min_by_key(|(_, l)| l.at.abs_diff(first.at))
                 .map(|(i, _)| i);
             if lapse.is_some() && lapses.iter().filter(|l| !l.logged).all(|l| !explains(l)) {
-                self.only_stalls_explain += extra;
+                self.only_logged_explain += extra;
             }
             match lapse {
                 Some(i) => charged[i] += extra,
@@ -199,6 +205,11 @@ impl Verdict {
                     let each: Vec<String> =
                         copies.iter().map(|c| format!("{} at {:.2} s", c.by, c.at.as_secs_f64())).collect();
                     self.unexplained.push(format!("{id}: {} copies: {}", copies.len(), each.join(", ")));
+                    let mut by: Vec<String> = copies.iter().map(|c| c.by.clone()).collect();
+                    by.sort();
+                    by.dedup();
+                    let last = copies.last().map_or(first.at, |c| c.at);
+                    self.unexplained_spans.push((by, first.at, last));
                 }
             }
         }
@@ -252,7 +263,7 @@ impl fmt::Display for Verdict {
         write!(
             f,
             "seed {} ({} nodes, nats {}, retention {} s): {} acked, {} lost, {} wrong bytes, {} dead letters ({} lost), \
-             {} duplicates over {} lapses ({} of them stalls the nodes logged, explaining {} alone; worst {} of bound {}, \
+             {} duplicates over {} lapses ({} of them the nodes logged, explaining {} alone; worst {} of bound {}, \
              {} unexplained, {} over), \
              {} ordered runs ({} out of order), \
              longest refusal {:.1} s ({} late), {} unacked, {} unowed, {} fenced exits, {} crashes, {} overlapping pairs, \
@@ -268,8 +279,8 @@ impl fmt::Display for Verdict {
             self.dead_lost.len(),
             self.duplicates,
             self.lapses,
-            self.stalls,
-            self.only_stalls_explain,
+            self.logged,
+            self.only_logged_explain,
             self.worst_lapse,
             per_lapse(),
             self.unexplained.len(),

@@ -125,8 +125,8 @@ pub async fn run(schedule: Schedule, bin: Option<PathBuf>) -> Verdict {
     supervising.store(false, Ordering::SeqCst);
     let _ = supervisor.await;
     let dead = dead_letters(&world).await;
-    let stalls = world.stalls().await;
-    world.lapses.lock().expect("lapses").extend(stalls.iter().cloned());
+    let logged = world.logged_lapses().await;
+    world.lapses.lock().expect("lapses").extend(logged.iter().cloned());
 
     let mut verdict = Verdict::judge(
         &schedule,
@@ -138,9 +138,18 @@ pub async fn run(schedule: Schedule, bin: Option<PathBuf>) -> Verdict {
         provider_t0,
     );
     verdict.server = schedule.server.version();
-    verdict.stalls = stalls.len();
+    verdict.logged = logged.len();
     verdict.fenced = world.fenced.lock().expect("fenced").len();
     verdict.crashes = world.crashes.lock().expect("crashes").clone();
+    // What the deliverers of the first unexplained duplicates logged
+    // around them: the reason, in the failure's own output.
+    for (by, first, last) in verdict.unexplained_spans.clone().into_iter().take(3) {
+        for node in by {
+            let from = first.saturating_sub(Duration::from_secs(3));
+            let lines = world.lines_near(&node, from, last + Duration::from_secs(1)).await;
+            verdict.context.extend(lines.into_iter().take(40));
+        }
+    }
     if !verdict.holds() {
         verdict.evidence = Some(write_evidence(&world, &verdict, &posted, provider_t0).await);
     }
@@ -228,6 +237,8 @@ async fn write_evidence(world: &World, verdict: &Verdict, posted: &Posted, provi
         summary.push(format!("{name}:"));
         summary.extend(list.iter().map(|l| format!("  {l}")));
     }
+    summary.push("logged around the unexplained:".into());
+    summary.extend(verdict.context.iter().map(|l| format!("  {l}")));
     let lapses = world.lapses.lock().expect("lapses").clone();
     summary.push("lapses:".into());
     summary.extend(lapses.iter().map(|l| format!("  {l:?}")));

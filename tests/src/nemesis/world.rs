@@ -28,19 +28,60 @@ pub struct Lapse {
     /// and half a lease (when a node cut off withdraws its attempts).
     pub until: Duration,
     pub fault: String,
-    /// A stall the node logged of itself, not a fault the nemesis applied.
+    /// A lapse the node logged of itself (a stall, attempts withdrawn or
+    /// timed out), not a fault the nemesis applied.
     pub logged: bool,
 }
 
 /// What a node logs when its lease loop wakes a whole turn late.
 const STALL_LINE: &str = "the lease loop ran late";
+/// What a fleet node logs when it drops attempts in flight (its lease's
+/// proof ended): the receiver may have had them.
+const WITHDRAWN_LINE: &str = "attempts withdrawn in flight";
+/// What a node logs of a failed attempt it retries (the first of a quiet
+/// window), and of the rest of a window (with their count).
+const RETRIED_LINE: &str = "delivery failed";
+const TALLIED: &str = "more times in the last";
+/// The nodes' attempt timeout (half the lease in fleet mode) and how long
+/// their log tallies repeated failures (`telemetry::logs::WINDOW`).
+const ATTEMPT_TIMEOUT: Duration = Duration::from_millis(LEASE_TTL_MS / 2);
+const TALLY_WINDOW: Duration = Duration::from_secs(10);
+
+/// When a line was logged (nodes log without colours here: `NO_COLOR`,
+/// see `binary.rs`).
+fn logged_at(line: &str) -> Option<std::time::SystemTime> {
+    humantime::parse_rfc3339_weak(line.split_whitespace().next()?).ok()
+}
 
 /// When a stall line was logged, and how late the loop was (`late_ms`).
-/// Nodes log without colours here (`NO_COLOR`, see `binary.rs`).
 fn stall(line: &str) -> Option<(std::time::SystemTime, Duration)> {
-    let at = humantime::parse_rfc3339_weak(line.split_whitespace().next()?).ok()?;
     let late = line.split("late_ms=").nth(1)?.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()?;
-    Some((at, Duration::from_millis(late)))
+    Some((logged_at(line)?, Duration::from_millis(late)))
+}
+
+/// What a node said of itself in one log line that makes its recent
+/// deliveries unsure: how long before the line they began, and what it
+/// was. A stall (its lease loop woke late: a pause or a held disk no fault
+/// applied) withdraws its attempts as a paused node does; an attempt
+/// withdrawn or timed out may have reached the receiver all the same.
+fn unsure(line: &str) -> Option<(std::time::SystemTime, Duration, String)> {
+    if line.contains(STALL_LINE) {
+        let (at, late) = stall(line)?;
+        return Some((at, late, format!("stalled {} ms", late.as_millis())));
+    }
+    if line.contains(WITHDRAWN_LINE) {
+        return Some((logged_at(line)?, ATTEMPT_TIMEOUT, "withdrew attempts in flight".into()));
+    }
+    let timed_out = line.contains("class=timeout") || line.contains("class=\"timeout\"");
+    if line.contains(RETRIED_LINE) && timed_out {
+        let (before, what) = if line.contains(TALLIED) {
+            (TALLY_WINDOW + ATTEMPT_TIMEOUT, "timed out attempts (a tally)")
+        } else {
+            (ATTEMPT_TIMEOUT, "timed out an attempt")
+        };
+        return Some((logged_at(line)?, before, what.into()));
+    }
+    None
 }
 
 /// Until when a lapse from `at` may repeat a delivery: the fault's span,
@@ -90,36 +131,57 @@ impl World {
         self.lapses.lock().expect("lapses").push(lapse);
     }
 
-    /// Stalls the nodes logged of themselves (their lease loop woke a
-    /// whole turn late: a pause or a held disk no fault applied), each a
-    /// lapse of that node from when it began: it withdraws and repeats its
-    /// attempts in flight as a paused node does.
-    pub async fn stalls(&self) -> Vec<Lapse> {
+    /// Lapses the nodes logged of themselves (see [`unsure`]), each a
+    /// lapse of that node from when its unsure deliveries began.
+    pub async fn logged_lapses(&self) -> Vec<Lapse> {
+        let mut lapses = Vec::new();
+        for (node, log) in self.all_logs().await {
+            for (said, before, what) in log.lines().filter_map(unsure) {
+                let Ok(said) = said.duration_since(self.t0_wall) else { continue };
+                lapses.push(Lapse {
+                    node: Some(node),
+                    at: said.saturating_sub(before),
+                    until: lapse_until(said, 0),
+                    fault: format!("{} {what} (its own log)", NODE_IDS[node]),
+                    logged: true,
+                });
+            }
+        }
+        // A process stopped by `SIGTERM` has its log kept twice (as it is
+        // taken, and whole once it exited): one line, one lapse.
+        lapses.sort_by(|a, b| (a.node, a.at, &a.fault).cmp(&(b.node, b.at, &b.fault)));
+        lapses.dedup_by(|a, b| (a.node, a.at, &a.fault) == (b.node, b.at, &b.fault));
+        lapses
+    }
+
+    /// What every process of each node logged so far (a process stopped
+    /// by `SIGTERM` is in it twice: as it was taken, and whole).
+    async fn all_logs(&self) -> Vec<(usize, String)> {
         let mut logs = self.logs.lock().expect("logs").clone();
         for (i, slot) in self.slots.iter().enumerate() {
             if let Some(node) = slot.lock().await.running.as_ref() {
                 logs.push((i, node.log()));
             }
         }
-        let mut stalls = Vec::new();
-        for (node, log) in logs {
-            for line in log.lines().filter(|l| l.contains(STALL_LINE)) {
-                let Some((woke, late)) = stall(line) else { continue };
-                let Ok(woke) = woke.duration_since(self.t0_wall) else { continue };
-                stalls.push(Lapse {
-                    node: Some(node),
-                    at: woke.saturating_sub(late),
-                    until: lapse_until(woke, 0),
-                    fault: format!("{} stalled {} ms (its own log)", NODE_IDS[node], late.as_millis()),
-                    logged: true,
-                });
+        logs
+    }
+
+    /// The lines `node` logged from `from` to `to` (since the schedule
+    /// began), debug lines left out, each once, in order.
+    pub async fn lines_near(&self, node: &str, from: Duration, to: Duration) -> Vec<String> {
+        let Some(i) = NODE_IDS.iter().position(|n| *n == node) else { return Vec::new() };
+        let mut lines: Vec<(Duration, String)> = Vec::new();
+        for (_, log) in self.all_logs().await.into_iter().filter(|(n, _)| *n == i) {
+            for line in log.lines().filter(|l| !l.contains(" DEBUG ") && !l.contains(" TRACE ")) {
+                let Some(at) = logged_at(line).and_then(|t| t.duration_since(self.t0_wall).ok()) else { continue };
+                if (from..=to).contains(&at) {
+                    lines.push((at, format!("{node} {:.3} s: {line}", at.as_secs_f64())));
+                }
             }
         }
-        // A process stopped by `SIGTERM` has its log kept twice (as it is
-        // taken, and whole once it exited): one stall, one lapse.
-        stalls.sort_by_key(|l| (l.node, l.at));
-        stalls.dedup_by_key(|l| (l.node, l.at));
-        stalls
+        lines.sort();
+        lines.dedup();
+        lines.into_iter().map(|(_, line)| line).collect()
     }
 
     fn set_ingest(&self, i: usize, node: Option<&RunningNode>) {
@@ -383,5 +445,25 @@ mod tests {
         assert_eq!(at, expected);
         assert_eq!(late, Duration::from_millis(2550));
         assert!(stall("2026-12-07T18:30:37Z  WARN the lease loop ran late").is_none(), "no late_ms: no stall");
+        let (_, before, what) = unsure(line).expect("a stall is a lapse");
+        assert_eq!((before, what.as_str()), (late, "stalled 2550 ms"));
+    }
+
+    #[test]
+    fn attempts_withdrawn_or_timed_out_are_read_from_log_lines() {
+        let at = humantime::parse_rfc3339("2026-12-07T22:02:31.147647Z").expect("a time");
+        let timed_out = "2026-12-07T22:02:31.147647Z  INFO ankusa::telemetry::logs: delivery failed; it will be \
+                         retried source=orders sink=out class=\"timeout\" seq=1 attempt=1 reason=\"attempt exceeded \
+                         its deadline of 1s\"";
+        assert_eq!(unsure(timed_out).map(|(said, before, _)| (said, before)), Some((at, ATTEMPT_TIMEOUT)));
+        let tally = "2026-12-07T22:02:31.147647Z  INFO ankusa::telemetry::logs: delivery failed 5 more times in the \
+                     last 10s; retried source=orders sink=out class=\"timeout\" count=5";
+        assert_eq!(unsure(tally).map(|(_, before, _)| before), Some(TALLY_WINDOW + ATTEMPT_TIMEOUT));
+        let withdrawn = "2026-12-07T22:02:31.147647Z  WARN ankusa::dispatch::attempt: attempts withdrawn in flight: \
+                         the lease's proof ended; their rows are due again once claims open rows=2 sink=out";
+        assert_eq!(unsure(withdrawn).map(|(said, before, _)| (said, before)), Some((at, ATTEMPT_TIMEOUT)));
+        // A refusal by the sink is an answer: nothing unsure.
+        let refused = timed_out.replace("class=\"timeout\"", "class=\"permanent\"");
+        assert!(unsure(&refused).is_none());
     }
 }
