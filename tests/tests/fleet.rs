@@ -868,6 +868,75 @@ async fn a_takeover_carries_the_quarantine_pen() {
     .await;
 }
 
+/// A taker killed while it carries a node's quarantine pen, the node back
+/// on its disk first and the taker then on its own: each quarantined hook
+/// is held by exactly one of them (a hook held twice is released twice),
+/// and the pen bucket holds one copy of each, under its holder's name. (a
+/// keeps its pen, the run abandoned, and takes b over, whose lease lapsed
+/// meanwhile: what b carried comes back to a, and b, back, drops it.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_taker_killed_mid_pen_carry_leaves_each_hook_held_once() {
+    const HELD: usize = 300;
+    let cluster = Cluster::start(3).await;
+    let (receiver, _open) = gated_receiver().await;
+    let fleet = Fleet::with_config("quarantine: {rate: 10000, burst: 10000}");
+    let a = fleet.start(&cluster, "a", &receiver).await;
+    let b = fleet.start(&cluster, "b", &receiver).await;
+    for n in 0..HELD {
+        let forged = format!("{{\"forged\":{n}}}");
+        let (status, body) = a.post_hook("signed", &[("x-hub-signature-256", "sha256=00")], &forged).await;
+        assert_eq!(status, 202, "{body}");
+    }
+    assert_eq!(pen_copies(&cluster, "a").await, HELD, "each held hook has its copy in the fleet");
+    a.kill();
+
+    // Killed once it holds a third of a's pen (as its admin API says: a
+    // listing of the pen bucket while it changes may never end).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut carried = 0;
+    while carried < HELD / 3 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        carried = held_ids(&b).await.len();
+    }
+    b.kill();
+    assert!(carried > 0, "b never began to carry a's pen");
+    let left = pen_copies(&cluster, "a").await;
+    assert!(left > 0, "b was killed after it carried the whole pen ({carried} carried): nothing to show");
+
+    let a = fleet.start(&cluster, "a", &receiver).await;
+    let b = fleet.start(&cluster, "b", &receiver).await;
+    let (on_a, on_b) = (held_ids(&a).await, held_ids(&b).await);
+    println!(
+        "b held {carried} of a's pen when killed, {left} left under a's name; back: a holds {}, b {}",
+        on_a.len(),
+        on_b.len()
+    );
+    let twice: Vec<&String> = on_a.intersection(&on_b).collect();
+    assert!(
+        twice.is_empty(),
+        "{} hooks held on both nodes ({} on a, {} on b, {left} of a's copies left when b was killed)\n{}\n{}",
+        twice.len(),
+        on_a.len(),
+        on_b.len(),
+        a.log(),
+        b.log()
+    );
+    assert_eq!(on_a.len() + on_b.len(), HELD, "every quarantined hook held\n{}\n{}", a.log(), b.log());
+    eventually("one copy of each held hook, under its holder's name", Duration::from_secs(20), async || {
+        (pen_copies(&cluster, "a").await, pen_copies(&cluster, "b").await) == (on_a.len(), on_b.len())
+    })
+    .await;
+}
+
+/// The ids of the hooks `node` holds in its quarantine pen.
+async fn held_ids(node: &RunningNode) -> std::collections::HashSet<String> {
+    let (status, page) = node.admin("GET", "/v1/quarantine?limit=1000", None, None).await;
+    assert_eq!(status, 200, "{page}");
+    assert!(page["next_cursor"].is_null(), "one page: {page}");
+    let entries = page["entries"].as_array().cloned().unwrap_or_default();
+    entries.iter().filter_map(|e| e["id"].as_str().map(str::to_string)).collect()
+}
+
 /// Hooks `node` holds in its quarantine pen, as its admin API lists them.
 async fn held(node: &RunningNode) -> usize {
     let (status, page) = node.admin("GET", "/v1/quarantine", None, None).await;
