@@ -1,7 +1,7 @@
 //! DLQ pages: newest first, bounded work per call, authenticated cursors.
 
-use ankusa::error_class::ErrorClass;
-use ankusa::queue::{DeadQuery, Entry, Envelope, MAX_EXAMINED, Queue, QueueConfig, QueueError, SinkSelector};
+use ankusa_common::error_class::ErrorClass;
+use ankusa_queue::queue::{DeadQuery, Entry, Envelope, MAX_EXAMINED, Queue, QueueConfig, QueueError, SinkSelector};
 
 const NOW: u64 = 1_800_000_000_000;
 

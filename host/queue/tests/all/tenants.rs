@@ -2,12 +2,12 @@
 //! part-way, releases and redrives with their extra ops, the dedupe sweep
 //! and the counter recount.
 
-use ankusa::error_class::ErrorClass;
-use ankusa::queue::{
+use ankusa_common::error_class::ErrorClass;
+use ankusa_queue::queue::{
     Entry, EntryOutcome, Envelope, PURGE_CHUNK, PurgeCounts, PurgeKinds, Queue, QueueConfig, QueueError, Refusal,
     SourcePending,
 };
-use ankusa::store::{Batch, Cf};
+use ankusa_store::store::{Batch, Cf};
 
 const LATER: u64 = 4_000_000_000_000;
 
@@ -195,8 +195,9 @@ async fn release_and_redrive_commit_their_extra_ops_atomically() {
     assert!(hooks.windows(2).all(|w| w[0].seq < w[1].seq));
     queue.close().await;
     // The cursor is the last committed one: "3" (release) then "4" (redrive); "2" never landed.
-    let store = ankusa::store::RocksStore::open(&ankusa::store::StoreOptions::new(dir.path())).expect("store");
-    use ankusa::store::Store as _;
+    let store =
+        ankusa_store::store::RocksStore::open(&ankusa_store::store::StoreOptions::new(dir.path())).expect("store");
+    use ankusa_store::store::Store as _;
     assert_eq!(store.get(Cf::Jobs, b"job-1/cursor").expect("read"), Some(b"4".to_vec()));
 }
 
@@ -210,11 +211,11 @@ async fn recount_finds_and_repairs_drift() {
     assert!(queue.recount(false).expect("recount").drifts.is_empty());
     queue.close().await;
     {
-        use ankusa::store::{Durability, RocksStore, Store as _, StoreOptions};
+        use ankusa_store::store::{Durability, RocksStore, Store as _, StoreOptions};
         let store = RocksStore::open(&StoreOptions::new(dir.path())).expect("store");
         let mut batch = Batch::new();
-        batch.add_counter(ankusa::queue::counter_key(Some("acme"), "pending"), 7);
-        batch.add_counter(ankusa::queue::counter_key(None, "dedupe_keys"), -3);
+        batch.add_counter(ankusa_queue::queue::counter_key(Some("acme"), "pending"), 7);
+        batch.add_counter(ankusa_queue::queue::counter_key(None, "dedupe_keys"), -3);
         store.write(&batch, Durability::Synced).expect("damage the counters");
     }
     let queue = Queue::open(dir.path(), QueueConfig::default()).expect("reopen");

@@ -6,12 +6,13 @@
 
 use std::sync::Arc;
 
-use ankusa::error_class::ErrorClass;
-use ankusa::queue::{
+use crate::common::no_drift;
+use ankusa_common::error_class::ErrorClass;
+use ankusa_queue::queue::{
     ClaimDecision, DeliveryRow, Entry, EntryOutcome, Envelope, LastFailure, Line, LineId, Queue, QueueConfig,
     QueueError, RowState,
 };
-use ankusa::store::{Batch, Faults};
+use ankusa_store::store::{Batch, Faults};
 
 const NOW: u64 = 1_800_000_000_000;
 
@@ -66,11 +67,6 @@ fn writes_refused<T>(faults: &Faults, op: impl FnOnce() -> T) -> T {
 
 fn counter(queue: &Queue, kind: &str) -> i64 {
     queue.counter(None, kind).expect("counter")
-}
-
-fn no_drift(queue: &Queue) {
-    let recount = queue.recount(false).expect("recount");
-    assert!(recount.drifts.is_empty(), "counters drifted: {:?}", recount.drifts);
 }
 
 fn line(key: &str) -> LineId {
@@ -326,9 +322,9 @@ async fn a_dead_hook_skipped_as_its_lines_last_row_is_named_by_the_keys_next_hoo
 /// store, and another tenant's gap is kept.
 #[tokio::test]
 async fn forgetting_a_tenant_takes_its_lines_gaps() {
-    use ankusa::queue::PurgeKinds;
-    use ankusa::store::keys::meta;
-    use ankusa::store::{Cf, RocksStore, Scan, Store as _, StoreOptions};
+    use ankusa_queue::queue::PurgeKinds;
+    use ankusa_store::store::keys::meta;
+    use ankusa_store::store::{Cf, RocksStore, Scan, Store as _, StoreOptions};
     let dir = tempfile::tempdir().expect("dir");
     {
         let queue = Queue::open(dir.path(), QueueConfig::default()).expect("open");
@@ -356,7 +352,7 @@ async fn forgetting_a_tenant_takes_its_lines_gaps() {
 /// hears of it from.
 #[tokio::test]
 async fn a_filtered_hook_passes_its_gap_marker_on() {
-    use ankusa::queue::Settlement;
+    use ankusa_queue::queue::Settlement;
     let dir = tempfile::tempdir().expect("dir");
     let queue = Queue::open(dir.path(), QueueConfig::default()).expect("open");
     let [_, k2, k3] = head_of_three_skipped(&queue).await;
@@ -415,7 +411,7 @@ async fn a_run_is_its_heads_next_rows_in_order_within_its_bounds() {
 /// the whole run due.
 #[tokio::test]
 async fn a_run_put_back_behind_its_failed_row_goes_again_after_it() {
-    use ankusa::queue::Settlement;
+    use ankusa_queue::queue::Settlement;
     let dir = tempfile::tempdir().expect("dir");
     let faults = Arc::new(Faults::default());
     let queue = Queue::open(dir.path(), faulty(&faults)).expect("open");

@@ -4,8 +4,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ankusa::queue::{Clock, Entry, EntryOutcome, Envelope, Queue, QueueConfig, QueueError, Refusal};
-use ankusa::store::Faults;
+use ankusa_queue::queue::{Clock, Entry, EntryOutcome, Envelope, Queue, QueueConfig, QueueError, Refusal};
+use ankusa_store::store::Faults;
 use tokio::time::Instant;
 
 fn entry(id: &str, tenant: &str, dedupe: Option<&str>) -> Entry {
@@ -55,7 +55,7 @@ async fn concurrent_callers_share_synced_commits() {
     }
     let distinct: HashSet<_> = all.iter().collect();
     assert_eq!((all.len(), distinct.len()), (1280, 1280), "every ack has its own seq");
-    let ankusa::queue::CommitStats { commits, calls, hooks, .. } = queue.commit_stats();
+    let ankusa_queue::queue::CommitStats { commits, calls, hooks, .. } = queue.commit_stats();
     assert_eq!(hooks, 1280);
     assert_eq!(calls, 1280);
     assert!(commits < calls, "calls were grouped: {commits} synced commits for {calls} calls");
@@ -200,7 +200,7 @@ async fn dedupe_is_scoped_by_tenant_and_long_keys_are_hashed() {
 #[tokio::test]
 async fn a_long_key_and_the_text_of_its_digest_never_collide() {
     let long = "k".repeat(500);
-    let literal = format!("sha256:{}", ankusa::digest::sha256_hex(long.as_bytes()));
+    let literal = format!("sha256:{}", ankusa_common::digest::sha256_hex(long.as_bytes()));
     for (first, second) in [(&long, &literal), (&literal, &long)] {
         let dir = tempfile::tempdir().expect("temp dir");
         let queue = Queue::open(dir.path(), QueueConfig::default()).expect("open");
@@ -229,7 +229,7 @@ async fn each_entry_is_answered_to_its_own_waiter() {
     let mut entries = Vec::new();
     for (id, key) in [("fresh", None), ("retry", Some("delivery-1")), ("abandoned", None)] {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let reply: ankusa::queue::EntryReply = Box::new(move |outcome| {
+        let reply: ankusa_queue::queue::EntryReply = Box::new(move |outcome| {
             let _ = tx.send(outcome);
         });
         entries.push((entry(id, "acme", key), reply));

@@ -4,7 +4,8 @@
 //! whose rows are all filtered goes at once. Counters never count it, and
 //! agree with a recount throughout.
 
-use ankusa::queue::{Entry, EntryOutcome, Envelope, PurgeKinds, Queue, QueueConfig, RowState, Settlement};
+use crate::common::no_drift;
+use ankusa_queue::queue::{Entry, EntryOutcome, Envelope, PurgeKinds, Queue, QueueConfig, RowState, Settlement};
 
 const NOW: u64 = 1_800_000_000_000;
 
@@ -52,11 +53,6 @@ fn stored(queue: &Queue, seq: u64) -> bool {
 fn counts(queue: &Queue) -> (i64, i64, i64, i64) {
     let c = |kind| queue.counter(None, kind).expect("counter");
     (c("pending"), c("inflight"), c("dead"), c("bytes"))
-}
-
-fn no_drift(queue: &Queue) {
-    let recount = queue.recount(false).expect("recount");
-    assert!(recount.drifts.is_empty(), "counters drifted: {:?}", recount.drifts);
 }
 
 #[tokio::test]
@@ -116,7 +112,10 @@ async fn a_purge_of_a_hooks_last_live_row_takes_its_filtered_rows_and_survives_a
         let [seq] = enqueue(&queue, &["h"], 3).await[..] else { panic!() };
         queue.deliveries().claim_due(NOW, 10).expect("claim");
         filter(&queue, seq, 0);
-        queue.deliveries().bury(seq, 1, NOW, "410 gone", ankusa::error_class::ErrorClass::Permanent).expect("bury");
+        queue
+            .deliveries()
+            .bury(seq, 1, NOW, "410 gone", ankusa_common::error_class::ErrorClass::Permanent)
+            .expect("bury");
         filter(&queue, seq, 2);
         queue.close().await;
         seq
@@ -145,7 +144,7 @@ async fn a_refused_filter_write_leaves_the_hook_and_its_rows_as_they_were() {
     use std::sync::Arc;
     use std::sync::atomic::Ordering;
     let dir = tempfile::tempdir().expect("dir");
-    let faults = Arc::new(ankusa::store::Faults::default());
+    let faults = Arc::new(ankusa_store::store::Faults::default());
     let seq = {
         let config = QueueConfig { store_faults: Some(faults.clone()), ..QueueConfig::default() };
         let queue = Queue::open(dir.path(), config).expect("open");

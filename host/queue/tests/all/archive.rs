@@ -2,7 +2,7 @@
 //! tenant over a receive window, swept past its retention, purged by
 //! tenant, and never written by a redrive.
 
-use ankusa::queue::{Entry, Envelope, Queue, QueueConfig};
+use ankusa_queue::queue::{Entry, Envelope, Queue, QueueConfig};
 
 fn entry(id: &str, tenant: &str, received_at: u64) -> Entry {
     let envelope = Envelope::new(id.into(), "src".into(), tenant.into(), received_at, b"{}".to_vec());

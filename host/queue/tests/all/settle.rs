@@ -11,9 +11,11 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ankusa::intake::{Appended, HookLog, HookRecord, Intake, IntakeError, LoggedHook, Sent};
-use ankusa::queue::{Engines, Entry, EntryOutcome, Envelope, Line, Queue, QueueConfig, Refusal, Settlement, WalMode};
-use ankusa::store::Faults;
+use ankusa_queue::queue::{
+    Engines, Entry, EntryOutcome, Envelope, Line, Queue, QueueConfig, Refusal, Settlement, WalMode,
+};
+use ankusa_store::intake::{Appended, HookLog, HookRecord, Intake, IntakeError, LoggedHook, Sent};
+use ankusa_store::store::Faults;
 
 /// What becomes of one published hook.
 #[derive(Clone, Copy, Debug)]
@@ -200,7 +202,7 @@ async fn rounds_in_flight(node: &Node, rounds: usize) {
     }
 }
 
-type Answered = tokio::task::JoinHandle<Result<Vec<EntryOutcome>, ankusa::queue::QueueError>>;
+type Answered = tokio::task::JoinHandle<Result<Vec<EntryOutcome>, ankusa_queue::queue::QueueError>>;
 
 /// Two calls to `node`'s held queue, each its own round: the second is
 /// sent once the first is in the log and unanswered.
@@ -518,14 +520,14 @@ async fn a_settled_hook_of_an_ordered_key_is_claimed_and_its_key_goes_on() {
     assert!(!is_ack(&behind[0]), "{behind:?}");
     // k0 is delivered before the settle commits k1.
     let deliveries = queue.deliveries();
-    let claimed = deliveries.claim_due(ankusa::queue::now_ms(), 10).expect("claim");
+    let claimed = deliveries.claim_due(ankusa_queue::queue::now_ms(), 10).expect("claim");
     assert_eq!(claimed.len(), 1, "only the head is claimed: {claimed:?}");
     deliveries.settle(&[(claimed[0].seq, 0, Settlement::Complete)]).expect("settled");
     eventually_stored(&queue, &keys(&["k1"])).await;
 
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     loop {
-        let claimed = deliveries.claim_due(ankusa::queue::now_ms(), 10).expect("claim");
+        let claimed = deliveries.claim_due(ankusa_queue::queue::now_ms(), 10).expect("claim");
         if claimed.len() == 1 {
             break;
         }

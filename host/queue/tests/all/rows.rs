@@ -1,7 +1,7 @@
 //! Delivery row transitions and the counters that follow them.
 
-use ankusa::error_class::ErrorClass;
-use ankusa::queue::{
+use ankusa_common::error_class::ErrorClass;
+use ankusa_queue::queue::{
     Entry, EntryOutcome, Envelope, LastFailure, Queue, QueueConfig, RowState, Settlement, TenantPending,
 };
 

@@ -8,8 +8,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use ankusa::error_class::ErrorClass;
-use ankusa::queue::{
+use ankusa_common::error_class::ErrorClass;
+use ankusa_queue::queue::{
     Clock, DeadQuery, Entry, EntryOutcome, Envelope, LastFailure, PurgeKinds, Queue, QueueConfig, Refusal,
     TenantPending,
 };
