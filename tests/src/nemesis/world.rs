@@ -8,6 +8,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+// How long a node's log tallies repeated failures before it tells them.
+use ankusa::telemetry::logs::WINDOW as TALLY_WINDOW;
+
 use super::provider::Provider;
 use super::schedule::{Fault, NODE_IDS};
 use crate::binary::RunningNode;
@@ -42,10 +45,8 @@ const WITHDRAWN_LINE: &str = "attempts withdrawn in flight";
 /// window), and of the rest of a window (with their count).
 const RETRIED_LINE: &str = "delivery failed";
 const TALLIED: &str = "more times in the last";
-/// The nodes' attempt timeout (half the lease in fleet mode) and how long
-/// their log tallies repeated failures (`telemetry::logs::WINDOW`).
+/// The nodes' attempt timeout (half the lease in fleet mode).
 const ATTEMPT_TIMEOUT: Duration = Duration::from_millis(LEASE_TTL_MS / 2);
-const TALLY_WINDOW: Duration = Duration::from_secs(10);
 
 /// When a line was logged (nodes log without colours here: `NO_COLOR`,
 /// see `binary.rs`).
